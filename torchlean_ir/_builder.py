@@ -1,0 +1,331 @@
+"""The graph builder (TorchLean's ``GraphM``).
+
+::
+
+    b = GraphBuilder()
+    x = b.input("x", (4,))
+    W = b.param("W", (3, 4))
+    bias = b.param("b", (3,))
+    y = b.linear(W, bias, x).tanh()
+    loss = b.sum(y * y)
+    graph = b.build(loss)
+
+Every op of the registry is a method of the builder (``b.tanh(x)``) and of a value
+(``x.tanh()``); ``+ - * / @`` and unary ``-`` work on values. The shape rule runs at each call: a
+mismatch raises :class:`ShapeError` naming the op, the argument types, what was expected and the
+caller's file:line. There is no implicit broadcasting.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ._attrs import AttrError, ConstArray, make_attrs
+from ._errors import ShapeError, TorchleanError
+from ._graph import Context, GraphData, IndexInput, Leaf, LeafKind, Node, valid_name
+from ._registry import get_op, has_op
+from ._types import DType, IndexType, TensorType, as_dtype, as_shape
+
+#: Directories whose frames are skipped when reporting the user's call site. Front ends built on
+#: the builder add their own package directory with :func:`add_internal_dir`.
+_INTERNAL_DIRS: set[str] = {os.path.dirname(os.path.abspath(__file__))}
+
+
+def add_internal_dir(path: str) -> None:
+    """Treat frames from files under ``path`` as library code when reporting call sites."""
+    _INTERNAL_DIRS.add(os.path.dirname(os.path.abspath(path)) if os.path.isfile(path) else path)
+
+
+def user_call_site() -> str:
+    """``file:line`` of the innermost frame outside the library."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        fname = os.path.abspath(frame.f_code.co_filename)
+        if not any(fname.startswith(d + os.sep) for d in _INTERNAL_DIRS):
+            return f"{frame.f_code.co_filename}:{frame.f_lineno}"
+        frame = frame.f_back  # type: ignore[assignment]
+    return "<unknown>"
+
+
+class Var:
+    """A value being built: a leaf or a node output of a :class:`GraphBuilder`."""
+
+    __slots__ = ("_builder", "_handle", "type")
+
+    def __init__(self, builder: GraphBuilder, handle: tuple[str, int], type: TensorType) -> None:
+        self._builder = builder
+        self._handle = handle
+        self.type = type
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.type.shape
+
+    @property
+    def dtype(self) -> DType:
+        return self.type.dtype
+
+    @property
+    def builder(self) -> GraphBuilder:
+        return self._builder
+
+    def __repr__(self) -> str:
+        kind, i = self._handle
+        name = self._builder._leaves[i].name if kind == "leaf" else f"node{i}"
+        return f"Var({name}: {self.type})"
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_") or not has_op(name):
+            raise AttributeError(f"'Var' has no attribute {name!r} (and no op of that name exists)")
+
+        def method(*args: Any, **attrs: Any) -> Var:
+            return self._builder.apply(name, self, *args, **attrs)
+
+        return method
+
+    # arithmetic: no implicit broadcasting, except a Python number against a tensor
+    def _lift(self, other: Any) -> Var:
+        if isinstance(other, Var):
+            return other
+        if isinstance(other, int | float) and not isinstance(other, bool):
+            return self._builder.full(self.shape, float(other))
+        raise TypeError(f"cannot combine a Var with {type(other).__name__}")
+
+    def __add__(self, o: Any) -> Var:
+        return self._builder.apply("add", self, self._lift(o))
+
+    def __radd__(self, o: Any) -> Var:
+        return self._builder.apply("add", self._lift(o), self)
+
+    def __sub__(self, o: Any) -> Var:
+        return self._builder.apply("sub", self, self._lift(o))
+
+    def __rsub__(self, o: Any) -> Var:
+        return self._builder.apply("sub", self._lift(o), self)
+
+    def __mul__(self, o: Any) -> Var:
+        if isinstance(o, int | float) and not isinstance(o, bool):
+            return self._builder.apply("scale", self, c=float(o))
+        return self._builder.apply("mul", self, o)
+
+    def __rmul__(self, o: Any) -> Var:
+        return self.__mul__(o)
+
+    def __truediv__(self, o: Any) -> Var:
+        if isinstance(o, int | float) and not isinstance(o, bool):
+            return self._builder.apply("scale", self, c=1.0 / float(o))
+        return self._builder.apply("mul", self, self._builder.apply("inv", o))
+
+    def __rtruediv__(self, o: Any) -> Var:
+        return self._builder.apply("mul", self._lift(o), self._builder.apply("inv", self))
+
+    def __neg__(self) -> Var:
+        return self._builder.apply("scale", self, c=-1.0)
+
+    def __matmul__(self, o: Any) -> Var:
+        return self._builder.apply("matmul", self, o)
+
+    def __bool__(self) -> bool:
+        raise TypeError("a Var has no truth value (graphs have no data-dependent control flow)")
+
+    __hash__ = object.__hash__
+
+
+class IndexVar:
+    """An index input being built (a nat scalar or vector)."""
+
+    __slots__ = ("_builder", "index", "type")
+
+    def __init__(self, builder: GraphBuilder, index: int, type: IndexType) -> None:
+        self._builder = builder
+        self.index = index
+        self.type = type
+
+    @property
+    def name(self) -> str:
+        return self._builder._index_inputs[self.index].name
+
+    def __repr__(self) -> str:
+        return f"IndexVar({self.name}: {self.type})"
+
+
+class GraphBuilder:
+    """Build a :class:`GraphData` by declaring leaves and calling ops.
+
+    Leaves and index inputs may be declared at any point; in the built graph the leaves come
+    first (in declaration order), then the nodes (in call order).
+
+    Parameters
+    ----------
+    dtype:
+        The float dtype of every value (``"f32"`` default, or ``"f64"``).
+    """
+
+    def __init__(self, dtype: DType | str = DType.F32) -> None:
+        self.dtype = as_dtype(dtype)
+        if not self.dtype.is_float:
+            raise ValueError(f"builder dtype must be f32 or f64, got {self.dtype}")
+        self._leaves: list[Leaf] = []
+        self._index_inputs: list[IndexInput] = []
+        self._nodes: list[Node] = []  # args hold handles until build()
+        self._node_args: list[tuple[tuple[str, int], ...]] = []
+        self._names: set[str] = set()
+
+    # -- leaves ----------------------------------------------------------------------------
+    def _new_name(self, name: str) -> str:
+        if not valid_name(name):
+            raise TorchleanError(
+                f"invalid name {name!r}: use an identifier (letters, digits, '_', '.') "
+                f"at {user_call_site()}"
+            )
+        if name in self._names:
+            raise TorchleanError(f"name {name!r} is already declared, at {user_call_site()}")
+        self._names.add(name)
+        return name
+
+    def _leaf(self, name: str, shape: Any, kind: LeafKind, requires_grad: bool) -> Var:
+        try:
+            shp = as_shape(shape)
+        except ValueError as e:
+            raise ShapeError(f"{kind} {name!r}: {e}, at {user_call_site()}") from None
+        leaf = Leaf(self._new_name(name), TensorType(shp, self.dtype), kind, bool(requires_grad))
+        self._leaves.append(leaf)
+        return Var(self, ("leaf", len(self._leaves) - 1), leaf.type)
+
+    def param(self, name: str, shape: Any, *, requires_grad: bool = True) -> Var:
+        """Declare a parameter leaf (receives gradient by default)."""
+        return self._leaf(name, shape, "param", requires_grad)
+
+    def input(self, name: str, shape: Any, *, requires_grad: bool = False) -> Var:
+        """Declare an input leaf (no gradient unless ``requires_grad=True``)."""
+        return self._leaf(name, shape, "input", requires_grad)
+
+    def index(self, name: str, size: int | None = None, *, value: Any = None) -> IndexVar:
+        """Declare an index input: a nat scalar (``size=None``) or a nat vector of ``size``.
+
+        With ``value`` the index is baked into the graph (static); otherwise it is supplied at
+        each call (a label, gather indices)."""
+        shape: tuple[int, ...] = () if size is None else as_shape((size,))
+        static = None
+        if value is not None:
+            arr = np.asarray(value)
+            if arr.shape != shape or not np.issubdtype(arr.dtype, np.integer) or np.any(arr < 0):
+                raise TorchleanError(
+                    f"index {name!r}: value must be nat{list(shape)} of non-negative ints, "
+                    f"got {value!r}, at {user_call_site()}"
+                )
+            static = tuple(int(v) for v in arr.reshape(-1))
+        ix = IndexInput(self._new_name(name), IndexType(shape), static)
+        self._index_inputs.append(ix)
+        return IndexVar(self, len(self._index_inputs) - 1, ix.type)
+
+    # -- ops -------------------------------------------------------------------------------
+    def const(self, value: Any) -> Var:
+        """A literal tensor (cast to the builder's dtype)."""
+        arr = np.asarray(value, dtype=self.dtype.numpy_name)
+        return self.apply("const", value=ConstArray.from_numpy(arr, self.dtype))
+
+    def full(self, shape: Any, value: float) -> Var:
+        """A tensor filled with ``value``: a scalar literal, broadcast if ``shape`` is not ()."""
+        c = self.const(np.asarray(value))
+        shp = as_shape(shape)
+        return c if shp == () else self.apply("broadcast_to", c, shape=shp)
+
+    def apply(self, op_name: str, *args: Var | IndexVar, **attrs: Any) -> Var:
+        """Apply the registered op ``op_name`` to tensor ``Var`` s and ``IndexVar`` s."""
+        site = user_call_site()
+        try:
+            op = get_op(op_name)
+        except TorchleanError as e:
+            raise TorchleanError(f"{e}, at {site}") from None
+        tensors: list[Var] = []
+        indices: list[IndexVar] = []
+        for p, a in enumerate(args):
+            if isinstance(a, Var):
+                if a._builder is not self:
+                    raise TorchleanError(
+                        f"{op_name}: argument {p} belongs to another builder, at {site}"
+                    )
+                tensors.append(a)
+            elif isinstance(a, IndexVar):
+                if a._builder is not self:
+                    raise TorchleanError(
+                        f"{op_name}: argument {p} belongs to another builder, at {site}"
+                    )
+                indices.append(a)
+            else:
+                raise TypeError(
+                    f"{op_name}: argument {p} must be a Var or IndexVar, got "
+                    f"{type(a).__name__} (attributes go by keyword), at {site}"
+                )
+        try:
+            node_attrs = make_attrs(op_name, op.attrs, attrs)
+        except AttrError as e:
+            raise AttrError(f"{e}, at {site}") from None
+        arg_types = tuple(t.type for t in tensors)
+        index_types = tuple(i.type for i in indices)
+        try:
+            out_type = op.infer_type(arg_types, index_types, node_attrs)
+        except ShapeError as e:
+            shown = ", ".join([str(t) for t in arg_types] + [str(t) for t in index_types])
+            raise ShapeError(f"{op_name}({shown}): {e}, at {site}") from None
+        if arg_types and out_type.dtype != self.dtype:
+            raise ShapeError(
+                f"{op_name}: result dtype {out_type.dtype} differs from the builder's "
+                f"{self.dtype}, at {site}"
+            )
+        if not arg_types and out_type.dtype != self.dtype:
+            out_type = TensorType(out_type.shape, self.dtype)
+            if op_name == "const":
+                value = node_attrs["value"].to_numpy()
+                node_attrs = make_attrs(
+                    op_name, op.attrs, {"value": ConstArray.from_numpy(value, self.dtype)}
+                )
+        self._nodes.append(Node(op_name, (), out_type, node_attrs, tuple(i.index for i in indices)))
+        self._node_args.append(tuple(t._handle for t in tensors))
+        return Var(self, ("node", len(self._nodes) - 1), out_type)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_") or not has_op(name):
+            raise AttributeError(
+                f"'GraphBuilder' has no attribute {name!r} (and no op of that name exists)"
+            )
+
+        def method(*args: Any, **attrs: Any) -> Var:
+            return self.apply(name, *args, **attrs)
+
+        method.__name__ = name
+        method.__doc__ = get_op(name).doc
+        return method
+
+    # -- build -----------------------------------------------------------------------------
+    def build(self, *outputs: Var | Sequence[Var]) -> GraphData:
+        """Freeze into a :class:`GraphData` with the given output value(s)."""
+        outs: list[Var] = []
+        for o in outputs:
+            outs.extend(o if isinstance(o, list | tuple) else [o])
+        if not outs:
+            raise TorchleanError(f"build() needs at least one output, at {user_call_site()}")
+        n_leaves = len(self._leaves)
+
+        def vid(handle: tuple[str, int]) -> int:
+            kind, i = handle
+            return i if kind == "leaf" else n_leaves + i
+
+        nodes = tuple(
+            Node(n.op, tuple(vid(h) for h in hs), n.type, n.attrs, n.index_args)
+            for n, hs in zip(self._nodes, self._node_args, strict=True)
+        )
+        for o in outs:
+            if not isinstance(o, Var) or o._builder is not self:
+                raise TorchleanError(
+                    f"build(): outputs must be Vars of this builder, at {user_call_site()}"
+                )
+        ctx = Context(tuple(self._leaves), tuple(self._index_inputs))
+        return GraphData(ctx, nodes, tuple(vid(o._handle) for o in outs))
+

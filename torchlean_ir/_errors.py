@@ -1,0 +1,43 @@
+"""Exception hierarchy.
+
+Every error a user can cause derives from :class:`TorchleanError` and has a one-line
+``str()`` that names what went wrong and where (node index, JSON path, argument, call site).
+"""
+
+from __future__ import annotations
+
+
+class TorchleanError(Exception):
+    """Base class of every error raised for bad user input."""
+
+
+class ShapeError(TorchleanError):
+    """An op was applied to arguments whose shapes (or dtypes) its shape rule rejects."""
+
+
+class AttrError(TorchleanError):
+    """An op attribute is missing, unknown or of the wrong kind."""
+
+
+class GraphCheckError(TorchleanError):
+    """A graph failed :func:`torchlean_ir.check` (bad reference, bad attribute, wrong shape)."""
+
+    def __init__(self, message: str, *, node: int | None = None) -> None:
+        super().__init__(message)
+        self.node = node
+
+
+class GraphFormatError(TorchleanError):
+    """A graph file is malformed, truncated, ill-typed or over a size limit."""
+
+    def __init__(self, message: str, *, path: str | None = None) -> None:
+        super().__init__(message)
+        self.path = path
+
+
+class EvalError(TorchleanError):
+    """Bad values passed to an interpreter (missing leaf, wrong shape, bad index value)."""
+
+
+class UnknownOpError(TorchleanError):
+    """An op name that is not in the registry."""

@@ -1,0 +1,333 @@
+"""The op registry: one declaration per op, with all of its rules side by side.
+
+An op is declared once (``Op(...)``) and its rules are registered right after it with the
+``def_*`` decorators, as in ``jax/_src/lax/lax.py``::
+
+    tanh = Op("tanh", args=("x",), doc="...")
+    tanh.def_shape(same_shape)
+
+    @tanh.def_forward
+    def tanh_forward(B, x):
+        return B.tanh(x)
+
+Rules are written once against a backend ``B`` (see :mod:`torchlean_ir.backends`): the reference
+interpreter runs them with NumPy in float64, the compiler with ``jax.numpy``, the verifier with
+exact symbolic arrays. The rule signatures are:
+
+``shape(*arg_types, **params) -> TensorType | Shape``
+    ``params`` holds the attributes and, for each index argument, its :class:`IndexType`.
+``forward(B, *args, **params) -> array``
+    ``params`` holds the attributes and, for each index argument, its value.
+``jvp(B, args, tangents, out, **params) -> array``
+    The tangent of the output given one tangent per argument (zeros where there is none).
+``vjp(B, args, out, ct, **params) -> tuple[array | None, ...]``
+    One cotangent per argument; ``None`` means no gradient flows to that argument.
+``lower(B, *args, **params)`` (optional)
+    A JAX-specific forward (``B`` is the JAX backend) when the generic forward is not the fastest
+    way to say it in JAX; ``lower_jvp`` / ``lower_vjp`` likewise. Without them the generic rules
+    are the lowering.
+``sym(B, *args, **params)`` (optional)
+    The symbolic forward the verifier differentiates, when it should differ from running the
+    forward on symbolic arrays (it must be equal to it as a function).
+``kinks(rng, *arg_types, **params) -> list[tuple[np.ndarray, ...]]`` (optional)
+    Argument values (exact dyadic rationals) at the op's non-smooth points, where the
+    derivative conventions of ``docs/ops.md`` are checked exactly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from ._attrs import AttrSpec
+from ._errors import ShapeError, UnknownOpError
+from ._types import DType, IndexType, TensorType
+
+Rule = Callable[..., Any]
+Domain = Literal["real", "positive", "nonzero", "unit"]
+
+#: The rules every op must have; :func:`missing_rules` reports the ones an op lacks.
+REQUIRED_RULES = ("shape", "forward", "jvp", "vjp", "lowering", "symbolic")
+
+
+@dataclass(frozen=True, slots=True)
+class IndexArg:
+    """An index argument of an op: a scalar natural or a vector of naturals."""
+
+    name: str
+    kind: Literal["scalar", "vector"]
+
+    def accepts(self, t: IndexType) -> bool:
+        return (len(t.shape) == 0) if self.kind == "scalar" else (len(t.shape) == 1)
+
+
+class Op:
+    """The declaration of one op and its rules.
+
+    Parameters
+    ----------
+    name:
+        The op's name in graphs and files (``snake_case``).
+    args:
+        Names of the tensor arguments, in order. With ``variadic=True`` the op takes
+        ``min_args`` or more arguments, all described by ``args[0]``.
+    index_args:
+        Index (nat) arguments, read from the graph's index inputs.
+    attrs:
+        Attribute schema.
+    nondiff:
+        Names of tensor arguments that never receive a gradient (their VJP entry is ``None``).
+    domain:
+        Per argument, the inputs on which the op is defined and smooth away from its kinks
+        (``"positive"`` for ``log``): tests and the verifier sample from it.
+    needs_position:
+        The forward receives ``_position=<node index>`` (seeded random ops).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        args: Iterable[str] = (),
+        index_args: Iterable[IndexArg] = (),
+        attrs: Mapping[str, AttrSpec] | None = None,
+        variadic: bool = False,
+        min_args: int = 1,
+        nondiff: Iterable[str] = (),
+        domain: Mapping[str, Domain] | None = None,
+        needs_position: bool = False,
+        family: str = "misc",
+        doc: str = "",
+        register: bool = True,
+    ) -> None:
+        self.name = name
+        self.arg_names: tuple[str, ...] = tuple(args)
+        self.index_args: tuple[IndexArg, ...] = tuple(index_args)
+        self.attrs: dict[str, AttrSpec] = dict(attrs or {})
+        self.variadic = variadic
+        self.min_args = min_args if variadic else len(self.arg_names)
+        self.nondiff: frozenset[str] = frozenset(nondiff)
+        self.domain: dict[str, Domain] = dict(domain or {})
+        self.needs_position = needs_position
+        self.family = family
+        self.doc = doc
+        self.shape_rule: Rule | None = None
+        self.forward_rule: Rule | None = None
+        self.jvp_rule: Rule | None = None
+        self.vjp_rule: Rule | None = None
+        self.lower_rule: Rule | None = None
+        self.lower_jvp_rule: Rule | None = None
+        self.lower_vjp_rule: Rule | None = None
+        self.sym_rule: Rule | None = None
+        self.kinks_rule: Rule | None = None
+        unknown = self.nondiff - set(self.arg_names)
+        if unknown:
+            raise ValueError(f"{name}: nondiff names unknown arguments {sorted(unknown)}")
+        if register:
+            register_op(self)
+
+    # -- rule registration -------------------------------------------------------------
+    def _set(self, slot: str, fn: Rule) -> Rule:
+        if getattr(self, slot) is not None:
+            raise ValueError(f"op {self.name!r} already has a {slot.removesuffix('_rule')} rule")
+        setattr(self, slot, fn)
+        return fn
+
+    def def_shape(self, fn: Rule) -> Rule:
+        return self._set("shape_rule", fn)
+
+    def def_forward(self, fn: Rule) -> Rule:
+        return self._set("forward_rule", fn)
+
+    def def_jvp(self, fn: Rule) -> Rule:
+        return self._set("jvp_rule", fn)
+
+    def def_vjp(self, fn: Rule) -> Rule:
+        return self._set("vjp_rule", fn)
+
+    def def_lower(self, fn: Rule) -> Rule:
+        return self._set("lower_rule", fn)
+
+    def def_lower_jvp(self, fn: Rule) -> Rule:
+        return self._set("lower_jvp_rule", fn)
+
+    def def_lower_vjp(self, fn: Rule) -> Rule:
+        return self._set("lower_vjp_rule", fn)
+
+    def def_sym(self, fn: Rule) -> Rule:
+        return self._set("sym_rule", fn)
+
+    def def_kinks(self, fn: Rule) -> Rule:
+        return self._set("kinks_rule", fn)
+
+    # -- the rules as used by the interpreters ------------------------------------------
+    @property
+    def lowering(self) -> Rule | None:
+        """The JAX forward: the explicit ``lower`` rule, else the generic forward."""
+        return self.lower_rule or self.forward_rule
+
+    @property
+    def lowering_jvp(self) -> Rule | None:
+        return self.lower_jvp_rule or self.jvp_rule
+
+    @property
+    def lowering_vjp(self) -> Rule | None:
+        return self.lower_vjp_rule or self.vjp_rule
+
+    @property
+    def symbolic(self) -> Rule | None:
+        """The symbolic forward: the explicit ``sym`` rule, else the generic forward."""
+        return self.sym_rule or self.forward_rule
+
+    def arg_name(self, i: int) -> str:
+        return self.arg_names[0] if self.variadic else self.arg_names[i]
+
+    def is_diff_arg(self, i: int) -> bool:
+        return self.arg_name(i) not in self.nondiff
+
+    def arg_domain(self, i: int) -> Domain:
+        return self.domain.get(self.arg_name(i), "real")
+
+    def infer_type(
+        self,
+        arg_types: tuple[TensorType, ...],
+        index_types: tuple[IndexType, ...],
+        attrs: Mapping[str, Any],
+    ) -> TensorType:
+        """Run the shape rule (arity and dtype checks included); raise :class:`ShapeError`."""
+        n = len(arg_types)
+        if self.variadic:
+            if n < self.min_args:
+                raise ShapeError(f"expects at least {self.min_args} arguments, got {n}")
+        elif n != len(self.arg_names):
+            raise ShapeError(f"expects {len(self.arg_names)} arguments, got {n}")
+        if len(index_types) != len(self.index_args):
+            raise ShapeError(
+                f"expects {len(self.index_args)} index arguments, got {len(index_types)}"
+            )
+        for spec, t in zip(self.index_args, index_types, strict=True):
+            if not spec.accepts(t):
+                raise ShapeError(f"index argument {spec.name!r} must be a nat {spec.kind}, got {t}")
+        dtypes = {t.dtype for t in arg_types}
+        if any(not d.is_float for d in dtypes):
+            raise ShapeError("tensor arguments must be f32 or f64")
+        if len(dtypes) > 1:
+            got = ", ".join(str(t) for t in arg_types)
+            raise ShapeError(f"arguments must share one dtype, got ({got})")
+        assert self.shape_rule is not None, f"op {self.name!r} has no shape rule"
+        params = dict(attrs)
+        params.update({s.name: t for s, t in zip(self.index_args, index_types, strict=True)})
+        result = self.shape_rule(*arg_types, **params)
+        if isinstance(result, TensorType):
+            return result
+        dtype = arg_types[0].dtype if arg_types else DType(attrs.get("dtype", "f32"))
+        return TensorType(tuple(result), dtype)
+
+    def __repr__(self) -> str:
+        return f"<Op {self.name}>"
+
+
+_REGISTRY: dict[str, Op] = {}
+
+
+def register_op(op: Op) -> Op:
+    """Add an op to the registry; a second op of the same name is an error."""
+    if op.name in _REGISTRY:
+        raise ValueError(f"an op named {op.name!r} is already registered")
+    _REGISTRY[op.name] = op
+    return op
+
+
+def unregister_op(name: str) -> None:
+    """Remove a (custom) op from the registry."""
+    _REGISTRY.pop(name, None)
+
+
+def get_op(name: str) -> Op:
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise UnknownOpError(f"unknown op {name!r}") from None
+
+
+def has_op(name: str) -> bool:
+    return name in _REGISTRY
+
+
+def all_ops() -> dict[str, Op]:
+    """A snapshot of the registry, by name."""
+    return dict(_REGISTRY)
+
+
+def missing_rules(op: Op) -> list[str]:
+    """The required rules (:data:`REQUIRED_RULES`) that ``op`` lacks."""
+    have = {
+        "shape": op.shape_rule,
+        "forward": op.forward_rule,
+        "jvp": op.jvp_rule,
+        "vjp": op.vjp_rule,
+        "lowering": op.lowering,
+        "symbolic": op.symbolic,
+    }
+    return [r for r in REQUIRED_RULES if have[r] is None]
+
+
+# -- helpers that declare common families in one call ----------------------------------------
+
+
+def same_shape(*args: TensorType, **_: Any) -> tuple[int, ...]:
+    """Shape rule of elementwise ops: every argument has the same shape; so does the output."""
+    first = args[0].shape
+    for t in args[1:]:
+        if t.shape != first:
+            raise ShapeError(
+                "needs identical shapes (no implicit broadcasting; use broadcast_to), got "
+                + ", ".join(str(a) for a in args)
+            )
+    return first
+
+
+def deflinear(op: Op) -> Op:
+    """Declare ``op`` linear in its differentiable arguments: its JVP is its forward applied to
+    the tangents (with zeros for non-differentiable arguments)."""
+    assert op.forward_rule is not None
+
+    def linear_jvp(B: Any, args: tuple, tangents: tuple, out: Any, **params: Any) -> Any:
+        return op.forward_rule(B, *tangents, **params)  # type: ignore[misc]
+
+    linear_jvp.__name__ = f"{op.name}_jvp"
+    op.def_jvp(linear_jvp)
+    return op
+
+
+def defunary(
+    name: str,
+    forward: Callable[[Any, Any], Any],
+    deriv: Callable[[Any, Any, Any], Any],
+    *,
+    doc: str,
+    domain: Domain = "real",
+    family: str = "elementwise",
+) -> Op:
+    """Declare an elementwise unary op from its forward and its derivative ``deriv(B, x, y)``
+    (``y`` the forward's output): JVP ``deriv * t`` and VJP ``deriv * ct`` follow."""
+    op = Op(name, args=("x",), domain={"x": domain}, family=family, doc=doc)
+    op.def_shape(same_shape)
+
+    def unary_forward(B: Any, x: Any) -> Any:
+        return forward(B, x)
+
+    def unary_jvp(B: Any, args: tuple, tangents: tuple, out: Any) -> Any:
+        return deriv(B, args[0], out) * tangents[0]
+
+    def unary_vjp(B: Any, args: tuple, out: Any, ct: Any) -> tuple:
+        return (deriv(B, args[0], out) * ct,)
+
+    for fn, rule in ((unary_forward, "forward"), (unary_jvp, "jvp"), (unary_vjp, "vjp")):
+        fn.__name__ = f"{name}_{rule}"
+        fn.__qualname__ = fn.__name__
+    op.def_forward(unary_forward)
+    op.def_jvp(unary_jvp)
+    op.def_vjp(unary_vjp)
+    return op

@@ -1,0 +1,185 @@
+"""The NumPy backend: the reference semantics, in float64."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from .._attrs import ConstArray
+
+
+def _first_max_onehot(xp: Any, x: Any, axis: int) -> Any:
+    axis = axis % x.ndim
+    arg = xp.argmax(x, axis=axis)
+    ar = xp.arange(x.shape[axis]).reshape((-1,) + (1,) * (x.ndim - axis - 1))
+    return (xp.expand_dims(arg, axis) == ar).astype(x.dtype)
+
+
+class NumpyBackend:
+    """Array operations used by op rules, on NumPy arrays in float64.
+
+    Every backend offers the same functions with the same meaning (the JAX backend on
+    ``jax.numpy`` arrays, the symbolic backend on exact symbolic arrays); op rules may use these
+    functions, Python arithmetic operators (``+ - * / ** @``, unary ``-``, comparisons), ``.shape``,
+    ``.ndim`` and basic indexing with static slices, and nothing else.
+    """
+
+    name = "numpy"
+    float_dtype = np.float64
+    index_dtype = np.int64
+
+    # -- creation -------------------------------------------------------------------------
+    def asarray(self, value: Any) -> Any:
+        """A float array from a tensor literal, NumPy data or a Python number."""
+        if isinstance(value, ConstArray):
+            value = value.to_numpy()
+        return np.asarray(value, dtype=self.float_dtype)
+
+    def zeros(self, shape: Sequence[int]) -> Any:
+        return np.zeros(tuple(shape), dtype=self.float_dtype)
+
+    def ones(self, shape: Sequence[int]) -> Any:
+        return np.ones(tuple(shape), dtype=self.float_dtype)
+
+    def full(self, shape: Sequence[int], value: float) -> Any:
+        return np.full(tuple(shape), value, dtype=self.float_dtype)
+
+    def zeros_like(self, x: Any) -> Any:
+        return self.zeros(x.shape)
+
+    def ones_like(self, x: Any) -> Any:
+        return self.ones(x.shape)
+
+    # -- elementwise ----------------------------------------------------------------------
+    def exp(self, x: Any) -> Any:
+        return np.exp(x)
+
+    def log(self, x: Any) -> Any:
+        return np.log(x)
+
+    def log1p(self, x: Any) -> Any:
+        return np.log1p(x)
+
+    def expm1(self, x: Any) -> Any:
+        return np.expm1(x)
+
+    def tanh(self, x: Any) -> Any:
+        return np.tanh(x)
+
+    def sqrt(self, x: Any) -> Any:
+        return np.sqrt(x)
+
+    def abs(self, x: Any) -> Any:
+        return np.abs(x)
+
+    def sign(self, x: Any) -> Any:
+        return np.sign(x)
+
+    def maximum(self, a: Any, b: Any) -> Any:
+        """Elementwise maximum, as a value (derivative conventions are the rules' business)."""
+        return np.maximum(a, b)
+
+    def minimum(self, a: Any, b: Any) -> Any:
+        return np.minimum(a, b)
+
+    def where(self, cond: Any, a: Any, b: Any) -> Any:
+        return np.where(cond, a, b)
+
+    def logical_and(self, a: Any, b: Any) -> Any:
+        return np.logical_and(a, b)
+
+    def logical_or(self, a: Any, b: Any) -> Any:
+        return np.logical_or(a, b)
+
+    def logical_not(self, a: Any) -> Any:
+        return np.logical_not(a)
+
+    def to_float(self, cond: Any) -> Any:
+        """A boolean array as 0.0 / 1.0."""
+        return np.asarray(cond, dtype=self.float_dtype)
+
+    # -- reductions and linear algebra ----------------------------------------------------
+    def sum(self, x: Any, axis: int | tuple[int, ...] | None = None, keepdims: bool = False) -> Any:
+        return np.sum(x, axis=axis, keepdims=keepdims)
+
+    def max(self, x: Any, axis: int | tuple[int, ...] | None = None, keepdims: bool = False) -> Any:
+        return np.max(x, axis=axis, keepdims=keepdims)
+
+    def matmul(self, a: Any, b: Any) -> Any:
+        return np.matmul(a, b)
+
+    def einsum(self, subscripts: str, *operands: Any) -> Any:
+        return np.einsum(subscripts, *operands)
+
+    def first_max_onehot(self, x: Any, axis: int = -1) -> Any:
+        """A 0/1 mask marking, along ``axis``, the first maximal element (row-major order)."""
+        return _first_max_onehot(np, x, axis)
+
+    # -- shape ----------------------------------------------------------------------------
+    def reshape(self, x: Any, shape: Sequence[int]) -> Any:
+        return np.reshape(x, tuple(shape))
+
+    def transpose(self, x: Any, axes: Sequence[int] | None = None) -> Any:
+        return np.transpose(x, axes)
+
+    def swapaxes(self, x: Any, a: int, b: int) -> Any:
+        return np.swapaxes(x, a, b)
+
+    def moveaxis(self, x: Any, src: int, dst: int) -> Any:
+        return np.moveaxis(x, src, dst)
+
+    def broadcast_to(self, x: Any, shape: Sequence[int]) -> Any:
+        return np.broadcast_to(x, tuple(shape))
+
+    def expand_dims(self, x: Any, axis: int) -> Any:
+        return np.expand_dims(x, axis)
+
+    def concatenate(self, xs: Sequence[Any], axis: int = 0) -> Any:
+        return np.concatenate(list(xs), axis=axis)
+
+    def stack(self, xs: Sequence[Any], axis: int = 0) -> Any:
+        return np.stack(list(xs), axis=axis)
+
+    def pad(self, x: Any, widths: Sequence[tuple[int, int]], value: float = 0.0) -> Any:
+        return np.pad(x, [tuple(w) for w in widths], constant_values=value)
+
+    def take(self, x: Any, indices: Sequence[int], axis: int = 0) -> Any:
+        """Static gather (indices are Python ints, in range)."""
+        return np.take(x, np.asarray(indices, dtype=np.int64), axis=axis)
+
+    # -- runtime indices (nat inputs) -----------------------------------------------------
+    def gather(self, x: Any, idx: Any, axis: int = 0) -> Any:
+        """``x`` indexed along ``axis`` by a runtime nat scalar or vector; an out-of-range index
+        reads zeros."""
+        idx = np.asarray(idx, dtype=np.int64)
+        n = x.shape[axis]
+        ok = idx < n
+        safe = np.where(ok, idx, 0)
+        taken = np.take(x, safe, axis=axis)
+        mask_shape = [1] * taken.ndim
+        for i, d in enumerate(idx.shape):
+            mask_shape[axis + i] = d
+        return np.where(np.reshape(ok, mask_shape), taken, 0.0)
+
+    def scatter_add(self, x: Any, idx: Any, updates: Any, axis: int = 0) -> Any:
+        """A copy of ``x`` with ``updates`` added at the runtime indices ``idx`` along ``axis``
+        (repeated indices accumulate); out-of-range indices are dropped."""
+        idx = np.asarray(idx, dtype=np.int64)
+        out = np.array(x, dtype=self.float_dtype, copy=True)
+        n = x.shape[axis]
+        moved = np.moveaxis(out, axis, 0)
+        upd = np.moveaxis(np.asarray(updates), axis, 0) if idx.ndim else np.asarray(updates)
+        flat_idx = idx.reshape(-1)
+        upd = upd.reshape((flat_idx.size,) + moved.shape[1:])
+        for k, i in enumerate(flat_idx):
+            if 0 <= i < n:
+                moved[i] += upd[k]
+        return out
+
+    def stop_gradient(self, x: Any) -> Any:
+        return x
+
+
+NUMPY = NumpyBackend()
