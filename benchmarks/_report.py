@@ -1,0 +1,73 @@
+"""Shared helpers for benchmark scripts: timing with medians, machine description, and writing
+one script's section of ``docs/benchmarks.md`` (between its own markers, leaving the others)."""
+
+from __future__ import annotations
+
+import datetime
+import os
+import platform
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+DOC = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
+
+
+def median_time(fn: Callable[[], object], *, repeats: int = 7, number: int = 1, warmup: int = 1) -> float:
+    """Median over ``repeats`` of the mean time of ``number`` calls of ``fn`` (seconds)."""
+    for _ in range(warmup):
+        fn()
+    samples = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        for _ in range(number):
+            fn()
+        samples.append((time.perf_counter() - t0) / number)
+    return statistics.median(samples)
+
+
+def machine() -> str:
+    """One line describing where the figures were taken."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    versions = [f"Python {platform.python_version()}"]
+    for mod in ("numpy", "jax", "sympy", "symengine", "torch"):
+        try:
+            versions.append(f"{mod} {__import__(mod).__version__}")
+        except Exception:
+            pass
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return f"{cpu}, {cores} cores, {platform.system()} {platform.release()}; " + ", ".join(versions)
+
+
+def write_section(name: str, title: str, body: str) -> None:
+    """Replace (or append) the section of ``docs/benchmarks.md`` owned by benchmark ``name``."""
+    begin, end = f"<!-- BEGIN {name} -->", f"<!-- END {name} -->"
+    stamp = datetime.date.today().isoformat()
+    section = (
+        f"{begin}\n## {title}\n\n_Run by `benchmarks/{name}.py` on {stamp}; machine: {machine()}._\n\n"
+        f"{body.strip()}\n{end}"
+    )
+    text = DOC.read_text() if DOC.exists() else "# Benchmarks\n"
+    if begin in text and end in text:
+        pre, rest = text.split(begin, 1)
+        _, post = rest.split(end, 1)
+        text = pre + section + post
+    else:
+        text = text.rstrip() + "\n\n" + section + "\n"
+    DOC.write_text(text)
+
+
+def table(headers: list[str], rows: list[list[object]]) -> str:
+    """A Markdown table."""
+    out = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    out += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
+    return "\n".join(out)
