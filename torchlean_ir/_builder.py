@@ -328,4 +328,3 @@ class GraphBuilder:
                 )
         ctx = Context(tuple(self._leaves), tuple(self._index_inputs))
         return GraphData(ctx, nodes, tuple(vid(o._handle) for o in outs))
-

@@ -20,7 +20,7 @@ def _node_error(graph: GraphData, j: int, message: str) -> GraphCheckError:
         shown = format_node(graph, j)
     except Exception:  # a node too broken to print still gets a message
         shown = repr(graph.nodes[j])
-    return GraphCheckError(f"node {j} (`{shown}`): {message}", node=j)
+    return GraphCheckError(f"node {j} (`{shown}`): {message}", node=j, detail=message)
 
 
 def _check_type(t: object, what: str) -> TensorType:
