@@ -29,7 +29,7 @@ from ._attrs import AttrError, ConstArray, make_attrs
 from ._errors import ShapeError, TorchleanError
 from ._graph import Context, GraphData, IndexInput, Leaf, LeafKind, Node, valid_name
 from ._registry import get_op, has_op
-from ._types import DType, IndexType, TensorType, as_dtype, as_shape
+from ._types import DType, IndexType, TensorType, as_dtype, as_shape, format_shape
 
 #: Directories whose frames are skipped when reporting the user's call site. Front ends built on
 #: the builder add their own package directory with :func:`add_internal_dir`.
@@ -214,9 +214,11 @@ class GraphBuilder:
         static = None
         if value is not None:
             arr = np.asarray(value)
+            if arr.size == 0 and arr.shape == shape:
+                arr = arr.astype(np.int64)  # [] is a float array to NumPy
             if arr.shape != shape or not np.issubdtype(arr.dtype, np.integer) or np.any(arr < 0):
                 raise TorchleanError(
-                    f"index {name!r}: value must be nat{list(shape)} of non-negative ints, "
+                    f"index {name!r}: value must be nat{format_shape(shape)} of non-negative ints, "
                     f"got {value!r}, at {user_call_site()}"
                 )
             static = tuple(int(v) for v in arr.reshape(-1))

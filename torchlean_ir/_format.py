@@ -253,6 +253,12 @@ def _short(v: Any, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def _clip(text: str, limit: int = 60) -> str:
+    """``text`` on one line, at most ``limit`` characters."""
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 class _Obj(dict):  # type: ignore[type-arg]
     """A decoded JSON object that remembers its first duplicate key, if any."""
 
@@ -273,21 +279,34 @@ def _object_pairs(pairs: list[tuple[str, Any]]) -> _Obj:
 
 
 class _BadNumber(str):
-    """A JSON number Python cannot hold as a finite float or a bounded int (``1e400``)."""
+    """A JSON number Python cannot hold as a finite float or a bounded int (``1e400``), or one
+    of the non-JSON constants ``NaN``, ``Infinity`` that Python's parser would accept."""
+
+    __slots__ = ("why",)
+
+
+def _bad_number(text: str, why: str) -> _BadNumber:
+    b = _BadNumber(text)
+    b.why = why
+    return b
 
 
 def _parse_float(text: str) -> float | _BadNumber:
     f = float(text)
-    return _BadNumber(text) if math.isinf(f) else f
+    return _bad_number(text, "out of range") if math.isinf(f) else f
 
 
 def _parse_int(text: str) -> int | _BadNumber:
-    return _BadNumber(text) if len(text.lstrip("-")) > 400 else int(text)
+    return _bad_number(text, "too long") if len(text.lstrip("-")) > 400 else int(text)
+
+
+def _parse_constant(text: str) -> _BadNumber:
+    return _bad_number(text, "not valid JSON")
 
 
 def _typename(v: Any) -> str:
     if isinstance(v, _BadNumber):
-        return f"the out-of-range number {_short(str(v), 30)}"
+        return f"{_clip(str(v), 30)} ({v.why})"
     if isinstance(v, dict):
         return "an object"
     return {
@@ -463,29 +482,27 @@ _BRACKET[[ord("]"), ord("}")]] = -1
 _CHUNK = 1 << 22
 
 
-def _max_depth(data: bytes) -> tuple[int, int]:
-    """(maximum nesting depth of arrays/objects, byte offset where it is first reached) of JSON
-    text with the strings blanked out."""
-    best, at, depth = 0, 0, 0
+def _first_too_deep(data: bytes, limit: int) -> int | None:
+    """The byte offset where the nesting of arrays/objects first exceeds ``limit``, or None
+    (``data`` with its strings blanked out)."""
+    depth = 0
     for start in range(0, len(data), _CHUNK):
-        steps = _BRACKET[
-            np.frombuffer(data, dtype=np.uint8, count=min(_CHUNK, len(data) - start), offset=start)
-        ]
+        count = min(_CHUNK, len(data) - start)
+        steps = _BRACKET[np.frombuffer(data, dtype=np.uint8, count=count, offset=start)]
         running = np.cumsum(steps, dtype=np.int64) + depth
-        k = int(np.argmax(running))
-        if running[k] > best:
-            best, at = int(running[k]), start + k
+        over = np.flatnonzero(running > limit)
+        if over.size:
+            return start + int(over[0])
         depth = int(running[-1])
-    return best, at
+    return None
 
 
-def _nesting(data: bytes, limit: int) -> tuple[int, int]:
-    """(maximum nesting depth of the JSON arrays/objects in ``data``, byte offset where it is
-    first reached), ignoring brackets inside strings; the offset only when over ``limit``."""
-    depth, _ = _max_depth(_STRING_RE.sub(b'""', data))  # fast; offsets shift
-    if depth <= limit:
-        return depth, 0
-    return _max_depth(_STRING_RE.sub(lambda m: b" " * (m.end() - m.start()), data))
+def _too_deep(data: bytes, limit: int) -> int | None:
+    """The byte offset where the JSON text ``data`` first nests deeper than ``limit``, or None.
+    Brackets inside strings do not count."""
+    if _first_too_deep(_STRING_RE.sub(b'""', data), limit) is None:  # fast; offsets shift
+        return None
+    return _first_too_deep(_STRING_RE.sub(lambda m: b" " * (m.end() - m.start()), data), limit)
 
 
 def _line_col(data: bytes, offset: int) -> str:
@@ -516,8 +533,8 @@ def loads(text: str | bytes, *, limits: Limits = DEFAULT_LIMITS) -> GraphData:
         data = text.encode("utf-8", "surrogatepass")
     else:
         raise TypeError(f"loads expects str or bytes, got {type(text).__name__}")
-    depth, at = _nesting(data, limits.max_depth)
-    if depth > limits.max_depth:
+    at = _too_deep(data, limits.max_depth)
+    if at is not None:
         raise GraphFormatError(
             f"$: JSON nested deeper than {limits.max_depth} levels (at {_line_col(data, at)})",
             path="$",
@@ -528,19 +545,15 @@ def loads(text: str | bytes, *, limits: Limits = DEFAULT_LIMITS) -> GraphData:
             object_pairs_hook=_object_pairs,
             parse_float=_parse_float,
             parse_int=_parse_int,
-            parse_constant=_reject_constant,
+            parse_constant=_parse_constant,
         )
     except json.JSONDecodeError as e:
         raise GraphFormatError(
             f"$: invalid JSON at line {e.lineno} column {e.colno}: {e.msg}", path="$"
         ) from None
     except (ValueError, RecursionError) as e:
-        raise GraphFormatError(f"$: invalid JSON: {_short(str(e), 120)}", path="$") from None
+        raise GraphFormatError(f"$: invalid JSON: {_clip(str(e), 120)}", path="$") from None
     return graph_from_dict(raw, limits=limits)
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON (non-finite numbers are not allowed)")
 
 
 def load(path: str | os.PathLike[str], *, limits: Limits = DEFAULT_LIMITS) -> GraphData:
@@ -563,13 +576,14 @@ def graph_from_dict(raw: Any, *, limits: Limits = DEFAULT_LIMITS) -> GraphData:
     """Build and check a graph from its decoded JSON value (as :func:`json.loads` returns it)."""
     root = _Path()
     d = _obj(raw, root, ("format", "version", "leaves", "nodes", "outputs"), ("index_inputs",))
-    if d["format"] != FORMAT:
-        raise root.key("format").fail(f"expected {FORMAT!r}, got {_short(d['format'])}")
+    fmt = d["format"]
+    if not isinstance(fmt, str) or isinstance(fmt, _BadNumber) or fmt != FORMAT:
+        got = _short(fmt) if isinstance(fmt, str) and not isinstance(fmt, _BadNumber) else None
+        raise root.key("format").fail(f"expected {FORMAT!r}, got {got or _typename(fmt)}")
     version = d["version"]
     if isinstance(version, bool) or not isinstance(version, int) or version != VERSION:
-        raise root.key("version").fail(
-            f"unsupported version {_short(version)} (this reader knows {VERSION})"
-        )
+        got = _typename(version) if isinstance(version, _BadNumber) else _short(version)
+        raise root.key("version").fail(f"unsupported version {got} (this reader knows {VERSION})")
     seen: dict[str, str] = {}
 
     leaves_raw = _list(d["leaves"], root.key("leaves"))

@@ -149,7 +149,7 @@ def run_plugin(name: str, argv: list[str]) -> int:
     try:
         module: Any = importlib.import_module(module_name)
     except ModuleNotFoundError as e:
-        if e.name is not None and module_name.startswith(e.name):
+        if e.name is not None and (module_name == e.name or module_name.startswith(e.name + ".")):
             raise _Fail(
                 f"'{name}' is not available: module {module_name} cannot be found "
                 "(is the package installed?)"
