@@ -61,7 +61,9 @@ class ConstArray:
             else:
                 dtype = DType.F64
         np_dtype = np.dtype(dtype.numpy_name).newbyteorder("<")
-        arr = np.ascontiguousarray(arr, dtype=np_dtype)
+        # not np.ascontiguousarray: it turns a 0-d array into shape (1,)
+        with np.errstate(over="ignore", invalid="ignore"):
+            arr = np.array(arr, dtype=np_dtype, order="C", copy=True)
         return ConstArray(dtype, tuple(int(d) for d in arr.shape), arr.tobytes())
 
     def to_numpy(self) -> np.ndarray:

@@ -18,6 +18,7 @@ caller's file:line. There is no implicit broadcasting.
 
 from __future__ import annotations
 
+import numbers
 import os
 import sys
 from collections.abc import Sequence
@@ -52,10 +53,17 @@ def user_call_site() -> str:
     return "<unknown>"
 
 
+def _is_number(v: object) -> bool:
+    """A Python or NumPy real scalar (not a bool): what ``Var`` arithmetic accepts as a constant."""
+    return isinstance(v, numbers.Real) and not isinstance(v, bool | np.bool_)
+
+
 class Var:
     """A value being built: a leaf or a node output of a :class:`GraphBuilder`."""
 
     __slots__ = ("_builder", "_handle", "type")
+    # NumPy scalars on the left (``np.float32(2) * x``) defer to Var's reflected operators.
+    __array_ufunc__ = None
 
     def __init__(self, builder: GraphBuilder, handle: tuple[str, int], type: TensorType) -> None:
         self._builder = builder
@@ -92,7 +100,7 @@ class Var:
     def _lift(self, other: Any) -> Var:
         if isinstance(other, Var):
             return other
-        if isinstance(other, int | float) and not isinstance(other, bool):
+        if _is_number(other):
             return self._builder.full(self.shape, float(other))
         raise TypeError(f"cannot combine a Var with {type(other).__name__}")
 
@@ -109,7 +117,7 @@ class Var:
         return self._builder.apply("sub", self._lift(o), self)
 
     def __mul__(self, o: Any) -> Var:
-        if isinstance(o, int | float) and not isinstance(o, bool):
+        if _is_number(o):
             return self._builder.apply("scale", self, c=float(o))
         return self._builder.apply("mul", self, o)
 
@@ -117,7 +125,7 @@ class Var:
         return self.__mul__(o)
 
     def __truediv__(self, o: Any) -> Var:
-        if isinstance(o, int | float) and not isinstance(o, bool):
+        if _is_number(o):
             return self._builder.apply("scale", self, c=1.0 / float(o))
         return self._builder.apply("mul", self, self._builder.apply("inv", o))
 
@@ -180,7 +188,7 @@ class GraphBuilder:
     def _new_name(self, name: str) -> str:
         if not valid_name(name):
             raise TorchleanError(
-                f"invalid name {name!r}: use an identifier (letters, digits, '_', '.') "
+                f"invalid name {name!r}: use an identifier (letters, digits, '_', '.'), "
                 f"at {user_call_site()}"
             )
         if name in self._names:

@@ -72,7 +72,7 @@ def check(graph: GraphData) -> GraphData:
             )
             if not ok:
                 raise GraphCheckError(
-                    f"{where}: a static value must be {ix.type.size} non-negative ints, "
+                    f"{where}: a static value must be a tuple of {ix.type.size} naturals, "
                     f"got {ix.value!r}"
                 )
 
@@ -97,7 +97,8 @@ def check(graph: GraphData) -> GraphData:
                 raise _node_error(
                     graph,
                     j,
-                    f"index argument {p} refers to #{a}, but there are {n_index} index inputs",
+                    f"index argument {p} refers to #{a}, but the graph declares "
+                    f"{n_index} index input{'' if n_index == 1 else 's'}",
                 )
         if not isinstance(node.attrs, Attrs):
             raise _node_error(graph, j, "attrs must be an Attrs record")
