@@ -18,10 +18,12 @@ caller's file:line. There is no implicit broadcasting.
 
 from __future__ import annotations
 
+import functools
 import numbers
 import os
 import sys
 from collections.abc import Sequence
+from types import FrameType
 from typing import Any
 
 import numpy as np
@@ -40,17 +42,38 @@ _INTERNAL_DIRS: set[str] = {os.path.dirname(os.path.abspath(__file__))}
 def add_internal_dir(path: str) -> None:
     """Treat frames from files under ``path`` as library code when reporting call sites."""
     _INTERNAL_DIRS.add(os.path.dirname(os.path.abspath(path)) if os.path.isfile(path) else path)
+    _is_internal.cache_clear()
+
+
+@functools.lru_cache(maxsize=1024)
+def _is_internal(filename: str) -> bool:
+    fname = os.path.abspath(filename)
+    return any(fname.startswith(d + os.sep) for d in _INTERNAL_DIRS)
+
+
+def _call_site(frame: FrameType | None) -> str:
+    while frame is not None:
+        if not _is_internal(frame.f_code.co_filename):
+            return f"{frame.f_code.co_filename}:{frame.f_lineno}"
+        frame = frame.f_back
+    return "<unknown>"
 
 
 def user_call_site() -> str:
     """``file:line`` of the innermost frame outside the library."""
-    frame = sys._getframe(1)
-    while frame is not None:
-        fname = os.path.abspath(frame.f_code.co_filename)
-        if not any(fname.startswith(d + os.sep) for d in _INTERNAL_DIRS):
-            return f"{frame.f_code.co_filename}:{frame.f_lineno}"
-        frame = frame.f_back  # type: ignore[assignment]
-    return "<unknown>"
+    return _call_site(sys._getframe(1))
+
+
+class _Site:
+    """The user's call site, found only when an error message needs it (``f"at {site}"``)."""
+
+    __slots__ = ("frame",)
+
+    def __init__(self, frame: FrameType) -> None:
+        self.frame = frame
+
+    def __str__(self) -> str:
+        return _call_site(self.frame)
 
 
 def _is_number(v: object) -> bool:
@@ -248,7 +271,7 @@ class GraphBuilder:
 
     def apply(self, op_name: str, *args: Var | IndexVar, **attrs: Any) -> Var:
         """Apply the registered op ``op_name`` to tensor ``Var`` s and ``IndexVar`` s."""
-        site = user_call_site()
+        site = _Site(sys._getframe(1))
         try:
             op = get_op(op_name)
         except TorchleanError as e:

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from ._attrs import INLINE_LIMIT, AttrSpec, ConstArray, float_text, make_attrs
+from ._attrs import INLINE_LIMIT, Attrs, AttrSpec, ConstArray, float_text, make_attrs
 from ._check import check
 from ._errors import AttrError, GraphCheckError, GraphFormatError, UnknownOpError
 from ._graph import Context, GraphData, IndexInput, Leaf, Node, valid_name
@@ -227,21 +227,40 @@ def content_hash(graph: GraphData) -> str:
 
 
 class _Path:
-    """A JSON path being walked, for error messages (``$.nodes[3].attrs.axis``)."""
+    """A JSON path being walked, for error messages (``$.nodes[3].attrs.axis``); its text is
+    only built when an error needs it."""
 
-    __slots__ = ("text",)
+    __slots__ = ("parent", "part")
 
-    def __init__(self, text: str = "$") -> None:
-        self.text = text
+    def __init__(self, parent: _Path | None = None, part: str | int = "$") -> None:
+        self.parent = parent
+        self.part = part
 
     def key(self, k: str) -> _Path:
-        return _Path(f"{self.text}.{k}" if _KEY_RE.fullmatch(k) else f"{self.text}[{_short(k)}]")
+        return _Path(self, k)
 
     def item(self, i: int) -> _Path:
-        return _Path(f"{self.text}[{i}]")
+        return _Path(self, i)
+
+    @property
+    def text(self) -> str:
+        parts: list[str] = []
+        p: _Path | None = self
+        while p is not None:
+            if p.parent is None:
+                parts.append("$")
+            elif isinstance(p.part, int):
+                parts.append(f"[{p.part}]")
+            elif _KEY_RE.fullmatch(p.part):
+                parts.append(f".{p.part}")
+            else:
+                parts.append(f"[{_short(p.part)}]")
+            p = p.parent
+        return "".join(reversed(parts))
 
     def fail(self, message: str) -> GraphFormatError:
-        return GraphFormatError(f"{self.text}: {message}", path=self.text)
+        text = self.text
+        return GraphFormatError(f"{text}: {message}", path=text)
 
 
 _KEY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
@@ -367,13 +386,13 @@ def _str(v: Any, p: _Path) -> str:
     return v
 
 
-def _name(v: Any, p: _Path, seen: dict[str, str]) -> str:
+def _name(v: Any, p: _Path, seen: dict[str, _Path]) -> str:
     name = _str(v, p)
     if not valid_name(name):
         raise p.fail(f"invalid name {_short(name)} (an identifier; dots allowed; 256 chars max)")
     if name in seen:
-        raise p.fail(f"name {name!r} is already used by {seen[name]}")
-    seen[name] = p.text.removesuffix(".name")
+        raise p.fail(f"name {name!r} is already used by {seen[name].text}")
+    seen[name] = p.parent or p
     return name
 
 
@@ -584,7 +603,7 @@ def graph_from_dict(raw: Any, *, limits: Limits = DEFAULT_LIMITS) -> GraphData:
     if isinstance(version, bool) or not isinstance(version, int) or version != VERSION:
         got = _typename(version) if isinstance(version, _BadNumber) else _short(version)
         raise root.key("version").fail(f"unsupported version {got} (this reader knows {VERSION})")
-    seen: dict[str, str] = {}
+    seen: dict[str, _Path] = {}
 
     leaves_raw = _list(d["leaves"], root.key("leaves"))
     if len(leaves_raw) > limits.max_leaves:
@@ -635,6 +654,8 @@ def graph_from_dict(raw: Any, *, limits: Limits = DEFAULT_LIMITS) -> GraphData:
     n_leaves, n_index = len(leaves), len(index_inputs)
     nodes_path = root.key("nodes")
     nodes = []
+    no_attrs: dict[str, Attrs] = {}  # op -> its default attributes (nodes without "attrs")
+    types: dict[tuple[tuple[int, ...], DType], TensorType] = {}  # shared, equal types
     for j, nr in enumerate(nodes_raw):
         p = nodes_path.item(j)
         e = _obj(nr, p, ("op", "args", "shape", "dtype"), ("index_args", "attrs"))
@@ -652,10 +673,18 @@ def graph_from_dict(raw: Any, *, limits: Limits = DEFAULT_LIMITS) -> GraphData:
             _ref(a, pi.item(k), n_index, "index input")
             for k, a in enumerate(_list(e.get("index_args", []), pi))
         )
-        attrs = _dec_attrs(op.name, op.attrs, e.get("attrs", {}), p.key("attrs"), limits)
+        if "attrs" in e or name not in no_attrs:
+            attrs = _dec_attrs(op.name, op.attrs, e.get("attrs", {}), p.key("attrs"), limits)
+            if "attrs" not in e:
+                no_attrs[name] = attrs  # the defaults: the same for every node of this op
+        else:
+            attrs = no_attrs[name]
         shape = _shape(e["shape"], p.key("shape"), limits)
         dtype = _float_dtype(e["dtype"], p.key("dtype"))
-        nodes.append(Node(name, args, TensorType(shape, dtype), attrs, index_args))
+        typ = types.get((shape, dtype))
+        if typ is None:
+            typ = types[(shape, dtype)] = TensorType(shape, dtype)
+        nodes.append(Node(name, args, typ, attrs, index_args))
 
     n_values = n_leaves + len(nodes)
     po = root.key("outputs")

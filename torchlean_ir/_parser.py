@@ -50,8 +50,9 @@ _TOKEN = re.compile(
   | (?P<name>[A-Za-z_][A-Za-z0-9_]*)
   | (?P<str>'(?:[^'\\\n]|\\.)*'|"(?:[^"\\\n]|\\.)*")
   | (?P<punct>\.\.\.|[(){}\[\],;:=])
+  | (?P<bad>.)
     """,
-    re.VERBOSE,
+    re.VERBOSE | re.DOTALL,
 )
 _ESCAPES = {"\\": "\\", "'": "'", '"': '"', "n": "\n", "r": "\r", "t": "\t", "0": "\0"}
 _MAX_NESTING = 16
@@ -91,18 +92,15 @@ class _Parser:
 
     def _lex(self) -> list[_Tok]:
         toks: list[_Tok] = []
-        pos, n = 0, len(self.text)
-        match = _TOKEN.match
-        while pos < n:
-            m = match(self.text, pos)
-            if m is None:
-                self.fail(pos, f"unexpected character {self.text[pos]!r}")
+        append = toks.append
+        for m in _TOKEN.finditer(self.text):
             kind = m.lastgroup
-            assert kind is not None
-            if kind != "ws":
-                toks.append(_Tok(kind, m.group(), pos))
-            pos = m.end()
-        toks.append(_Tok("eof", "", n))
+            if kind == "ws":
+                continue
+            if kind == "bad":
+                self.fail(m.start(), f"unexpected character {m.group()!r}")
+            append(_Tok(kind, m.group(), m.start()))  # type: ignore[arg-type]
+        toks.append(_Tok("eof", "", len(self.text)))
         return toks
 
     @property
