@@ -13,6 +13,7 @@ from ._graph import GraphData, valid_name
 from ._printer import format_node
 from ._registry import get_op
 from ._types import DType, IndexType, TensorType
+from ._util import gc_paused
 
 
 def _node_error(graph: GraphData, j: int, message: str) -> GraphCheckError:
@@ -39,6 +40,11 @@ def _check_type(t: object, what: str) -> TensorType:
 
 def check(graph: GraphData) -> GraphData:
     """Validate ``graph``; return it unchanged, or raise :class:`GraphCheckError`."""
+    with gc_paused():
+        return _check(graph)
+
+
+def _check(graph: GraphData) -> GraphData:
     ctx = graph.context
     seen: dict[str, str] = {}
     for i, leaf in enumerate(ctx.leaves):

@@ -28,6 +28,7 @@ from ._graph import Context, GraphData, IndexInput, Leaf, Node, valid_name
 from ._printer import format_node
 from ._registry import get_op
 from ._types import DType, IndexType, TensorType
+from ._util import gc_paused
 
 FORMAT = "torchlean_ir.graph"
 VERSION = 1
@@ -136,6 +137,11 @@ def _enc_attr(spec: AttrSpec | None, v: Any) -> Any:
 
 def graph_to_dict(graph: GraphData) -> dict[str, Any]:
     """The JSON-ready dict of a graph (the canonical encoding; its hash is the content hash)."""
+    with gc_paused():
+        return _graph_to_dict(graph)
+
+
+def _graph_to_dict(graph: GraphData) -> dict[str, Any]:
     nodes = []
     for node in graph.nodes:
         op = get_op(node.op)
@@ -559,13 +565,14 @@ def loads(text: str | bytes, *, limits: Limits = DEFAULT_LIMITS) -> GraphData:
             path="$",
         )
     try:
-        raw = json.loads(
-            text,
-            object_pairs_hook=_object_pairs,
-            parse_float=_parse_float,
-            parse_int=_parse_int,
-            parse_constant=_parse_constant,
-        )
+        with gc_paused():
+            raw = json.loads(
+                text,
+                object_pairs_hook=_object_pairs,
+                parse_float=_parse_float,
+                parse_int=_parse_int,
+                parse_constant=_parse_constant,
+            )
     except json.JSONDecodeError as e:
         raise GraphFormatError(
             f"$: invalid JSON at line {e.lineno} column {e.colno}: {e.msg}", path="$"
@@ -593,6 +600,11 @@ def load(path: str | os.PathLike[str], *, limits: Limits = DEFAULT_LIMITS) -> Gr
 
 def graph_from_dict(raw: Any, *, limits: Limits = DEFAULT_LIMITS) -> GraphData:
     """Build and check a graph from its decoded JSON value (as :func:`json.loads` returns it)."""
+    with gc_paused():
+        return _graph_from_dict(raw, limits)
+
+
+def _graph_from_dict(raw: Any, limits: Limits) -> GraphData:
     root = _Path()
     d = _obj(raw, root, ("format", "version", "leaves", "nodes", "outputs"), ("index_inputs",))
     fmt = d["format"]

@@ -39,6 +39,7 @@ from ._format import DEFAULT_LIMITS, Limits
 from ._graph import Context, GraphData, IndexInput, Leaf, Node, valid_name
 from ._registry import get_op
 from ._types import DType, IndexType, TensorType, shape_size
+from ._util import gc_paused
 
 _TOKEN = re.compile(
     r"""
@@ -463,4 +464,5 @@ def parse_graph(
             column=1,
             source=source,
         )
-    return _Parser(text, source, limits).graph()
+    with gc_paused():
+        return _Parser(text, source, limits).graph()
