@@ -604,6 +604,8 @@ def test_attrs_edge_cases() -> None:
         tl.ConstArray(tl.DType.F32, (3,), c.data)
     with pytest.raises(tl.AttrError, match="tensor literal shape must be a tuple"):
         tl.ConstArray(tl.DType.F32, (-1,), b"")
+    with pytest.raises(tl.AttrError, match="one byte 0 or 1 per element"):
+        tl.ConstArray(tl.DType.BOOL, (2,), b"\x00\x02")
     with pytest.raises(tl.AttrError, match="data must be bytes, got str"):
         tl.ConstArray(tl.DType.F32, (), "abcd")  # type: ignore[arg-type]
     empty = tl.ConstArray.from_numpy(np.zeros((0, 3)))

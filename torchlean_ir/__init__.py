@@ -24,6 +24,7 @@ from ._errors import (
 from ._format import (
     DEFAULT_LIMITS,
     FORMAT,
+    INLINE_LIMIT,
     VERSION,
     Limits,
     dumps,
@@ -59,6 +60,7 @@ __version__ = "0.1.0"
 __all__ = [
     "DEFAULT_LIMITS",
     "FORMAT",
+    "INLINE_LIMIT",
     "REQUIRED_RULES",
     "VERSION",
     "AttrError",

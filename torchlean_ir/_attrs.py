@@ -44,6 +44,8 @@ class ConstArray:
                 )
             object.__setattr__(self, "data", bytes(self.data))
         itemsize = np.dtype(self.dtype.numpy_name).itemsize
+        if self.dtype == DType.BOOL and self.data.strip(b"\x00\x01"):
+            raise AttrError("a bool tensor literal has one byte 0 or 1 per element")
         if len(self.data) != shape_size(self.shape) * itemsize:
             raise AttrError(
                 f"tensor literal {self.dtype}{format_shape(self.shape)} needs "

@@ -477,7 +477,10 @@ def _dec_array(v: Any, p: _Path, lim: Limits, want_bool: bool) -> ConstArray:
         raise p.key("base64").fail(
             f"expected {n * itemsize} bytes for {dt}{list(shape)}, got {len(raw)}"
         )
-    return ConstArray(dtype, shape, raw)
+    try:
+        return ConstArray(dtype, shape, raw)
+    except AttrError as e:
+        raise p.key("base64").fail(str(e)) from None
 
 
 def _dec_attr(spec: AttrSpec, v: Any, p: _Path, lim: Limits) -> Any:

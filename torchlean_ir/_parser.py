@@ -254,7 +254,10 @@ class _Parser:
                     b.pos,
                     f"expected {n * itemsize} bytes for {t.text}{list(shape)}, got {len(raw)}",
                 )
-            return ConstArray(dtype, shape, raw)
+            try:
+                return ConstArray(dtype, shape, raw)
+            except AttrError as e:
+                self.fail(b.pos, str(e))
         start = self.expect("[", "'[' (the literal's elements) or b64\"...\"").pos
         if self.at("..."):
             self.fail(
