@@ -63,9 +63,7 @@ class ConstArray:
             else:
                 dtype = DType.F64
         np_dtype = np.dtype(dtype.numpy_name).newbyteorder("<")
-        # not np.ascontiguousarray: it turns a 0-d array into shape (1,)
-        with np.errstate(over="ignore", invalid="ignore"):
-            arr = np.array(arr, dtype=np_dtype, order="C", copy=True)
+        arr = np.ascontiguousarray(arr, dtype=np_dtype).reshape(arr.shape)  # keeps 0-d as 0-d
         return ConstArray(dtype, tuple(int(d) for d in arr.shape), arr.tobytes())
 
     def to_numpy(self) -> np.ndarray:
