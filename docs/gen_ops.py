@@ -172,7 +172,7 @@ def _op_section(op: tl.Op, t: dict[str, Any], rows: int, kinks: list[str]) -> li
         ("no gradient to", ", ".join(nondiff) or "none (every tensor argument)"),
         ("domain", domain),
         ("rules", _rules(op)),
-        ("kink convention", "; ".join(kinks) if kinks else "smooth (no kinks)"),
+        ("kink convention", "; ".join(kinks) if kinks else "none declared (smooth)"),
         ("oracles", _oracles(op, t, rows)),
     ]
     out += ["| | |", "|---|---|"]

@@ -24,15 +24,16 @@ ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted((ROOT / "examples" / "graphs").glob("*.json"))
 
 
-def run(*args: str, pythonpath: list[Path] | None = None) -> subprocess.CompletedProcess[str]:
-    path = [*(pythonpath or []), ROOT]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(map(str, path))}
+def run(*args: str, first: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """``python -m torchlean_ir.cli ARGS`` from the repository root, or with ``first`` as the
+    working directory (``-m`` puts it first on ``sys.path``, ahead of the checkout)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
     return subprocess.run(
         [sys.executable, "-m", "torchlean_ir.cli", *args],
         capture_output=True,
         text=True,
         env=env,
-        cwd=ROOT,
+        cwd=first or ROOT,
         check=False,
     )
 
@@ -196,7 +197,7 @@ def test_verify_forwards_to_verify_cli(tmp_path: Path) -> None:
         "    print('to stderr', file=sys.stderr)\n"
         "    return 3\n",
     )
-    proc = run("verify", "g.json", "--all", "-x", pythonpath=[fake])
+    proc = run("verify", "g.json", "--all", "-x", first=fake)
     assert proc.returncode == 3
     assert proc.stdout == "verify got ['g.json', '--all', '-x']\n"
     assert proc.stderr == "to stderr\n"
@@ -204,7 +205,7 @@ def test_verify_forwards_to_verify_cli(tmp_path: Path) -> None:
 
 def test_verify_says_so_when_it_is_missing(tmp_path: Path) -> None:
     fake = _fake_verify(tmp_path, None)  # a verify package without verify.cli
-    proc = run("verify", "g.json", pythonpath=[fake])
+    proc = run("verify", "g.json", first=fake)
     assert (proc.returncode, proc.stdout) == (2, "")
     assert proc.stderr == (
         "torchlean: error: 'verify' is not available: module verify.cli cannot be found "
@@ -214,7 +215,7 @@ def test_verify_says_so_when_it_is_missing(tmp_path: Path) -> None:
 
 def test_verify_reports_a_broken_verifier(tmp_path: Path) -> None:
     fake = _fake_verify(tmp_path, "import no_such_dependency_xyz\n")
-    proc = run("verify", pythonpath=[fake])
+    proc = run("verify", first=fake)
     assert (proc.returncode, proc.stdout) == (2, "")
     assert proc.stderr == (
         "torchlean: error: 'verify' is not available: importing verify.cli failed: "
