@@ -12,7 +12,7 @@ import numpy as np
 
 from .._attrs import ConstArray
 from . import _random
-from ._numpy import _first_max_onehot, _logsumexp, _softmax, _softplus
+from ._numpy import _first_max_onehot, _logsumexp, _sigmoid, _softmax, _softplus
 
 
 class JaxBackend:
@@ -100,6 +100,9 @@ class JaxBackend:
 
     def softplus(self, x: Any) -> Any:
         return _softplus(jnp, x)
+
+    def sigmoid(self, x: Any) -> Any:
+        return _sigmoid(jnp, x)
 
     # -- reductions and linear algebra ----------------------------------------------------
     def sum(self, x: Any, axis: int | tuple[int, ...] | None = None, keepdims: bool = False) -> Any:

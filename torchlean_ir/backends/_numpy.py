@@ -54,6 +54,11 @@ def _softplus(xp: Any, x: Any) -> Any:
     return xp.log1p(xp.exp(-xp.abs(x))) + xp.maximum(x, 0.0)
 
 
+def _sigmoid(xp: Any, x: Any) -> Any:
+    e = xp.exp(-xp.abs(x))
+    return xp.where(x >= 0, 1.0, e) / (1.0 + e)
+
+
 class NumpyBackend:
     """Array operations used by op rules, on NumPy arrays in float64.
 
@@ -140,6 +145,10 @@ class NumpyBackend:
     def softplus(self, x: Any) -> Any:
         """``log(1 + exp(x))``, computed stably as ``log1p(exp(-|x|)) + max(x, 0)``."""
         return _softplus(np, x)
+
+    def sigmoid(self, x: Any) -> Any:
+        """``1 / (1 + exp(-x))`` with full relative accuracy on both tails (no overflow)."""
+        return _sigmoid(np, x)
 
     # -- reductions and linear algebra ----------------------------------------------------
     def sum(self, x: Any, axis: int | tuple[int, ...] | None = None, keepdims: bool = False) -> Any:

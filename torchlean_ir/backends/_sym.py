@@ -315,6 +315,10 @@ class SymBackend:
         """``log(1 + exp(x))`` (the plain formula: exact arithmetic needs no shifting)."""
         return _elementwise(lambda v: se.log(1 + se.exp(v)), x)
 
+    def sigmoid(self, x: Any) -> SymArray:
+        """``1 / (1 + exp(-x))``."""
+        return _elementwise(lambda v: 1 / (1 + se.exp(-v)), x)
+
     # -- reductions and linear algebra ----------------------------------------------------
     def sum(self, x: Any, axis: int | tuple[int, ...] | None = None, keepdims: bool = False) -> Any:
         a = _lift(x)

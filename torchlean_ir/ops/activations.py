@@ -14,12 +14,6 @@ from typing import Any
 from .._attrs import AttrSpec
 from .._registry import Op, defunary, same_shape
 
-
-def _sigmoid(B: Any, x: Any) -> Any:
-    """1 / (1 + exp(-x)) as (1 + tanh(x / 2)) / 2 (stable; the core sigmoid's formula)."""
-    return (1 + B.tanh(x / 2)) / 2
-
-
 # -- safe_log --------------------------------------------------------------------------------
 
 
@@ -38,7 +32,7 @@ safe_log.def_shape(same_shape)
 
 
 def _safe_log_deriv(B: Any, x: Any, eps: float) -> Any:
-    return _sigmoid(B, x) / (B.softplus(x) + eps)
+    return B.sigmoid(x) / (B.softplus(x) + eps)
 
 
 @safe_log.def_forward
@@ -82,13 +76,13 @@ gelu = defunary(
 
 
 def _silu_deriv(B: Any, x: Any, y: Any) -> Any:
-    s = _sigmoid(B, x)
+    s = B.sigmoid(x)
     return s * (1 + x * (1 - s))
 
 
 silu = defunary(
     "silu",
-    lambda B, x: x * _sigmoid(B, x),
+    lambda B, x: x * B.sigmoid(x),
     _silu_deriv,
     doc="x * sigmoid(x) (SiLU / swish).",
 )

@@ -13,7 +13,7 @@ from typing import Any
 from .._attrs import AttrSpec
 from .._errors import ShapeError
 from .._registry import Op
-from .._types import Shape, TensorType
+from .._types import DType, Shape, TensorType
 
 _SEED = AttrSpec(
     "nat",
@@ -23,7 +23,16 @@ _SEED = AttrSpec(
 
 rand_uniform = Op(
     "rand_uniform",
-    attrs={"shape": AttrSpec("shape", doc="the output shape"), "seed": _SEED},
+    attrs={
+        "shape": AttrSpec("shape", doc="the output shape"),
+        "seed": _SEED,
+        "dtype": AttrSpec(
+            "str",
+            default="f32",
+            check=lambda d: None if d in ("f32", "f64") else "must be 'f32' or 'f64'",
+            doc="the float dtype (the builder sets its own)",
+        ),
+    },
     needs_position=True,
     family="random",
     doc=(
@@ -34,26 +43,22 @@ rand_uniform = Op(
 
 
 @rand_uniform.def_shape
-def rand_uniform_shape(*, shape: Shape, seed: int) -> Shape:
-    return shape
+def rand_uniform_shape(*, shape: Shape, seed: int, dtype: str) -> TensorType:
+    return TensorType(shape, DType(dtype))
 
 
 @rand_uniform.def_forward
-def rand_uniform_forward(B: Any, *, shape: Shape, seed: int, _position: int) -> Any:
+def rand_uniform_forward(B: Any, *, shape: Shape, seed: int, dtype: str, _position: int) -> Any:
     return B.rand_uniform(seed, _position, shape)
 
 
 @rand_uniform.def_jvp
-def rand_uniform_jvp(
-    B: Any, args: tuple, tangents: tuple, out: Any, *, shape: Shape, seed: int, _position: int
-) -> Any:
-    return B.zeros(shape)
+def rand_uniform_jvp(B: Any, args: tuple, tangents: tuple, out: Any, **params: Any) -> Any:
+    return B.zeros(params["shape"])
 
 
 @rand_uniform.def_vjp
-def rand_uniform_vjp(
-    B: Any, args: tuple, out: Any, ct: Any, *, shape: Shape, seed: int, _position: int
-) -> tuple:
+def rand_uniform_vjp(B: Any, args: tuple, out: Any, ct: Any, **params: Any) -> tuple:
     return ()
 
 
