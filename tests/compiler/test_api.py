@@ -134,6 +134,7 @@ def test_backward_needs_a_scalar_output() -> None:
     assert "shapes [[3]]" in msg
     _refused(cg.value_and_grad, {"x": np.zeros(3)}, match=r"^value_and_grad: needs a single")
     _refused(cg.backward_with_seed, {"x": np.zeros(3)}, 1.0, match=r"^backward_with_seed: needs")
+    _refused(cg.vjp_with_seed, {"x": np.zeros(3)}, None, match=r"^seed: missing")
 
 
 # -- compile once, run many ------------------------------------------------------------------
@@ -217,6 +218,25 @@ def test_single_output_is_an_array_several_a_tuple() -> None:
     _refused(cg.vjp_with_seed, vals, (1.0, 2.0), match="expected 3 seeds")
     single = compiler.compile(b.build(s))
     assert not isinstance(single.forward(vals), tuple)
+
+
+def test_leaves_as_outputs() -> None:
+    b = tl.GraphBuilder("f64")
+    x = b.input("x", (3,), requires_grad=True)
+    w = b.param("w", (3,))
+    c = b.input("c", (3,))
+    g = b.build(x, b.sum(x * w), c)
+    cg = compiler.compile(g)
+    vals = {"x": np.ones(3), "w": np.arange(3.0), "c": np.full(3, 2.0)}
+    seeds = (np.array([1.0, 2.0, 3.0]), 2.0, np.ones(3))
+    grads = cg.vjp_with_seed(vals, seeds)
+    ref = tl.backprop_ctx(g, vals, seeds)
+    assert sorted(grads) == ["w", "x"]
+    for n in grads:
+        assert_close(grads[n], ref[n], 1e-12, n)
+    (_, _, _), (tx, ts, tc) = cg.jvp(vals, {"x": np.ones(3)})
+    np.testing.assert_array_equal(np.asarray(tx), np.ones(3))
+    assert float(ts) == 3.0 and not np.any(np.asarray(tc))
 
 
 def test_gradients_only_for_requires_grad_leaves() -> None:
