@@ -160,6 +160,8 @@ def run(models: list[str], quick: bool) -> str:
             f"{t['ours'] / t['hand']:.3f}",
             f"{mib(_peak(ours_lower()))} / {mib(_peak(hand_lower()))}",
         ])  # fmt: skip
+        if "torch" in t and t["ours"] > t["torch"]:
+            notes.append(f"{bench.name}: slower than PyTorch eager ({t['ours'] / t['torch']:.3f}).")
         if tr is not None:
             ours5 = _loss_after_5(bench)
             notes.append(

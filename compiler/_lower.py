@@ -164,6 +164,7 @@ def tape_jvp(p: Program) -> Callable[..., tuple[Any, ...]]:
 
 def tape_vjp(p: Program) -> Callable[..., tuple[Any, ...]]:
     L, K = p.n_leaves, len(p.graph.outputs)
+    mean = p.batch_level and p.batching is not None and p.batching.grads == "mean"
 
     def vjp(*flat: Any) -> tuple[Any, ...]:
         leaves, seeds, runtime = flat[:L], flat[L : L + K], flat[L + K :]
@@ -172,6 +173,10 @@ def tape_vjp(p: Program) -> Callable[..., tuple[Any, ...]]:
         vals = _forward_values(p, leaves, idx)
         cts: list[Any] = [None] * len(vals)
         for o, s in zip(p.graph.outputs, seeds, strict=True):
+            if mean:
+                # The mean over the batch, as a hand-written mean loss does it: on the seeds
+                # (one small multiply), not on every summed gradient at the end.
+                s = _divide(s, batch, p.dtype)
             if batch is not None and not p.analysis.batched[o]:
                 s = jnp.sum(s, axis=0)  # the same output for every sample: seeds add up
             _acc(cts, o, s)
@@ -188,22 +193,15 @@ def tape_vjp(p: Program) -> Callable[..., tuple[Any, ...]]:
             for a, g in zip(e.receiving_parents, gs, strict=True):
                 _acc(cts, a, g)
         outs = tuple(_per_sample(p, vals[o], o, batch) for o in p.graph.outputs)
-        grads = tuple(
-            _reduce_grad(p, _zeros(p, i, batch) if cts[i] is None else cts[i], i, batch)
-            for i in p.grad_leaves
-        )
-        return outs, grads
+        grads = []
+        for i in p.grad_leaves:
+            g = _zeros(p, i, batch) if cts[i] is None else cts[i]
+            if mean and p.analysis.batched[i] and cts[i] is not None:
+                g = g * lax.convert_element_type(jnp.asarray(batch), p.dtype)  # per sample
+            grads.append(g)
+        return outs, tuple(grads)
 
     return vjp
-
-
-def _reduce_grad(p: Program, g: Any, leaf: int, batch: Any) -> Any:
-    """``mean`` gradients of leaves without a batch axis (the tape summed them)."""
-    if batch is None or p.analysis.batched[leaf] or p.batching is None:
-        return g
-    if p.batching.grads == "mean":
-        return _divide(g, batch, p.dtype)
-    return g
 
 
 def _divide(g: Any, batch: Any, dtype: Any) -> Any:

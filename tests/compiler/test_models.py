@@ -151,3 +151,19 @@ def test_batched_grads_equal_jax_grad_of_batched_loss() -> None:
     want = jax.grad(mean_loss)(params)
     for n in params:
         assert_close(grads[n], want[n], 1e-10, f"grad {n}")
+
+
+@pytest.mark.parametrize("mode", ["tape", "jax"])
+def test_mean_gradients_keep_per_sample_gradients_of_batched_leaves(mode: str) -> None:
+    b = tl.GraphBuilder("f64")
+    x = b.input("x", (4,), requires_grad=True)
+    W = b.param("W", (3, 4))
+    g = b.build(b.sum(b.matmul(W, b.reshape(x, shape=(4, 1))).tanh()))
+    rng = np.random.default_rng(6)
+    xs, W0 = rng.normal(size=(6, 4)), rng.normal(size=(3, 4))
+    seeds = rng.normal(size=6)
+    bg = compiler.compile(g, mode=mode).batched(over=("x",), grads="mean")
+    got = bg.vjp_with_seed({"x": xs, "W": W0}, seeds)
+    ref = [tl.backprop_ctx(g, {"x": x, "W": W0}, s) for x, s in zip(xs, seeds, strict=True)]
+    assert_close(got["x"], np.stack([r["x"] for r in ref]), 1e-12, "per-sample x")
+    assert_close(got["W"], np.mean([r["W"] for r in ref], axis=0), 1e-12, "mean W")
