@@ -77,8 +77,7 @@ def run(quick: bool) -> str:
                 "check per leaf, the seed argument and the dict of gradients (about 1-2 µs), "
                 "against a jitted call that does almost nothing. It is a fixed cost: on any "
                 "real step (see the value-and-gradient benchmark) it vanishes. Calling the "
-                "jitted function positionally (`cg.traceable(kind).fn` under `jax.jit`) "
-                "removes it."
+                "jitted function positionally, unchecked (`cg.jitted(kind)`), removes it."
             )
     return (
         "A call on a tiny graph (`tanh(W x + b)`, W 3x4): the compiled graph's API (leaves by "

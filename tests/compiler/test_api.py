@@ -333,6 +333,20 @@ def test_traceable_is_the_jitted_function() -> None:
     assert len(jaxpr.jaxpr.outvars) == 1 + len(cg.grad_names)
 
 
+def test_jitted_is_the_function_the_methods_call() -> None:
+    cg = compiler.compile(mlp_build())
+    x = _mlp_leaves()
+    f = cg.jitted("vjp")
+    (out,), grads = f(*(x[n] for n in cg.leaf_names), np.float32(1.0))
+    value, by_name = cg.value_and_grad(x)
+    np.testing.assert_array_equal(np.asarray(out), np.asarray(value))
+    for n, g in zip(cg.grad_names, grads, strict=True):
+        np.testing.assert_array_equal(np.asarray(g), np.asarray(by_name[n]))
+    assert cg.trace_counts["vjp"] == 1
+    with pytest.raises(CompileError, match="kind must be one of"):
+        cg.jitted("grad")  # type: ignore[arg-type]
+
+
 def test_stablehlo_text() -> None:
     cg = compiler.compile(mlp_build())
     text = cg.stablehlo("vjp")
