@@ -236,6 +236,12 @@ class CompiledGraph:
         self._fwd, self._jvp, self._vjp = (self._jit[k] for k in KINDS)
         self._ones: dict[int, Any] = {}
         self._has_index = bool(self.index_names)
+        # The unit seed of value_and_grad's hot path (unbatched, scalar output, no index).
+        self._unit = (
+            jax.device_put(np.ones((), dtype), self._sharding)
+            if batching is None and self._scalar and not self._has_index
+            else None
+        )
         self._static_names = frozenset(ix.name for ix in graph.index_inputs if ix.value is not None)
         self._n_leaves = len(self.leaf_names)
         names = self.leaf_names
@@ -568,6 +574,15 @@ class CompiledGraph:
 
     def value_and_grad(self, leaves: Leaves, index: Index = None) -> tuple[Any, dict[str, Any]]:
         """``(value, gradients)`` of a scalar output (seed 1), in one pass."""
+        if self._unit is not None and index is None and type(leaves) is dict:
+            # The hot path, inlined: device arrays of the compiled types, no index inputs.
+            try:
+                vals = self._leaf_getter(leaves)
+                if len(leaves) == self._n_leaves and list(map(_aval, vals)) == self._leaf_avals:
+                    outs, grads = self._vjp(*vals, self._unit)
+                    return outs[0], dict(zip(self.grad_names, grads, strict=True))
+            except (KeyError, AttributeError):
+                pass
         return self._value_and_grad(leaves, index, "value_and_grad")
 
     def _value_and_grad(self, leaves: Leaves, index: Index, what: str) -> tuple[Any, Any]:
