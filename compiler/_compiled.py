@@ -580,7 +580,7 @@ class CompiledGraph:
                 vals = self._leaf_getter(leaves)
                 if len(leaves) == self._n_leaves and list(map(_aval, vals)) == self._leaf_avals:
                     outs, grads = self._vjp(*vals, self._unit)
-                    return outs[0], dict(zip(self.grad_names, grads, strict=True))
+                    return outs[0], dict(zip(self.grad_names, grads))  # noqa: B905 (hot path)
             except (KeyError, AttributeError):
                 pass
         return self._value_and_grad(leaves, index, "value_and_grad")
