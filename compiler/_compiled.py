@@ -236,6 +236,7 @@ class CompiledGraph:
         self._fwd, self._jvp, self._vjp = (self._jit[k] for k in KINDS)
         self._ones: dict[int, Any] = {}
         self._has_index = bool(self.index_names)
+        self._plain = batching is None and not self._has_index
         # The unit seed of value_and_grad's hot path (unbatched, scalar output, no index).
         self._unit = (
             jax.device_put(np.ones((), dtype), self._sharding)
@@ -541,6 +542,15 @@ class CompiledGraph:
 
     def forward(self, leaves: Leaves, index: Index = None) -> Any:
         """The output (an array) or outputs (a tuple) at ``leaves``."""
+        if self._plain and index is None and type(leaves) is dict:
+            # The hot path, inlined: device arrays of the compiled types, no index inputs.
+            try:
+                vals = self._leaf_getter(leaves)
+                if len(leaves) == self._n_leaves and list(map(_aval, vals)) == self._leaf_avals:
+                    outs = self._fwd(*vals)
+                    return outs[0] if self._single else outs
+            except (KeyError, AttributeError):
+                pass
         batch = [-1] if self._is_batched else None
         args = self._leaf_args(leaves, batch)
         if self._has_index or index is not None:
