@@ -13,7 +13,6 @@ a linear pass for the wiring.
 from __future__ import annotations
 
 import concurrent.futures as cf
-import importlib
 import multiprocessing
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -80,10 +79,10 @@ def _float_dtype(dtype: str) -> str:
 
 
 def _init_worker(plugins: Sequence[str]) -> None:
-    import verify  # noqa: F401  (registers nothing, but imports the package in the worker)
+    from .cli import load_plugin
 
     for m in plugins:
-        importlib.import_module(m)
+        load_plugin(m)
 
 
 def _work_rule(sig: Signature, max_elements: int, kinks: bool) -> list[Check]:
