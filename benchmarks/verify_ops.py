@@ -1,17 +1,18 @@
 """Verification time of one conv2d node and one attention node (issue 6).
 
-Each node is verified per signature, at its own shapes, by the verifier's two per-op links:
-rule soundness (``verify._rules.check_signature``: forward = sym, jvp = derivative, vjp =
-adjoint, kinks) and, for ops with JAX-specific rules, the lowered jaxprs against the reference
-rules (``verify._lowering.check_op_lowering``). Every run starts in a fresh process (no
-signature cache) and has a time budget; a run past its budget is reported as such, never as a
-time. The conv2d node is timed ``--repeats`` times (median); the attention node once.
+Each one-node graph is verified by ``verify.verify_graph`` at the node's own shapes: rule
+soundness of the op's signature (link 1), the compiled tape's rule calls against the reference
+rules (link 2) and the wiring (link 3), end to end when small. Every run starts in a fresh
+process (the verifier's per-signature caches are empty) and has a time budget; a run past its
+budget is reported as such, never as a time. The conv2d node is timed ``--repeats`` times
+(median); the attention node once.
 
     python3 benchmarks/verify_ops.py            # budget 600 s per run, 3 repeats
     python3 benchmarks/verify_ops.py --quick    # budget 60 s, 1 repeat, no docs/benchmarks.md
 
-Nodes: conv2d with W (8, 3, 3, 3), b (8,), x (3, 8, 8), stride 1, no padding; attention with
-Wq, Wk, Wv (8, 8), Wo (8, 8), x (4, 8), 2 heads (hd = 4), no mask.
+Nodes (float32 graphs, verified in float64): conv2d with W (8, 3, 3, 3), b (8,), x (3, 8, 8),
+stride 1, no padding; attention with Wq, Wk, Wv (8, 8), Wo (8, 8), x (4, 8), 2 heads (hd = 4),
+no mask.
 """
 
 from __future__ import annotations
@@ -44,25 +45,19 @@ def _graph(kind: str) -> Any:
 
 
 def _verify_node(kind: str, queue: Any) -> None:
-    """Child process: verify the node's signature, put (label, checks, seconds) on ``queue``."""
-    import torchlean_ir as tl
-    from verify._lowering import check_op_lowering
-    from verify._rules import check_signature
-    from verify._sig import Signature
+    """Child process: verify the node's graph, put (label, verdict, checks, seconds) on
+    ``queue``."""
+    import verify
 
     g = _graph(kind)
-    sig = Signature.of(g, 0)
-    op = tl.get_op(sig.op)
     t0 = time.perf_counter()
-    checks = list(check_signature(sig))
-    if op.lower_rule or op.lower_jvp_rule or op.lower_vjp_rule:
-        checks += check_op_lowering(sig)
+    report = verify.verify_graph(g)
     seconds = time.perf_counter() - t0
-    rows = [(c.link, c.name, c.method, c.result, round(c.seconds, 2)) for c in checks]
-    queue.put((sig.label(), rows, seconds))
+    rows = [(c.link, c.name, c.method, c.result, round(c.seconds, 2)) for c in report.all_checks()]
+    queue.put((report.nodes[0].signature, report.verdict, rows, seconds))
 
 
-def run_once(kind: str, budget: float) -> tuple[str, list, float] | None:
+def run_once(kind: str, budget: float) -> tuple[str, str, list, float] | None:
     """One verification in a fresh process; ``None`` when it does not finish within budget."""
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
@@ -101,9 +96,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=None, help="conv2d runs (median)")
     parser.add_argument("--no-write", action="store_true", help="do not touch docs/benchmarks.md")
     args = parser.parse_args(argv)
-    missing = [m for m in ("verify._rules", "verify._lowering") if not _importable(m)]
-    if missing:
-        print(f"verify_ops: the verifier is not available ({missing}); nothing measured")
+    if not _importable("verify"):
+        print("verify_ops: the verifier (package verify) is not available; nothing measured")
         return 2
     budget = args.budget or (60.0 if args.quick else 600.0)
     repeats = args.repeats or (1 if args.quick else 3)
@@ -116,26 +110,26 @@ def main(argv: list[str] | None = None) -> int:
             if res is None:
                 break
             last = res
-            times.append(res[2])
+            times.append(res[3])
         if last is None:
             label = "conv2d" if kind == "conv2d" else "multi_head_attention"
             print(f"{kind}: not finished within {budget:.0f} s")
-            out_rows.append([kind, label, "-", f"not finished within {budget:.0f} s", "-"])
+            out_rows.append([kind, label, "-", "-", f"not finished within {budget:.0f} s", "-"])
             continue
-        label, rows, _ = last
+        label, verdict, rows, _ = last
         med = statistics.median(times)
-        print(f"{kind}: {label}: {med:.2f} s (median of {len(times)}); {_summary(rows)}")
-        out_rows.append([kind, f"`{label}`", _summary(rows), f"{med:.2f} s", len(times)])
+        print(f"{kind}: {label}: {verdict}, {med:.2f} s (median of {len(times)}); {_summary(rows)}")
+        out_rows.append([kind, f"`{label}`", verdict, _summary(rows), f"{med:.2f} s", len(times)])
         details.append(f"**{kind}**\n\n" + table(
             ["link", "check", "method", "result", "seconds"], [list(r) for r in rows]
         ))  # fmt: skip
 
     body = (
-        "Per-signature verification of one node at its own shapes, in a fresh process (no "
-        f"cache), budget {budget:.0f} s per run: rule soundness (link 1) and, for conv2d, the "
-        "lowered jaxprs against the reference rules (link 2). Time is the wall time of all the "
-        "node's checks.\n\n"
-        + table(["node", "signature", "checks", "time", "runs"], out_rows)
+        "`verify.verify_graph` on a one-node graph at the node's shapes, in a fresh process "
+        f"(empty caches), budget {budget:.0f} s per run: rule soundness (link 1), compiled rule "
+        "calls = reference (link 2), wiring (link 3). Time is the wall time of the whole "
+        "verification; the verdict is `verified` only when every check passed exactly.\n\n"
+        + table(["node", "signature", "verdict", "checks", "time", "runs"], out_rows)
         + "\n\n"
         + "\n\n".join(details)
     )
