@@ -16,6 +16,7 @@ from ._errors import (
     EvalError,
     GraphCheckError,
     GraphFormatError,
+    GraphParseError,
     ShapeError,
     TorchleanError,
     UnknownOpError,
@@ -23,10 +24,12 @@ from ._errors import (
 from ._format import (
     DEFAULT_LIMITS,
     FORMAT,
+    INLINE_LIMIT,
     VERSION,
     Limits,
     dumps,
     graph_from_dict,
+    graph_schema,
     graph_to_dict,
     load,
     loads,
@@ -34,6 +37,7 @@ from ._format import (
 )
 from ._graph import Context, GraphData, IndexInput, Leaf, Node
 from ._interpret import backprop_all_ctx, backprop_ctx, eval_all, eval_graph, jvp
+from ._parser import parse_graph
 from ._printer import format_graph, format_node
 from ._registry import (
     REQUIRED_RULES,
@@ -56,6 +60,7 @@ __version__ = "0.1.0"
 __all__ = [
     "DEFAULT_LIMITS",
     "FORMAT",
+    "INLINE_LIMIT",
     "REQUIRED_RULES",
     "VERSION",
     "AttrError",
@@ -69,6 +74,7 @@ __all__ = [
     "GraphCheckError",
     "GraphData",
     "GraphFormatError",
+    "GraphParseError",
     "IndexArg",
     "IndexInput",
     "IndexType",
@@ -96,12 +102,14 @@ __all__ = [
     "format_node",
     "get_op",
     "graph_from_dict",
+    "graph_schema",
     "graph_to_dict",
     "has_op",
     "jvp",
     "load",
     "loads",
     "missing_rules",
+    "parse_graph",
     "register_op",
     "same_shape",
     "save",
