@@ -514,6 +514,22 @@ def test_random_ops_are_bit_identical_in_every_backend(dtype: str) -> None:
             np.testing.assert_array_equal(np.vectorize(float)(got.a), want)
 
 
+@pytest.mark.parametrize("dtype", ["f32", "f64"])
+def test_random_ops_compiled_are_bit_identical(dtype: str) -> None:
+    compiler = pytest.importorskip("compiler")
+    np_dtype = np.float32 if dtype == "f32" else np.float64
+    p = _random.uniform(11, 1, (3, 4), np_dtype)[1, 2]
+    out = compiler.compile(_random_graph(dtype)).forward({"p": p})
+    want = [
+        _random.uniform(11, 0, (3, 4), np_dtype),
+        _random.bernoulli(p, 11, 1, (3, 4), np_dtype),
+        _random.uniform(11, 2, (3, 4), np_dtype),
+    ]
+    for got, w in zip(out, want, strict=True):
+        assert np.asarray(got).dtype == np_dtype
+        np.testing.assert_array_equal(np.asarray(got), w)
+
+
 def test_bernoulli_mask_edges_and_no_gradient() -> None:
     b = tl.GraphBuilder("f64")
     p = b.input("p", (), requires_grad=True)
