@@ -53,7 +53,7 @@ def _verify_node(kind: str, queue: Any) -> None:
     t0 = time.perf_counter()
     report = verify.verify_graph(g)
     seconds = time.perf_counter() - t0
-    rows = [(c.link, c.name, c.method, c.result, round(c.seconds, 2)) for c in report.all_checks()]
+    rows = [(c.link, c.name, c.method, c.result, round(c.seconds, 2)) for c in report.all_checks]
     queue.put((report.nodes[0].signature, report.verdict, rows, seconds))
 
 
