@@ -545,10 +545,11 @@ def test_bernoulli_mask_edges_and_no_gradient() -> None:
 
 
 @pytest.mark.parametrize("case", PARITY_CASES, ids=lambda c: c.id)
-def test_graph_round_trips_through_json(case: OpCase) -> None:
+def test_graph_round_trips_through_json_and_text(case: OpCase) -> None:
     g = case.graph("f32")
     tl.check(g)
     assert tl.loads(tl.dumps(g)) == g
+    assert tl.parse_graph(tl.format_graph(g)) == g
 
 
 # -- shape errors ----------------------------------------------------------------------------
