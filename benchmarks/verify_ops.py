@@ -74,6 +74,13 @@ def run_once(kind: str, budget: float) -> tuple[str, str, list, float] | None:
     return result
 
 
+def _label(kind: str) -> str:
+    """The node's signature as the verifier prints it."""
+    from verify import Signature
+
+    return Signature.of(_graph(kind), 0).label()
+
+
 def _importable(module: str) -> bool:
     try:
         return importlib.util.find_spec(module) is not None
@@ -112,9 +119,11 @@ def main(argv: list[str] | None = None) -> int:
             last = res
             times.append(res[3])
         if last is None:
-            label = "conv2d" if kind == "conv2d" else "multi_head_attention"
-            print(f"{kind}: not finished within {budget:.0f} s")
-            out_rows.append([kind, label, "-", "-", f"not finished within {budget:.0f} s", "-"])
+            label = _label(kind)
+            print(f"{kind}: {label}: not finished within {budget:.0f} s")
+            out_rows.append(
+                [kind, f"`{label}`", "-", "-", f"not finished within {budget:.0f} s", "-"]
+            )
             continue
         label, verdict, rows, _ = last
         med = statistics.median(times)
