@@ -37,7 +37,7 @@ def _positive(v: int | tuple[int, ...]) -> str | None:
 
 
 def _geometry(
-    x: TensorType, W: TensorType, b: TensorType, stride: Any, padding: Any, *, two_d: bool
+    x: TensorType, W: TensorType, stride: Any, padding: Any, *, two_d: bool
 ) -> tuple[int, Ints, Ints]:
     """Check the argument ranks and attribute lengths shared by conv and conv_transpose."""
     if two_d and x.rank != 3:
@@ -256,7 +256,7 @@ def _defconv(name: str, kind: str, *, two_d: bool) -> Op:
     op = Op(name, args=("W", "b", "x"), attrs=attrs, family="conv", doc=doc)
 
     def shape(W: TensorType, b: TensorType, x: TensorType, *, stride: Any, padding: Any) -> Shape:
-        _, S, P = _geometry(x, W, b, stride, padding, two_d=two_d)
+        _, S, P = _geometry(x, W, stride, padding, two_d=two_d)
         return out_rule(x, W, b, S, P)
 
     def geo(x: Any, stride: Any, padding: Any) -> tuple[Ints, Ints]:
