@@ -126,16 +126,11 @@ def _coerce_float(v: object) -> float:
     return f + 0.0  # -0.0 becomes 0.0: equal attributes must encode (and hash) equally
 
 
-_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
-
-
 def _coerce(kind: str, v: object) -> AttrValue:
     """Coerce ``v`` to the canonical Python value of attribute kind ``kind``."""
     if kind in ("int", "nat"):
         if not _is_int(v) or (kind == "nat" and int(v) < 0):  # type: ignore[arg-type]
             raise TypeError
-        if not _INT64_MIN <= int(v) <= _INT64_MAX:  # type: ignore[arg-type]
-            raise ValueError("outside the int64 range")
         return int(v)  # type: ignore[arg-type]
     if kind == "float":
         return _coerce_float(v)
@@ -199,13 +194,13 @@ ATTR_KINDS = (
 )
 
 _KIND_WORDS = {
-    "int": "an int (int64)",
-    "nat": "a non-negative int (int64)",
+    "int": "an int",
+    "nat": "a non-negative int",
     "float": "a finite or infinite float (not NaN)",
     "bool": "a bool",
     "str": "a string",
-    "ints": "a tuple of ints (int64)",
-    "nats": "a tuple of non-negative ints (int64)",
+    "ints": "a tuple of ints",
+    "nats": "a tuple of non-negative ints",
     "shape": "a shape (tuple of non-negative ints)",
     "floats": "a tuple of floats",
     "array": "a float tensor literal",

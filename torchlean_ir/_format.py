@@ -367,10 +367,10 @@ def _list(v: Any, p: _Path) -> list[Any]:
     return v
 
 
-def _int(v: Any, p: _Path, lo: int = 0, hi: int | None = None) -> int:
+def _int(v: Any, p: _Path, lo: int | None = 0, hi: int | None = None) -> int:
     if isinstance(v, bool) or not isinstance(v, int) or isinstance(v, _BadNumber):
         raise p.fail(f"expected an integer, got {_typename(v)}")
-    if v < lo or (hi is not None and v > hi):
+    if (lo is not None and v < lo) or (hi is not None and v > hi):
         rng = f">= {lo}" if hi is None else f"in {lo}..{hi}"
         raise p.fail(f"expected an integer {rng}, got {v}")
     return v
@@ -495,9 +495,9 @@ def _dec_attr(spec: AttrSpec, v: Any, p: _Path, lim: Limits) -> Any:
             raise p.fail(f"{len(items)} entries exceed the limit {max(lim.max_rank, 64)}")
         if spec.kind == "floats":
             return [_dec_float(x, p.item(i)) for i, x in enumerate(items)]
-        return [_int(x, p.item(i), lo=-(2**63), hi=2**63 - 1) for i, x in enumerate(items)]
+        return [_int(x, p.item(i), lo=None) for i, x in enumerate(items)]
     if spec.kind in ("int", "nat"):
-        return _int(v, p, lo=-(2**63), hi=2**63 - 1)
+        return _int(v, p, lo=None)
     if isinstance(v, _BadNumber):
         raise p.fail(f"expected {spec.words}, got {_typename(v)}")
     return v
