@@ -41,7 +41,9 @@ Every op is declared once, in `torchlean_ir/ops/<family>.py`, with its rules sid
 rule, reference forward, JVP and VJP, and optionally a JAX-specific lowering, a symbolic forward
 and its kink points (see [the architecture](architecture.md#op-rules-contract)). The rules run on
 three backends: NumPy float64 (the reference semantics), JAX (the compiled code) and exact
-symbolic arrays (the verifier).
+symbolic arrays (the verifier). The hand-written [op notes](ops-notes.md) give the choices
+behind the ops beyond the core tier, how their rules are computed, and where the ONNX and
+PyTorch oracles disagree with our conventions.
 
 ## Conventions
 
