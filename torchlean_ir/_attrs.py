@@ -48,7 +48,7 @@ class ConstArray:
             else:
                 dtype = DType.F64
         np_dtype = np.dtype(dtype.numpy_name).newbyteorder("<")
-        arr = np.ascontiguousarray(arr, dtype=np_dtype)
+        arr = np.ascontiguousarray(arr, dtype=np_dtype).reshape(arr.shape)  # keeps 0-d as 0-d
         return ConstArray(dtype, tuple(int(d) for d in arr.shape), arr.tobytes())
 
     def to_numpy(self) -> np.ndarray:
