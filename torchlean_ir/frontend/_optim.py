@@ -99,7 +99,8 @@ class Optimizer:
         _check_hyper(lr, 0.0, 0.0, 0.0)
         for p, g in pairs:
             if on_device:
-                p._set_device(p._device - lr * g)
+                with _x64([p._device]):
+                    p._set_device(p._device - lr * g)
             else:
                 p._set_host(p.value - lr * np.asarray(g))
 
