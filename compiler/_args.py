@@ -1,0 +1,171 @@
+"""Checking and converting call arguments before JAX sees them.
+
+The hot path is a dict of ``jax.Array`` s of the right shape and dtype: one type, shape and dtype
+comparison per argument, no conversion. Anything else goes through :func:`convert_float` /
+:func:`convert_index`, which convert NumPy and Python data and raise :class:`ArgumentError`
+(one line, naming the argument) for anything wrong.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.core import ShapedArray
+
+from ._errors import ArgumentError
+
+#: The concrete type of a committed or uncommitted jax array (``jax.Array`` is abstract).
+ArrayImpl = type(jnp.zeros((), jnp.float32))
+INT32_MAX = int(np.iinfo(np.int32).max)
+
+Shape = tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Group:
+    """One group of float arguments (leaves, tangents or seeds): names, per-sample shapes and
+    which of them carry a leading batch axis."""
+
+    what: str
+    names: tuple[str, ...]
+    shapes: tuple[Shape, ...]
+    batched: tuple[bool, ...]
+    partial: bool = False  # missing entries are zeros (tangents)
+    dtype: Any = None
+
+    @cached_property
+    def getter(self) -> Callable[[Mapping[str, Any]], Any]:
+        """``itemgetter`` of the names (one C call for a dict)."""
+        names = self.names
+        return (
+            operator.itemgetter(*names) if len(names) > 1 else lambda d: tuple(d[n] for n in names)
+        )
+
+    @cached_property
+    def avals(self) -> list[Any]:
+        """The abstract value of each (unbatched) argument: the fast-path check."""
+        return [ShapedArray(s, np.dtype(self.dtype)) for s in self.shapes]
+
+    def label(self, k: int) -> str:
+        return f"{self.what}[{self.names[k]!r}]"
+
+
+def _shape_text(s: Sequence[int]) -> str:
+    return "[" + ", ".join(str(d) for d in s) + "]"
+
+
+def _dtype_name(d: Any) -> str:
+    return {"float32": "f32", "float64": "f64"}.get(str(d), str(d))
+
+
+def as_list(g: Group, values: Any) -> list[Any]:
+    """The values of group ``g`` in order, from a mapping by name or a sequence in order."""
+    names = g.names
+    if isinstance(values, Mapping):
+        unknown = [k for k in values if k not in names]
+        if unknown:
+            shown = ", ".join(names) or "none"
+            raise ArgumentError(f"{g.what}: unknown name {unknown[0]!r} (expected: {shown})")
+        if not g.partial:
+            missing = [n for n in names if n not in values]
+            if missing:
+                raise ArgumentError(f"{g.what}: missing {missing[0]!r}")
+        return [values.get(n) for n in names]
+    if isinstance(values, str | bytes) or not isinstance(values, Sequence):
+        raise ArgumentError(
+            f"{g.what}: expected a mapping by name or a sequence in context order, "
+            f"got {type(values).__name__}"
+        )
+    if len(values) != len(names):
+        raise ArgumentError(
+            f"{g.what}: expected {len(names)} values in context order "
+            f"({', '.join(names) or 'none'}), got {len(values)}"
+        )
+    return list(values)
+
+
+def convert_float(v: Any, shape: Shape, batch: int | None, dtype: Any, where: str) -> Any:
+    """A float argument as an array of ``dtype`` and shape ``shape`` (with a leading ``batch``
+    axis when ``batch`` is not ``None``; ``batch=-1`` accepts any batch size).
+
+    A ``jax.Array`` must already have the dtype. NumPy float arrays of another precision and
+    Python numbers / lists are cast on the host. Integer, bool, complex and object arrays are
+    refused (they are almost always a mistake: labels belong in ``index``)."""
+    if isinstance(v, jax.Array):
+        if v.dtype != dtype:
+            raise ArgumentError(
+                f"{where}: expected dtype {_dtype_name(dtype)}, got a jax array of "
+                f"{_dtype_name(v.dtype)} (convert it with .astype)"
+            )
+        arr: Any = v
+    elif isinstance(v, np.ndarray | np.generic):
+        if v.dtype.kind != "f":
+            raise ArgumentError(f"{where}: expected a float array, got dtype {v.dtype}")
+        arr = np.asarray(v, dtype=dtype)
+    elif v is None:
+        raise ArgumentError(f"{where}: missing value")
+    else:
+        try:
+            arr = np.asarray(v, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise ArgumentError(
+                f"{where}: expected a float array, got {type(v).__name__}"
+            ) from None
+        arr = arr.astype(dtype)
+    _check_shape(tuple(arr.shape), shape, batch, where)
+    return arr
+
+
+def _check_shape(got: Shape, shape: Shape, batch: int | None, where: str) -> None:
+    if batch is None:
+        if got != shape:
+            raise ArgumentError(
+                f"{where}: expected shape {_shape_text(shape)}, got {_shape_text(got)}"
+            )
+        return
+    if len(got) != len(shape) + 1 or got[1:] != shape:
+        raise ArgumentError(
+            f"{where}: expected shape [batch, {_shape_text(shape)[1:-1]}] "
+            f"(a leading batch axis), got {_shape_text(got)}".replace(", ]", "]")
+        )
+    if batch >= 0 and got[0] != batch:
+        raise ArgumentError(
+            f"{where}: batch size {got[0]} differs from the other batched arguments' {batch}"
+        )
+
+
+def convert_index(v: Any, shape: Shape, batch: int | None, where: str) -> np.ndarray:
+    """An index value as an int32 NumPy array: non-negative integers of the right shape.
+
+    Values above the int32 range are out of range for any dimension anyway: they become
+    ``INT32_MAX`` (never wrap), so they read 0 and send no gradient."""
+    if v is None:
+        raise ArgumentError(f"{where}: missing value")
+    arr = np.asarray(v)
+    if arr.dtype == object:  # Python ints beyond int64
+        flat = arr.reshape(-1)
+        if not all(isinstance(x, int | np.integer) and not isinstance(x, bool) for x in flat):
+            raise ArgumentError(f"{where}: expected non-negative integers, got {_short(v)}")
+        arr = np.array([min(int(x), INT32_MAX) if x >= 0 else -1 for x in flat], np.int64).reshape(
+            arr.shape
+        )
+    elif arr.dtype.kind not in "iu":
+        raise ArgumentError(f"{where}: expected non-negative integers, got dtype {arr.dtype}")
+    _check_shape(tuple(arr.shape), shape, batch, where)
+    if arr.size and arr.dtype.kind == "i" and arr.min() < 0:
+        raise ArgumentError(f"{where}: expected non-negative integers, got {_short(v)}")
+    if arr.dtype.itemsize > 4 or arr.dtype == np.uint32:
+        arr = np.minimum(arr, INT32_MAX)
+    return arr.astype(np.int32)
+
+
+def _short(v: Any) -> str:
+    text = repr(v)
+    return text if len(text) <= 60 else text[:57] + "..."

@@ -1,0 +1,552 @@
+"""``compile(graph)`` and :class:`CompiledGraph`: compile once, run many."""
+
+from __future__ import annotations
+
+import operator
+import os
+import threading
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import jax
+import numpy as np
+from jax.sharding import SingleDeviceSharding
+
+from torchlean_ir import DType, GraphData, check
+from torchlean_ir._types import as_dtype
+
+from ._args import INT32_MAX, ArrayImpl, Group, as_list, convert_float, convert_index
+from ._devices import resolve_device
+from ._errors import ArgumentError, CompileError
+from ._lower import KINDS, Kind, Program, build
+from ._tape import Batching, GradReduction, TapeEntry, analyse, build_tape
+
+Leaves = Mapping[str, Any] | Sequence[Any]
+Index = Mapping[str, Any] | Sequence[Any] | None
+
+_CACHE: dict[tuple[Any, ...], CompiledGraph] = {}
+_aval = operator.attrgetter("aval")
+_LOCK = threading.Lock()
+
+
+def _graph_dtype(graph: GraphData) -> DType:
+    if graph.leaves:
+        return graph.leaves[0].type.dtype
+    if graph.nodes:
+        return graph.nodes[0].type.dtype
+    return DType.F32
+
+
+def _resolve_dtype(graph: GraphData, dtype: Any) -> np.dtype:
+    try:
+        d = _graph_dtype(graph) if dtype is None else as_dtype(dtype)
+    except ValueError as e:
+        raise CompileError(f"dtype: {e}") from None
+    if not d.is_float:
+        raise CompileError(f"dtype: expected f32 or f64, got {d}")
+    np_dtype = np.dtype(d.numpy_name)
+    if np_dtype == np.float64 and not jax.config.read("jax_enable_x64"):
+        raise CompileError(
+            "dtype f64 needs JAX's x64 mode, which `import compiler` enables; it was turned off "
+            "afterwards (jax.config.update('jax_enable_x64', True) turns it back on)"
+        )
+    return np_dtype
+
+
+def compile(
+    graph: GraphData, *, dtype: Any = None, device: Any = "cpu", mode: str = "tape"
+) -> CompiledGraph:
+    """Compile ``graph`` to jitted JAX functions; cached per (content hash, dtype, device, mode).
+
+    ``dtype`` is ``"f32"`` / ``"f64"`` (``None``: the graph's own float dtype); ``device`` is
+    ``"cpu"``, ``"gpu"`` (``"gpu:1"``) or a ``jax.Device``; ``mode`` is ``"tape"`` (our per-node
+    rules, the checkable backward) or ``"jax"`` (JAX's own AD of the lowered forward, a
+    cross-check). Nothing is traced until the first call of each kind of function."""
+    if not isinstance(graph, GraphData):
+        raise CompileError(f"graph: expected a GraphData, got {type(graph).__name__}")
+    if mode not in ("tape", "jax"):
+        raise CompileError(f"mode must be 'tape' or 'jax', got {mode!r}")
+    return _compile(graph, _resolve_dtype(graph, dtype), resolve_device(device), mode, None)
+
+
+def _compile(
+    graph: GraphData, dtype: np.dtype, device: jax.Device, mode: str, batching: Batching | None
+) -> CompiledGraph:
+    key = (
+        graph.content_hash,
+        dtype.name,
+        device.platform,
+        device.id,
+        mode,
+        None if batching is None else batching.key(),
+    )
+    with _LOCK:
+        hit = _CACHE.get(key)
+        if hit is None:
+            check(graph)
+            hit = _CACHE[key] = CompiledGraph(graph, dtype, device, mode, batching)
+        return hit
+
+
+def clear_cache() -> None:
+    """Forget every compiled graph and cached rule (their executables go with them)."""
+    from ._rules import clear_rule_cache
+
+    with _LOCK:
+        _CACHE.clear()
+    clear_rule_cache()
+
+
+def cache_size() -> int:
+    return len(_CACHE)
+
+
+@dataclass(frozen=True, slots=True)
+class Traceable:
+    """The exact function jitted for one kind, and example arguments for it:
+    ``jax.make_jaxpr(t.fn)(*t.args)`` is the jaxpr XLA compiles."""
+
+    kind: Kind
+    fn: Callable[..., Any]
+    args: tuple[Any, ...]
+
+    def jaxpr(self) -> Any:
+        """``jax.make_jaxpr(fn)(*args)`` (a ``ClosedJaxpr``)."""
+        return jax.make_jaxpr(self.fn)(*self.args)
+
+
+class CompiledGraph:
+    """A graph compiled for one dtype, device, mode and batching (see :func:`compile`).
+
+    Calls take ``leaves`` as a mapping by name or a sequence in context order, and the runtime
+    index inputs (``index``) likewise; index values are never differentiated. Float leaves may
+    be ``jax.Array`` s of the compiled dtype (the fast path: no conversion) or NumPy / Python
+    data (cast on the host). Gradients come back as a dict by leaf name, for the leaves with
+    ``requires_grad``. A graph with one output returns an array, with several a tuple (in
+    ``graph.outputs`` order). Wrong names, shapes, dtypes or index values raise
+    :class:`~compiler.ArgumentError` before JAX sees them.
+
+    Use :meth:`batched` to map over a leading batch axis."""
+
+    def __init__(
+        self,
+        graph: GraphData,
+        dtype: np.dtype,
+        device: jax.Device,
+        mode: str,
+        batching: Batching | None,
+    ) -> None:
+        self.graph = graph
+        self.dtype = dtype
+        self.device = device
+        self.mode = mode
+        self.batching = batching
+        analysis = analyse(graph, batching)
+        batch_level = batching is not None and mode == "tape" and batching.grads != "per_sample"
+        static = {
+            i: np.minimum(np.asarray(ix.value, np.int64), INT32_MAX)
+            .astype(np.int32)
+            .reshape(ix.type.shape)
+            for i, ix in enumerate(graph.index_inputs)
+            if ix.value is not None
+        }
+        self._program = Program(
+            graph=graph,
+            dtype=dtype,
+            tape=build_tape(graph, dtype.name, analysis, batch_level),
+            analysis=analysis,
+            batching=batching,
+            batch_level=batch_level,
+            grad_leaves=tuple(i for i, leaf in enumerate(graph.leaves) if leaf.requires_grad),
+            runtime_index=tuple(i for i, ix in enumerate(graph.index_inputs) if ix.value is None),
+            static_index=static,
+        )
+        p = self._program
+        leaves = graph.leaves
+        self.leaf_names: tuple[str, ...] = tuple(leaf.name for leaf in leaves)
+        self.grad_names: tuple[str, ...] = tuple(leaves[i].name for i in p.grad_leaves)
+        self.index_names: tuple[str, ...] = tuple(
+            graph.index_inputs[i].name for i in p.runtime_index
+        )
+        self.output_shapes: tuple[tuple[int, ...], ...] = tuple(t.shape for t in graph.output_types)
+        bat = analysis.batched
+        self._leaves = Group(
+            "leaves",
+            self.leaf_names,
+            tuple(leaf.type.shape for leaf in leaves),
+            bat[: len(leaves)],
+            dtype=dtype,
+        )
+        self._tangents = Group(
+            "tangents",
+            self.grad_names,
+            tuple(leaves[i].type.shape for i in p.grad_leaves),
+            tuple(bat[i] for i in p.grad_leaves),
+            partial=True,
+            dtype=dtype,
+        )
+        n_out = len(graph.outputs)
+        self._seeds = Group(
+            "seed",
+            tuple(str(k) for k in range(n_out)),
+            self.output_shapes,
+            (batching is not None,) * n_out,
+            dtype=dtype,
+        )
+        self._index = Group(
+            "index",
+            self.index_names,
+            tuple(graph.index_inputs[i].type.shape for i in p.runtime_index),
+            tuple(analysis.batched_index[i] for i in p.runtime_index),
+            dtype=np.int32,
+        )
+        self._is_batched = batching is not None
+        self._single = n_out == 1
+        self._scalar = self._single and self.output_shapes[0] == ()
+        self._sharding = SingleDeviceSharding(device)
+        self._trace_counts = dict.fromkeys(KINDS, 0)
+        self._traced = {kind: self._make_traced(kind) for kind in KINDS}
+        self._jit = {
+            kind: jax.jit(fn, in_shardings=self._sharding, out_shardings=self._sharding)
+            for kind, fn in self._traced.items()
+        }
+        self._fwd, self._jvp, self._vjp = (self._jit[k] for k in KINDS)
+        self._ones: dict[int, Any] = {}
+        self._has_index = bool(self.index_names)
+        self._n_leaves = len(self.leaf_names)
+        names = self.leaf_names
+        self._leaf_getter: Callable[[Any], tuple[Any, ...]] = (
+            operator.itemgetter(*names) if len(names) > 1 else lambda d: tuple(d[n] for n in names)
+        )
+        self._leaf_avals = self._leaves.avals
+
+    def _program_fn(self, kind: Kind) -> Callable[..., Any]:
+        """The unjitted function of ``kind`` (to be traced inside another jitted function)."""
+        return build(self._program, kind, self.mode)
+
+    def _make_traced(self, kind: Kind) -> Callable[..., Any]:
+        inner = self._program_fn(kind)
+        counts = self._trace_counts
+
+        def traced(*flat: Any) -> Any:
+            counts[kind] += 1
+            return inner(*flat)
+
+        traced.__name__ = traced.__qualname__ = f"tl_graph_{kind}"
+        return traced
+
+    # -- introspection -------------------------------------------------------------------
+    @property
+    def tape(self) -> tuple[TapeEntry, ...]:
+        """One :class:`TapeEntry` per live node, in node order (the VJP walks it in reverse)."""
+        return self._program.tape
+
+    @property
+    def trace_counts(self) -> dict[str, int]:
+        """How many times each kind of function has been traced (by a call, an export, a
+        lowering or :meth:`traceable`)."""
+        return dict(self._trace_counts)
+
+    @property
+    def is_batched(self) -> bool:
+        return self._is_batched
+
+    def traceable(self, kind: Kind, *, batch_size: int = 2) -> Traceable:
+        """The exact function jitted for ``kind`` (``"forward"``, ``"jvp"`` or ``"vjp"``) with
+        example arguments (zeros; ``batch_size`` samples when batched)."""
+        if kind not in KINDS:
+            raise CompileError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
+        return Traceable(kind, self._traced[kind], self._example_args(kind, batch_size))
+
+    def _avals(self, kind: Kind, batch: Any) -> list[jax.ShapeDtypeStruct]:
+        groups: list[Group] = [self._leaves]
+        if kind == "jvp":
+            groups.append(self._tangents)
+        elif kind == "vjp":
+            groups.append(self._seeds)
+        out = []
+        for g in groups:
+            for s, b in zip(g.shapes, g.batched, strict=True):
+                out.append(jax.ShapeDtypeStruct((batch, *s) if b else s, self.dtype))
+        g = self._index
+        for s, b in zip(g.shapes, g.batched, strict=True):
+            out.append(jax.ShapeDtypeStruct((batch, *s) if b else s, np.int32))
+        return out
+
+    def _example_args(self, kind: Kind, batch_size: int) -> tuple[Any, ...]:
+        return tuple(np.zeros(a.shape, a.dtype) for a in self._avals(kind, batch_size))
+
+    def lower(self, kind: Kind, *, batch_size: int = 2) -> Any:
+        """``jax.jit(...).lower`` of ``kind`` at example arguments (a ``jax.stages.Lowered``)."""
+        return self._jit[kind].lower(*self._avals(kind, batch_size))
+
+    def stablehlo(self, kind: Kind = "vjp", *, batch_size: int = 2) -> str:
+        """The lowered StableHLO text of ``kind``."""
+        return self.lower(kind, batch_size=batch_size).as_text()
+
+    def memory_analysis(self, kind: Kind = "vjp", *, batch_size: int = 2) -> Any:
+        """XLA's memory analysis of the compiled ``kind`` (argument, output, temp bytes)."""
+        return self.lower(kind, batch_size=batch_size).compile().memory_analysis()
+
+    # -- export --------------------------------------------------------------------------
+    def export(
+        self,
+        kind: Kind = "forward",
+        *,
+        batch_size: int | None = None,
+        platforms: Sequence[str] | None = None,
+    ) -> jax.export.Exported:
+        """``jax.export`` of ``kind``: a serializable artifact that runs without the graph or
+        this package. Its arguments are flat and positional, as :meth:`traceable` shows: the
+        leaves in context order, then (jvp) the tangents of the ``requires_grad`` leaves or
+        (vjp) one seed per output, then the runtime index inputs as int32. It returns
+        ``(outputs,)`` (forward), ``((outputs,), (tangents,))`` (jvp) or
+        ``((outputs,), (gradients,))`` (vjp). A batched graph is exported with a symbolic batch
+        size unless ``batch_size`` is given."""
+        if kind not in KINDS:
+            raise CompileError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
+        batch: Any = batch_size
+        if self._is_batched and batch_size is None:
+            (batch,) = jax.export.symbolic_shape("batch")
+        exp = jax.export.export(self._jit[kind], platforms=platforms)
+        return exp(*self._avals(kind, batch if batch is not None else 1))
+
+    def export_bytes(self, kind: Kind = "forward", **kwargs: Any) -> bytes:
+        """:meth:`export` serialized (``jax.export.deserialize`` reads it back)."""
+        return bytes(self.export(kind, **kwargs).serialize())
+
+    def save_export(self, path: str | os.PathLike[str], kind: Kind = "forward", **kw: Any) -> None:
+        """Write :meth:`export_bytes` to ``path``."""
+        with open(path, "wb") as f:
+            f.write(self.export_bytes(kind, **kw))
+
+    # -- batching -------------------------------------------------------------------------
+    def batched(self, over: Collection[str], *, grads: GradReduction = "sum") -> CompiledGraph:
+        """This graph mapped over a leading batch axis of the leaves and runtime index inputs
+        named in ``over`` (``jax.vmap`` semantics; cached like :func:`compile`).
+
+        Outputs are per sample (a leading batch axis). A leaf in ``over`` gets per-sample
+        gradients; the other leaves' gradients are summed over the batch (``grads="sum"``),
+        averaged (``"mean"``) or kept per sample (``"per_sample"``). Seeds are per sample."""
+        if self._is_batched:
+            raise CompileError("batched(): this graph is already batched")
+        if isinstance(over, str):
+            over = (over,)
+        if grads not in ("sum", "mean", "per_sample"):
+            raise CompileError(f"grads must be 'sum', 'mean' or 'per_sample', got {grads!r}")
+        names = set(over)
+        static = {ix.name for ix in self.graph.index_inputs if ix.value is not None}
+        for n in sorted(names):
+            if n in static:
+                raise CompileError(f"batched(): index input {n!r} is static (baked in the graph)")
+            if n not in self.leaf_names and n not in self.index_names:
+                known = ", ".join(self.leaf_names + self.index_names)
+                raise CompileError(f"batched(): unknown input {n!r} (inputs: {known})")
+        if not names:
+            raise CompileError("batched(): name at least one leaf or index input in `over`")
+        spec = Batching(
+            frozenset(n for n in names if n in self.leaf_names),
+            frozenset(n for n in names if n in self.index_names),
+            grads,
+        )
+        return _compile(self.graph, self.dtype, self.device, self.mode, spec)
+
+    # -- argument handling ----------------------------------------------------------------
+    def _floats(self, g: Group, values: Any, batch: list[int] | None) -> list[Any]:
+        """The float arguments of group ``g`` in order, checked and converted. ``batch`` holds
+        the batch size seen so far (-1: none yet) and is updated."""
+        if type(values) is dict and len(values) == len(g.names):
+            try:
+                vals = list(g.getter(values))
+            except KeyError:
+                vals = as_list(g, values)
+        else:
+            vals = as_list(g, values)
+        avals = g.avals
+        if batch is None:
+            try:
+                if list(map(_aval, vals)) == avals:
+                    return vals
+            except AttributeError:
+                pass
+            for k, v in enumerate(vals):
+                if type(v) is not ArrayImpl or v.aval != avals[k]:
+                    vals[k] = self._float(v, g, k, None)
+            return vals
+        for k, v in enumerate(vals):
+            if g.batched[k]:
+                v = self._float(v, g, k, batch[0])
+                batch[0] = v.shape[0]
+                vals[k] = v
+            elif type(v) is not ArrayImpl or v.aval != avals[k]:
+                vals[k] = self._float(v, g, k, None)
+        return vals
+
+    def _float(self, v: Any, g: Group, k: int, batch: int | None) -> Any:
+        arr = convert_float(v, g.shapes[k], batch, self.dtype, g.label(k))
+        if isinstance(arr, jax.Array) and arr.aval.weak_type:
+            arr = np.asarray(arr)  # a weakly typed array would be traced apart
+        return arr
+
+    def _tangent_args(self, tangents: Any, batch: list[int] | None) -> list[Any]:
+        g = self._tangents
+        vals = as_list(g, tangents)
+        out = []
+        for k, v in enumerate(vals):
+            if v is None:
+                b = batch[0] if batch is not None and g.batched[k] else None
+                if b is not None and b < 0:
+                    raise ArgumentError(f"{g.label(k)}: missing (needed to know the batch size)")
+                v = np.zeros(g.shapes[k] if b is None else (b, *g.shapes[k]), self.dtype)
+            out.append(v)
+        return self._floats(g, out, batch)
+
+    def _index_args(self, index: Index, batch: list[int] | None) -> list[Any]:
+        g = self._index
+        if index is None:
+            if g.names:
+                raise ArgumentError(f"index: missing {g.names[0]!r}")
+            return []
+        if isinstance(index, Mapping):
+            static = [k for k in index if k not in g.names and k in self._static_names()]
+            if static:
+                raise ArgumentError(
+                    f"index[{static[0]!r}]: static index input (baked in the graph); "
+                    "it cannot be overridden"
+                )
+        vals = as_list(g, index)
+        out = []
+        for k, v in enumerate(vals):
+            if batch is not None and g.batched[k]:
+                a = convert_index(v, g.shapes[k], batch[0], g.label(k))
+                batch[0] = a.shape[0]
+            else:
+                a = convert_index(v, g.shapes[k], None, g.label(k))
+            out.append(a)
+        return out
+
+    def _static_names(self) -> set[str]:
+        return {ix.name for ix in self.graph.index_inputs if ix.value is not None}
+
+    def _seed_args(self, seed: Any, batch: list[int] | None) -> list[Any]:
+        g = self._seeds
+        if len(g.names) == 1:
+            seeds = [seed]
+        elif isinstance(seed, tuple | list):
+            seeds = list(seed)
+            if len(seeds) != len(g.names):
+                raise ArgumentError(
+                    f"seed: expected {len(g.names)} seeds (one per output), got {len(seeds)}"
+                )
+        else:
+            raise ArgumentError(
+                f"seed: expected a tuple of {len(g.names)} seeds (one per output), "
+                f"got {type(seed).__name__}"
+            )
+        for k, s in enumerate(seeds):
+            if s is None:
+                b = batch[0] if batch is not None and g.batched[k] else None
+                if b is not None and b < 0:
+                    raise ArgumentError(f"seed[{k}]: missing (needed to know the batch size)")
+                seeds[k] = np.zeros(g.shapes[k] if b is None else (b, *g.shapes[k]), self.dtype)
+        return self._floats(g, seeds, batch)
+
+    def _unit_seed(self, batch: list[int] | None, what: str) -> Any:
+        if not self._scalar:
+            raise ArgumentError(
+                f"{what}: needs a single scalar output, got outputs of shapes "
+                f"{[list(s) for s in self.output_shapes]} (use vjp_with_seed)"
+            )
+        b = -2 if batch is None else batch[0]
+        one = self._ones.get(b)
+        if one is None:
+            shape = () if b == -2 else (b,)
+            one = self._ones[b] = jax.device_put(np.ones(shape, self.dtype), self._sharding)
+        return one
+
+    def _out(self, outs: tuple[Any, ...]) -> Any:
+        return outs[0] if self._single else outs
+
+    # -- the compiled API ------------------------------------------------------------------
+    def _batch(self) -> list[int] | None:
+        return [-1] if self._is_batched else None
+
+    def _leaf_args(self, leaves: Leaves, batch: list[int] | None) -> list[Any]:
+        # The hot path, kept short: a dict of jax arrays of the compiled types.
+        if batch is None and type(leaves) is dict and len(leaves) == self._n_leaves:
+            try:
+                vals = list(self._leaf_getter(leaves))
+                if list(map(_aval, vals)) == self._leaf_avals:
+                    return vals
+            except (KeyError, AttributeError):
+                pass
+        return self._floats(self._leaves, leaves, batch)
+
+    def forward(self, leaves: Leaves, index: Index = None) -> Any:
+        """The output (an array) or outputs (a tuple) at ``leaves``."""
+        batch = [-1] if self._is_batched else None
+        args = self._leaf_args(leaves, batch)
+        if self._has_index or index is not None:
+            args += self._index_args(index, batch)
+        outs = self._fwd(*args)
+        return outs[0] if self._single else outs
+
+    def jvp(self, leaves: Leaves, tangents: Leaves, index: Index = None) -> tuple[Any, Any]:
+        """``(output, output tangent)``; ``tangents`` by name (missing: zero) or in context
+        order, for the leaves with ``requires_grad``."""
+        batch = self._batch()
+        args = self._floats(self._leaves, leaves, batch)
+        idx = self._index_args(index, batch)
+        outs, touts = self._jvp(*args, *self._tangent_args(tangents, batch), *idx)
+        return self._out(outs), self._out(touts)
+
+    def value_and_vjp(
+        self, leaves: Leaves, seed: Any, index: Index = None
+    ) -> tuple[Any, dict[str, Any]]:
+        """``(output, gradients)`` with the output cotangent ``seed`` (a tuple of one seed per
+        output for several outputs; ``None`` entries are zero), one forward and one backward."""
+        batch = self._batch()
+        args = self._floats(self._leaves, leaves, batch)
+        idx = self._index_args(index, batch)
+        outs, grads = self._vjp(*args, *self._seed_args(seed, batch), *idx)
+        return self._out(outs), dict(zip(self.grad_names, grads, strict=True))
+
+    def vjp_with_seed(self, leaves: Leaves, seed: Any, index: Index = None) -> dict[str, Any]:
+        """Reverse mode with an explicit output cotangent: the gradients by leaf name."""
+        return self.value_and_vjp(leaves, seed, index)[1]
+
+    def value_and_grad(self, leaves: Leaves, index: Index = None) -> tuple[Any, dict[str, Any]]:
+        """``(value, gradients)`` of a scalar output (seed 1), in one pass."""
+        batch = [-1] if self._is_batched else None
+        args = self._leaf_args(leaves, batch)
+        if self._has_index or index is not None:
+            args += self._index_args(index, batch)
+            one = self._unit_seed(batch, "value_and_grad")
+            outs, grads = self._vjp(*args[: self._n_leaves], one, *args[self._n_leaves :])
+        else:
+            outs, grads = self._vjp(*args, self._unit_seed(batch, "value_and_grad"))
+        return outs[0], dict(zip(self.grad_names, grads, strict=True))
+
+    def backward(self, leaves: Leaves, index: Index = None) -> dict[str, Any]:
+        """The gradients of a scalar output (seed 1), by leaf name."""
+        return self.value_and_grad(leaves, index)[1]
+
+    def backward_with_seed(self, leaves: Leaves, seed: Any, index: Index = None) -> dict[str, Any]:
+        """The gradients of a scalar output times ``seed`` (a scalar; per sample when
+        batched)."""
+        if not self._scalar:
+            raise ArgumentError(
+                "backward_with_seed: needs a single scalar output (use vjp_with_seed)"
+            )
+        return self.value_and_vjp(leaves, seed, index)[1]
+
+    def __repr__(self) -> str:
+        b = ""
+        if self.batching is not None:
+            over = sorted(self.batching.leaves | self.batching.index)
+            b = f", batched over {over} ({self.batching.grads} grads)"
+        return (
+            f"CompiledGraph(<{len(self.graph.nodes)} nodes>, {self.dtype.name}, "
+            f"{self.device.platform}:{self.device.id}, mode={self.mode!r}{b})"
+        )
