@@ -24,7 +24,7 @@ from .._graph import GraphData
 from ._compiled import NatInput, as_specs, compile_graph, input_name, nat_name, trace, verify_graph
 from ._eager import EagerSession
 from ._ops import Ops
-from ._optim import Optimizer
+from ._optim import Optimizer, _check_hyper
 from ._options import Options, as_options
 from ._param import Param, ParamList, as_param_list
 from ._tensor import NatRef, Tensor
@@ -196,6 +196,8 @@ class ScalarTrainer(_Runner):
     ) -> None:
         super().__init__(loss, params, inputs, options)
         self._optimizer = Optimizer()
+        self._steps: dict[tuple[str, bool], Any] = {}
+        self._opt_states: dict[str, Any] = {}
         if self._graph is not None and self._graph.output_types[0].shape != ():
             raise TorchleanError(
                 f"ScalarTrainer: the loss must be a scalar, got {self._graph.output_types[0]}"
@@ -239,8 +241,44 @@ class ScalarTrainer(_Runner):
         _, pairs = self._value_and_grads(inputs, batched)
         return {p.name: np.asarray(g, dtype=np.float64) for p, g in pairs}  # type: ignore[misc]
 
+    def _fused_step(self, kind: str, inputs: Sequence[Any], batched: bool, **hyper: float) -> float:
+        """Compiled backend: one jitted call (``compiler.TrainStep``): forward, tape VJP and
+        the optax update, params and moments donated and kept on the device. Hyperparameters
+        live in the optimizer state (``optax.inject_hyperparams``), so changing them between
+        steps never recompiles."""
+        import jax.numpy as jnp
+        import optax
+
+        import compiler
+
+        cg, leaves, index = self._compiled_call(inputs, batched)
+        step = self._steps.get((kind, batched))
+        if step is None:
+            make = {"sgd": optax.sgd, "adam": optax.adam, "adamw": optax.adamw}[kind]
+            init = {k: jnp.asarray(v, dtype=cg.dtype) for k, v in hyper.items()}
+            tx = optax.inject_hyperparams(make)(**init)
+            step = self._steps[(kind, batched)] = compiler.TrainStep(cg, tx)
+        params = {n: leaves.pop(n) for n in step.param_names}
+        opt_state = self._opt_states.get(kind)
+        if opt_state is None:
+            opt_state = step.init(params).opt_state
+        hp = opt_state.hyperparams
+        opt_state = opt_state._replace(
+            hyperparams={k: jnp.asarray(hyper.get(k, v), dtype=v.dtype) for k, v in hp.items()}
+        )
+        state = compiler.TrainState(params, opt_state, 0, step.param_names)
+        new, loss = step(state, leaves, index or None)
+        self._opt_states[kind] = new.opt_state
+        for p in self.params:
+            if p.name in new.params:
+                p._set_device(new.params[p.name])
+        return float(loss)
+
     def step(self, *inputs: Any, lr: float, batched: bool = False) -> float:
         """One SGD step; returns the loss before it."""
+        if self.options.backend == "compiled":
+            _check_hyper(lr, 0.0, 0.0, 0.0)
+            return self._fused_step("sgd", inputs, batched, learning_rate=lr)
         loss, pairs = self._value_and_grads(inputs, batched)
         self._optimizer.sgd(pairs, lr, on_device=self._on_device)
         return loss
@@ -255,6 +293,11 @@ class ScalarTrainer(_Runner):
         batched: bool = False,
     ) -> float:
         """One Adam step (``optax.adam``); returns the loss before it."""
+        if self.options.backend == "compiled":
+            _check_hyper(lr, b1, b2, eps)
+            return self._fused_step(
+                "adam", inputs, batched, learning_rate=lr, b1=b1, b2=b2, eps=eps
+            )
         loss, pairs = self._value_and_grads(inputs, batched)
         self._optimizer.adam("adam", pairs, lr=lr, b1=b1, b2=b2, eps=eps, on_device=self._on_device)
         return loss
@@ -270,6 +313,18 @@ class ScalarTrainer(_Runner):
         batched: bool = False,
     ) -> float:
         """One AdamW step (``optax.adamw``); returns the loss before it."""
+        if self.options.backend == "compiled":
+            _check_hyper(lr, b1, b2, eps, weight_decay)
+            return self._fused_step(
+                "adamw",
+                inputs,
+                batched,
+                learning_rate=lr,
+                b1=b1,
+                b2=b2,
+                eps=eps,
+                weight_decay=weight_decay,
+            )
         loss, pairs = self._value_and_grads(inputs, batched)
         self._optimizer.adam(
             "adamw",
