@@ -164,6 +164,10 @@ class JaxBackend:
     def scatter_add(self, x: Any, idx: Any, updates: Any, axis: int = 0) -> Any:
         moved = jnp.moveaxis(x, axis, 0)
         upd = jnp.moveaxis(updates, axis, 0) if jnp.ndim(idx) else updates
+        # JAX narrows scatter indices to int32: map every out-of-range index to n first, or one
+        # past 2^32 would wrap into range and receive gradient.
+        n = moved.shape[0]
+        idx = jnp.where(jnp.asarray(idx) < n, idx, n)
         out = moved.at[idx].add(upd, mode="drop")
         return jnp.moveaxis(out, 0, axis)
 

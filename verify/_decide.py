@@ -1,0 +1,410 @@
+"""Deciding ``got == expected`` for exact symbolic expressions.
+
+The procedure, cheapest first:
+
+1. **symengine**: ``expand(got - expected) == 0`` (or both sides identical). Exact.
+2. **A quick numeric probe** at two random exact rational points, evaluated at 256 bits (about
+   77 digits, MPFR through symengine): a clearly nonzero difference is a mismatch, reported
+   with the point (exact when the difference there is a rational number).
+3. **sympy**: the difference is folded into one ``Piecewise`` (``piecewise_fold``; ``Max`` /
+   ``Min`` rewritten as pieces when needed); each branch is decided under its condition:
+   infeasible branches are dropped (exact Fourier-Motzkin on linear conditions), linear
+   equalities of the condition are substituted (ties such as ``a == b``), and the branch
+   expression goes through rewriting (tanh / sigmoid forms to exp, exp of sums and logs of
+   products expanded, ``cancel`` / ``together``, ``exp(d) == 1`` for sums of logs, finally
+   ``simplify`` on small expressions). Exact.
+4. **Random rational points** (inside every feasible branch, ties included), evaluated at 256
+   bits: all zero gives ``probabilistic``, never ``exact``; a nonzero value is a mismatch with a
+   concrete counterexample.
+
+Identities are over the reals, where both sides are defined (the log of a non-positive number
+and division by zero are outside every op's domain).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Literal
+
+import symengine as se
+import sympy as sp
+
+from . import _linear as lin
+from ._interval import nonzero
+
+Method = Literal["exact", "probabilistic", "not verified"]
+Domain = Literal["real", "positive", "nonzero", "unit"]
+
+#: Bits of precision for numeric evaluation (256 bits is about 77 decimal digits; >= 50 required).
+PREC_BITS = 256
+#: A difference below ``ZERO_TOL * max(1, |got|, |expected|)`` at 256 bits counts as zero.
+ZERO_TOL = Fraction(1, 10**50)
+#: Random points per branch in the probabilistic fallback.
+SAMPLES = 12
+#: Beyond this many operations, sympy's ``simplify`` is not attempted.
+SIMPLIFY_MAX_OPS = 400
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The outcome of deciding ``got == expected``.
+
+    ``equal`` is ``True`` (proved or, for ``probabilistic``, sampled), ``False`` (a mismatch: the
+    ``point`` is a counterexample) or ``None`` (undecided). ``how`` names the step that decided.
+    """
+
+    equal: bool | None
+    method: Method
+    how: str
+    point: dict[str, Fraction] | None = None
+    got: str | None = None
+    expected: str | None = None
+    evidence: str | None = None
+
+
+def _size_ok(e: se.Basic, limit: int = 20000) -> bool:
+    try:
+        return len(str(e)) <= limit
+    except Exception:
+        return False
+
+
+# -- numeric evaluation ------------------------------------------------------------------------
+
+
+def _se_point(point: Mapping[str, Fraction]) -> dict[se.Symbol, se.Basic]:
+    return {se.Symbol(k): se.Rational(v.numerator, v.denominator) for k, v in point.items()}
+
+
+def _numeric(e: se.Basic) -> se.Basic | None:
+    """An exact rational or a 256-bit float for a closed expression, ``None`` if it does not
+    evaluate to a real number."""
+    if isinstance(e, se.Rational | se.Integer):
+        return e
+    try:
+        v = e.n(PREC_BITS, real=True)
+    except Exception:
+        return None
+    return v if isinstance(v, se.Number) else None
+
+
+def _show(v: se.Basic | None) -> str:
+    if v is None:
+        return "undefined"
+    if isinstance(v, se.Integer | se.Rational):
+        f = Fraction(int(v.p), int(v.q)) if hasattr(v, "p") else Fraction(int(v))
+        return str(f) if f.denominator == 1 else f"{f} (~{float(f):.17g})"
+    return f"{float(v):.17g}"
+
+
+def evaluate_at(
+    got: se.Basic, expected: se.Basic, point: Mapping[str, Fraction]
+) -> tuple[bool | None, str, str, str]:
+    """Compare both sides at an exact point: ``(differ?, got, expected, evidence)``; ``differ``
+    is ``None`` when a side does not evaluate to a finite real number."""
+    sub = _se_point(point)
+    try:
+        g = se.sympify(got).subs(sub)
+        x = se.sympify(expected).subs(sub)
+    except Exception:
+        return None, "?", "?", "substitution failed"
+    d = se.expand(g - x)
+    if d == 0:
+        return False, _show(_numeric(g)), _show(_numeric(x)), "exact"
+    gv, xv, dv = _numeric(g), _numeric(x), _numeric(d)
+    if gv is None or xv is None or dv is None:
+        return None, _show(gv), _show(xv), "not a finite real number"
+    exact = isinstance(dv, se.Integer | se.Rational) and not isinstance(dv, se.RealMPFR)
+    if exact:
+        return True, _show(gv), _show(xv), "exact rational arithmetic"
+    scale = max(1.0, abs(float(gv)), abs(float(xv)))
+    mag = abs(float(dv))
+    if mag <= float(ZERO_TOL) * scale:
+        return False, _show(gv), _show(xv), f"|difference| = {mag:.2e} at {PREC_BITS} bits"
+    proved, text = nonzero(d)
+    if proved:
+        return True, _show(gv), _show(xv), f"interval arithmetic at {PREC_BITS} bits: {text}"
+    return True, _show(gv), _show(xv), f"|difference| = {mag:.3g} at {PREC_BITS} bits"
+
+
+# -- sympy -------------------------------------------------------------------------------------
+
+
+def _to_sympy(e: se.Basic, domains: Mapping[str, Domain]) -> tuple[sp.Basic, dict[str, sp.Symbol]]:
+    s = sp.sympify(e)
+    repl = {}
+    names: dict[str, sp.Symbol] = {}
+    for sym in s.free_symbols:
+        dom = domains.get(sym.name, "real")
+        new = (
+            sp.Symbol(sym.name, positive=True)
+            if dom in ("positive", "unit")
+            else sp.Symbol(sym.name, real=True)
+        )
+        repl[sym] = new
+        names[sym.name] = new
+    return s.xreplace(repl), names
+
+
+def _max_min_pieces(s: sp.Basic) -> sp.Basic:
+    """Rewrite ``Max`` / ``Min`` as ``Piecewise`` (only to decide equalities: both sides are
+    rewritten alike, so the convention at ties does not matter here)."""
+    atoms = s.atoms(sp.Max, sp.Min)
+    if not atoms:
+        return s
+    return s.rewrite(sp.Piecewise)
+
+
+def _smooth_zero(s: sp.Basic) -> bool:
+    """Exact rewriting steps for an expression without Piecewise; ``True`` when proved 0."""
+    if s == 0:
+        return True
+    try:
+        if s.has(sp.tanh, sp.sinh, sp.cosh, sp.coth):
+            s = s.rewrite(sp.exp)
+        s = sp.expand(s, power_exp=True, power_base=False, log=False)
+        if s == 0:
+            return True
+        t = sp.cancel(sp.together(s))
+        if t == 0:
+            return True
+        if s.has(sp.log):
+            e2 = sp.expand_log(s, force=True)
+            if sp.cancel(sp.together(sp.expand(e2, power_exp=True))) == 0:
+                return True
+            # d == 0  <=>  exp(d) == 1 for real d: turns sums of logs into products.
+            ex = sp.expand(sp.exp(s), power_exp=True)
+            if sp.cancel(sp.together(ex - 1)) == 0:
+                return True
+        if sp.count_ops(s) <= SIMPLIFY_MAX_OPS and sp.simplify(s) == 0:
+            return True
+    except Exception:
+        return False
+    return False
+
+
+def _domain_constraints(
+    names: list[str], domains: Mapping[str, Domain], rng: random.Random
+) -> list[lin.Lin]:
+    out = []
+    for n in names:
+        dom = domains.get(n, "real")
+        one = ((n, Fraction(1)),)
+        neg = ((n, Fraction(-1)),)
+        if dom == "positive":
+            out.append(lin.Lin(one, Fraction(0), ">"))
+        elif dom == "unit":
+            out += [lin.Lin(one, Fraction(0), ">"), lin.Lin(neg, Fraction(1), ">")]
+        elif dom == "nonzero":
+            out.append(lin.Lin(one if rng.random() < 0.5 else neg, Fraction(0), ">"))
+    return out
+
+
+@dataclass
+class _Branch:
+    expr: sp.Basic
+    conj: list[lin.Lin] | None  # None: nonlinear condition (sample by rejection)
+    cond: sp.Basic
+
+
+def _branches(s: sp.Basic) -> list[_Branch] | None:
+    """The branches of a folded Piecewise with their effective conditions as conjunctions of
+    linear constraints (a branch per DNF term); ``None`` when conditions are too large."""
+    if not isinstance(s, sp.Piecewise):
+        return [_Branch(s, [], sp.true)]
+    out = []
+    previous: list[sp.Basic] = []
+    for expr, cond in s.args:
+        eff = sp.And(cond, *[sp.Not(p) for p in previous]) if previous else cond
+        previous.append(cond)
+        try:
+            terms = lin.dnf(eff)
+        except lin.Nonlinear:
+            out.append(_Branch(expr, None, eff))
+            continue
+        for conj in terms:
+            out.append(_Branch(expr, conj, eff))
+        if len(out) > 512:
+            return None
+    return out
+
+
+def _subst_equalities(s: sp.Basic, conj: list[lin.Lin], names: Mapping[str, sp.Symbol]) -> sp.Basic:
+    """Substitute the linear equalities of a branch condition (ties such as ``a == b``)."""
+    sub = {}
+    for var, (co, c0) in lin.equality_substitution(conj).items():
+        expr = sp.Rational(c0.numerator, c0.denominator)
+        for k, v in co.items():
+            expr += sp.Rational(v.numerator, v.denominator) * names.get(k, sp.Symbol(k, real=True))
+        sub[names.get(var, sp.Symbol(var, real=True))] = expr
+    return s.xreplace(sub) if sub else s
+
+
+# -- the procedure -----------------------------------------------------------------------------
+
+
+def decide_equal(
+    got: se.Basic,
+    expected: se.Basic,
+    *,
+    domains: Mapping[str, Domain] | None = None,
+    seed: int = 0,
+    use_sympy: bool = True,
+) -> Decision:
+    """Decide ``got == expected`` as functions of their free symbols (see the module doc)."""
+    domains = domains or {}
+    got, expected = se.sympify(got), se.sympify(expected)
+    if got == expected:
+        return Decision(True, "exact", "identical")
+    diff = se.expand(got - expected)
+    if diff == 0:
+        return Decision(True, "exact", "symengine expand")
+    rng = random.Random(seed)
+    free = sorted(s.name for s in (got.free_symbols | expected.free_symbols))
+    # A closed difference: decide at once.
+    if not diff.free_symbols:
+        differ, g, x, ev = evaluate_at(got, expected, {})
+        if differ is True:
+            return Decision(
+                False,
+                "exact" if ev.startswith("exact") else "probabilistic",
+                "closed form",
+                {},
+                g,
+                x,
+                ev,
+            )
+    # Quick numeric probe: random points, mismatches found early.
+    for _ in range(2):
+        point = _random_point(free, domains, rng)
+        differ, g, x, ev = evaluate_at(got, expected, point)
+        if differ:
+            return Decision(False, _mismatch_method(ev), "random point", point, g, x, ev)
+    if use_sympy and _size_ok(diff):
+        d = _sympy_decide(got, expected, diff, free, domains, rng)
+        if d is not None:
+            return d
+    return _sample(got, expected, diff, free, domains, rng)
+
+
+def _mismatch_method(evidence: str) -> Method:
+    # A nonzero exact rational is a proof; a 77-digit evaluation far from 0 is numerical evidence.
+    return "exact" if evidence.startswith(("exact", "interval")) else "probabilistic"
+
+
+def _random_point(
+    free: list[str], domains: Mapping[str, Domain], rng: random.Random
+) -> dict[str, Fraction]:
+    out = {}
+    for n in free:
+        dom = domains.get(n, "real")
+        if dom == "positive":
+            v = Fraction(rng.randint(64, 4096), 1024)
+        elif dom == "unit":
+            v = Fraction(rng.randint(16, 1008), 1024)
+        else:
+            v = Fraction(rng.randint(64, 4096), 1024) * rng.choice((-1, 1))
+        out[n] = v
+    return out
+
+
+def _sympy_decide(
+    got: se.Basic,
+    expected: se.Basic,
+    diff: se.Basic,
+    free: list[str],
+    domains: Mapping[str, Domain],
+    rng: random.Random,
+) -> Decision | None:
+    try:
+        s, names = _to_sympy(diff, domains)
+    except Exception:
+        return None
+    try:
+        if not s.has(sp.Piecewise) and _smooth_zero(s):
+            return Decision(True, "exact", "sympy rewriting")
+        if s.has(sp.Max, sp.Min):
+            s = _max_min_pieces(s)
+        folded = sp.piecewise_fold(s)
+        branches = _branches(folded)
+    except Exception:
+        return None
+    if branches is None:
+        return None
+    undecided = False
+    for br in branches:
+        if br.conj is None:
+            undecided = True
+            continue
+        pt = lin.solve(br.conj + _domain_constraints(free, domains, rng), free, rng)
+        if pt is None:
+            continue  # infeasible branch
+        if pt == "unknown":
+            undecided = True
+            continue
+        try:
+            expr = _subst_equalities(br.expr, lin.tighten(br.conj), names)
+            expr = sp.piecewise_fold(expr)
+        except Exception:
+            undecided = True
+            continue
+        if isinstance(expr, sp.Piecewise):
+            undecided = True
+            continue
+        if _smooth_zero(expr):
+            continue
+        # Not proved: look for a counterexample inside this branch.
+        for _ in range(4):
+            differ, g, x, ev = evaluate_at(got, expected, pt)
+            if differ:
+                return Decision(False, _mismatch_method(ev), "branch point", pt, g, x, ev)
+            pt = lin.solve(br.conj + _domain_constraints(free, domains, rng), free, rng)
+            if not isinstance(pt, dict):
+                break
+        undecided = True
+    if not undecided:
+        return Decision(True, "exact", "sympy, branch by branch")
+    return None
+
+
+def _sample(
+    got: se.Basic,
+    expected: se.Basic,
+    diff: se.Basic,
+    free: list[str],
+    domains: Mapping[str, Domain],
+    rng: random.Random,
+) -> Decision:
+    """Random exact points (every feasible branch when conditions are linear)."""
+    points: list[dict[str, Fraction]] = [_random_point(free, domains, rng) for _ in range(SAMPLES)]
+    try:
+        s, _names = _to_sympy(diff, domains)
+        if s.has(sp.Max, sp.Min):
+            s = _max_min_pieces(s)
+        branches = _branches(sp.piecewise_fold(s)) if s.has(sp.Piecewise) else None
+    except Exception:
+        branches = None
+    for br in branches or []:
+        if br.conj is None:
+            continue
+        for _ in range(3):
+            pt = lin.solve(br.conj + _domain_constraints(free, domains, rng), free, rng)
+            if isinstance(pt, dict):
+                points.append(pt)
+    bad = 0
+    for pt in points:
+        differ, g, x, ev = evaluate_at(got, expected, pt)
+        if differ:
+            return Decision(False, _mismatch_method(ev), "random point", pt, g, x, ev)
+        if differ is None:
+            bad += 1
+    if bad == len(points):
+        return Decision(None, "not verified", "no point evaluated to a real number")
+    return Decision(
+        True,
+        "probabilistic",
+        f"{len(points) - bad} random rational points at {PREC_BITS} bits",
+    )

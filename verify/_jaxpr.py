@@ -1,0 +1,1078 @@
+"""A symbolic interpreter of jaxprs: JAX primitives over exact symengine arrays.
+
+Values are NumPy arrays: float values are object arrays of symengine expressions; integer and
+boolean values are plain NumPy arrays when concrete (index inputs, iota, shapes), or object
+arrays when symbolic (comparisons of symbolic floats give relations; ``argmax`` gives
+:class:`Choice` elements). Arithmetic is exact real arithmetic: float literals become the exact
+rationals of their (f32 or f64) value, and rounding is not modelled (``convert_element_type``
+between float types and ``reduce_precision`` are the identity). Non-smooth primitives build the
+same ``Piecewise`` forms as the symbolic backend ``SYM`` (``select_n`` is ``SYM.where``), so the
+reference rules and their lowerings meet in one canonical form.
+
+A primitive this interpreter does not know raises :class:`Unsupported`: the check that needed
+it is then "not verified", never passed. Nested jaxprs (``jit``, ``custom_jvp_call``,
+``custom_vjp_call``, ``closed_call``, ``remat``, ``cond``, ``scan``, bounded ``while``) are
+interpreted recursively.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import symengine as se
+
+from torchlean_ir.backends import SYM, SymArray, exact
+
+#: ``while`` loops with a concrete condition are unrolled up to this many iterations.
+MAX_WHILE = 100_000
+
+
+class Unsupported(Exception):
+    """A primitive (or a use of one) the symbolic interpreter cannot follow."""
+
+
+@dataclass(frozen=True)
+class Choice:
+    """A symbolic integer: ``values[k]`` where ``conds[k]`` holds (conditions are mutually
+    exclusive and exhaustive, as for the first maximum of ``argmax``)."""
+
+    values: tuple[int, ...]
+    conds: tuple[Any, ...]
+
+    def test(self, pred: Callable[[int], bool]) -> Any:
+        hits = [c for v, c in zip(self.values, self.conds, strict=True) if pred(v)]
+        if not hits:
+            return se.false
+        if len(hits) == len(self.values):
+            return se.true
+        return hits[0] if len(hits) == 1 else se.Or(*hits)
+
+    def map(self, fn: Callable[[int], int]) -> Choice:
+        return Choice(tuple(fn(v) for v in self.values), self.conds)
+
+    def as_expr(self) -> Any:
+        pieces = [(se.Integer(v), c) for v, c in zip(self.values, self.conds, strict=True)]
+        pieces[-1] = (pieces[-1][0], se.true)
+        return se.Piecewise(*pieces)
+
+
+# -- value helpers ---------------------------------------------------------------------------
+
+
+def _kind(aval: Any) -> str:
+    """``"f"`` float, ``"i"`` integer (signed or unsigned), ``"b"`` bool."""
+    dt = np.dtype(aval.dtype)
+    if dt.kind == "f":
+        return "f"
+    if dt.kind in "iu":
+        return "i"
+    if dt.kind == "b":
+        return "b"
+    raise Unsupported(f"dtype {dt}")
+
+
+def _obj(a: Any) -> np.ndarray:
+    if isinstance(a, np.ndarray) and a.dtype == object:
+        return a
+    out = np.empty(np.shape(a), dtype=object)
+    if isinstance(a, np.ndarray):
+        for ix in np.ndindex(a.shape):
+            out[ix] = a[ix]
+    else:
+        out[()] = a
+    return out
+
+
+def _concrete(a: np.ndarray) -> bool:
+    return a.dtype != object
+
+
+def to_float_array(a: np.ndarray) -> np.ndarray:
+    """Exact symengine numbers for a float value given as NumPy floats or expressions."""
+    if a.dtype == object:
+        return a
+    out = np.empty(a.shape, dtype=object)
+    for ix in np.ndindex(a.shape):
+        out[ix] = exact(a[ix].item())
+    return out
+
+
+def _ew(fn: Callable[..., Any], *arrays: np.ndarray) -> np.ndarray:
+    shape = np.broadcast_shapes(*[a.shape for a in arrays])
+    arrs = [np.broadcast_to(a, shape) for a in arrays]
+    out = np.empty(shape, dtype=object)
+    for ix in np.ndindex(shape):
+        out[ix] = fn(*[a[ix] for a in arrs])
+    return out
+
+
+def _sym(a: np.ndarray) -> SymArray:
+    return SymArray(_obj(a))
+
+
+def _literal(v: Any, aval: Any) -> np.ndarray:
+    k = _kind(aval)
+    arr = np.asarray(v)
+    if k == "f":
+        return to_float_array(arr.astype(np.float64) if arr.dtype.kind != "f" else arr)
+    return arr.astype(np.dtype(aval.dtype))
+
+
+def _int_value(x: Any) -> int:
+    if isinstance(x, int | np.integer):
+        return int(x)
+    if isinstance(x, se.Integer):
+        return int(x)
+    raise Unsupported(f"a symbolic index ({x})")
+
+
+def _bool_value(x: Any) -> bool | None:
+    if isinstance(x, bool | np.bool_):
+        return bool(x)
+    if x is se.true or x == se.true:
+        return True
+    if x is se.false or x == se.false:
+        return False
+    return None
+
+
+# -- the interpreter -------------------------------------------------------------------------
+
+CallHook = Callable[[Any, list[np.ndarray]], list[np.ndarray] | None]
+
+
+class Interpreter:
+    """Evaluates jaxprs over symbolic values; records the primitives it met.
+
+    ``call_hook(eqn, invals)`` is consulted for every ``jit`` equation first: it may return the
+    outputs (the verifier uses this to check nested calls one by one) or ``None`` to interpret
+    the nested jaxpr."""
+
+    def __init__(self, call_hook: CallHook | None = None) -> None:
+        self.call_hook = call_hook
+        self.primitives: set[str] = set()
+
+    def run(self, closed: Any, *args: Any) -> list[np.ndarray]:
+        """Interpret a ``ClosedJaxpr`` on the arguments (NumPy / object arrays)."""
+        jaxpr = closed.jaxpr if hasattr(closed, "jaxpr") else closed
+        consts = list(closed.consts) if hasattr(closed, "consts") else []
+        return self.eval_jaxpr(jaxpr, consts, list(args))
+
+    def eval_jaxpr(self, jaxpr: Any, consts: Sequence[Any], args: Sequence[Any]) -> list[Any]:
+        env: dict[Any, np.ndarray] = {}
+
+        def read(v: Any) -> np.ndarray:
+            if hasattr(v, "val") and not hasattr(v, "count") and type(v).__name__ == "Literal":
+                return _literal(v.val, v.aval)
+            return env[v]
+
+        def write(v: Any, val: np.ndarray) -> None:
+            if type(v).__name__ == "DropVar":
+                return
+            env[v] = val
+
+        if len(args) != len(jaxpr.invars):
+            raise Unsupported(f"expected {len(jaxpr.invars)} arguments, got {len(args)}")
+        for v, c in zip(jaxpr.constvars, consts, strict=True):
+            write(v, self._input(c, v.aval))
+        for v, a in zip(jaxpr.invars, args, strict=True):
+            write(v, self._input(a, v.aval))
+        for eqn in jaxpr.eqns:
+            invals = [read(v) for v in eqn.invars]
+            outs = self.eqn(eqn, invals)
+            for v, o in zip(eqn.outvars, outs, strict=True):
+                if hasattr(v, "aval") and tuple(np.shape(o)) != tuple(v.aval.shape):
+                    raise Unsupported(
+                        f"{eqn.primitive.name}: interpreted shape {np.shape(o)} != {v.aval.shape}"
+                    )
+                write(v, o)
+        return [read(v) for v in jaxpr.outvars]
+
+    def _input(self, a: Any, aval: Any) -> np.ndarray:
+        if isinstance(a, SymArray):
+            return a.a
+        k = _kind(aval)
+        arr = a if isinstance(a, np.ndarray) else np.asarray(a)
+        if k == "f":
+            return to_float_array(arr)
+        return arr
+
+    def eqn(self, eqn: Any, invals: list[np.ndarray]) -> list[np.ndarray]:
+        name = eqn.primitive.name
+        self.primitives.add(name)
+        if name in ("jit", "pjit") and self.call_hook is not None:
+            out = self.call_hook(eqn, invals)
+            if out is not None:
+                return out
+        rule = _RULES.get(name)
+        if rule is None:
+            raise Unsupported(f"primitive {name!r}")
+        outs = rule(self, eqn, invals, **eqn.params)
+        return outs if isinstance(outs, list) else [outs]
+
+
+_RULES: dict[str, Callable[..., Any]] = {}
+
+
+def rule(*names: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    def deco(fn: Callable[..., Any]) -> Callable[..., Any]:
+        for n in names:
+            _RULES[n] = fn
+        return fn
+
+    return deco
+
+
+def supported_primitives() -> list[str]:
+    """The names of the JAX primitives the interpreter follows."""
+    return sorted(_RULES)
+
+
+def _out_kind(eqn: Any, i: int = 0) -> str:
+    return _kind(eqn.outvars[i].aval)
+
+
+def _out_dtype(eqn: Any, i: int = 0) -> np.dtype:
+    return np.dtype(eqn.outvars[i].aval.dtype)
+
+
+# -- calls -----------------------------------------------------------------------------------
+
+
+@rule("jit", "pjit", "closed_call", "core_call", "custom_jvp_call", "custom_vjp_call",
+      "custom_vjp_call_jaxpr", "remat", "checkpoint", "custom_lin")  # fmt: skip
+def _call(it: Interpreter, eqn: Any, invals: list, **p: Any) -> list:
+    sub = p.get("jaxpr") or p.get("call_jaxpr") or p.get("fun_jaxpr")
+    if sub is None:
+        raise Unsupported(f"{eqn.primitive.name} without a jaxpr")
+    if hasattr(sub, "consts"):
+        return it.eval_jaxpr(sub.jaxpr, sub.consts, invals[-len(sub.jaxpr.invars) :])
+    return it.eval_jaxpr(sub, [], invals[-len(sub.invars) :])
+
+
+@rule("cond")
+def _cond(it: Interpreter, eqn: Any, invals: list, *, branches: Any, **_: Any) -> list:
+    index, *ops = invals
+    if _concrete(index):
+        i = int(np.clip(int(index), 0, len(branches) - 1))
+        br = branches[i]
+        return it.eval_jaxpr(br.jaxpr, br.consts, ops)
+    if len(branches) != 2 or index.shape != ():
+        raise Unsupported("cond on a symbolic index with more than two branches")
+    c = index[()]
+    cond = c.test(lambda v: v != 0) if isinstance(c, Choice) else c
+    outs_f = it.eval_jaxpr(branches[0].jaxpr, branches[0].consts, ops)
+    outs_t = it.eval_jaxpr(branches[1].jaxpr, branches[1].consts, ops)
+    res = []
+    for k, (a, b) in enumerate(zip(outs_f, outs_t, strict=True)):
+        if _out_kind(eqn, k) != "f":
+            raise Unsupported("cond with symbolic predicate and non-float outputs")
+        res.append(SYM.where(cond, _sym(b), _sym(a)).a)
+    return res
+
+
+@rule("while")
+def _while(it: Interpreter, eqn: Any, invals: list, **p: Any) -> list:
+    cj, bj = p["cond_jaxpr"], p["body_jaxpr"]
+    nc, nb = p["cond_nconsts"], p["body_nconsts"]
+    cconsts, bconsts, carry = invals[:nc], invals[nc : nc + nb], invals[nc + nb :]
+    for _ in range(MAX_WHILE):
+        (c,) = it.eval_jaxpr(cj.jaxpr, cj.consts, [*cconsts, *carry])
+        flag = _bool_value(c[()]) if c.dtype == object else bool(c)
+        if flag is None:
+            raise Unsupported("while loop with a symbolic condition")
+        if not flag:
+            return carry
+        carry = it.eval_jaxpr(bj.jaxpr, bj.consts, [*bconsts, *carry])
+    raise Unsupported(f"while loop longer than {MAX_WHILE} iterations")
+
+
+@rule("scan")
+def _scan(it: Interpreter, eqn: Any, invals: list, **p: Any) -> list:
+    j, length, reverse = p["jaxpr"], p["length"], p["reverse"]
+    nconsts, ncarry = p["num_consts"], p["num_carry"]
+    consts, carry, xs = (
+        invals[:nconsts],
+        invals[nconsts : nconsts + ncarry],
+        invals[nconsts + ncarry :],
+    )
+    ys: list[list[np.ndarray]] = []
+    order = range(length - 1, -1, -1) if reverse else range(length)
+    for i in order:
+        outs = it.eval_jaxpr(j.jaxpr, j.consts, [*consts, *carry, *[x[i] for x in xs]])
+        carry, y = outs[:ncarry], outs[ncarry:]
+        ys.append(y)
+    if reverse:
+        ys.reverse()
+    stacked = []
+    for k in range(len(eqn.outvars) - ncarry):
+        aval = eqn.outvars[ncarry + k].aval
+        parts = [y[k] for y in ys]
+        concrete = bool(parts) and all(_concrete(q) for q in parts)
+        arr = np.empty(aval.shape, dtype=parts[0].dtype if concrete else object)
+        for i, q in enumerate(parts):
+            arr[i] = q
+        stacked.append(arr)
+    return [*carry, *stacked]
+
+
+# -- elementwise -----------------------------------------------------------------------------
+
+
+def _float_unary(fn: Callable[[SymArray], SymArray]) -> Callable[..., Any]:
+    def impl(it: Interpreter, eqn: Any, invals: list, **_: Any) -> np.ndarray:
+        if _out_kind(eqn) != "f":
+            raise Unsupported(f"{eqn.primitive.name} on {eqn.outvars[0].aval.dtype}")
+        return fn(_sym(invals[0])).a
+
+    return impl
+
+
+_RULES["exp"] = _float_unary(SYM.exp)
+_RULES["log"] = _float_unary(SYM.log)
+_RULES["log1p"] = _float_unary(SYM.log1p)
+_RULES["expm1"] = _float_unary(SYM.expm1)
+_RULES["tanh"] = _float_unary(SYM.tanh)
+_RULES["sqrt"] = _float_unary(SYM.sqrt)
+_RULES["rsqrt"] = _float_unary(lambda x: 1 / SYM.sqrt(x))
+_RULES["cbrt"] = _float_unary(lambda x: x ** se.Rational(1, 3))
+_RULES["logistic"] = _float_unary(lambda x: 1 / (1 + SYM.exp(-x)))
+_RULES["exp2"] = _float_unary(lambda x: 2**x)
+_RULES["sin"] = _float_unary(lambda x: SymArray(_ew(se.sin, x.a)))
+_RULES["cos"] = _float_unary(lambda x: SymArray(_ew(se.cos, x.a)))
+_RULES["erf"] = _float_unary(lambda x: SymArray(_ew(se.erf, x.a)))
+_RULES["square"] = _float_unary(lambda x: x * x)
+
+
+@rule("stop_gradient", "copy", "copy_p", "reduce_precision", "optimization_barrier")
+def _identity(it: Interpreter, eqn: Any, invals: list, **_: Any) -> Any:
+    return list(invals) if len(invals) > 1 else invals[0]
+
+
+def _binary_int(np_fn: Callable, choice_fn: Callable | None = None) -> Callable:
+    def impl(a: np.ndarray, b: np.ndarray, dtype: np.dtype) -> np.ndarray:
+        if _concrete(a) and _concrete(b):
+            with np.errstate(all="ignore"):
+                return np.asarray(np_fn(a.astype(dtype), b.astype(dtype))).astype(dtype)
+        if choice_fn is None:
+            raise Unsupported("integer arithmetic on symbolic integers")
+
+        def one(x: Any, y: Any) -> Any:
+            if isinstance(x, Choice) and not isinstance(y, Choice):
+                return x.map(lambda v: choice_fn(v, int(y)))
+            if isinstance(y, Choice) and not isinstance(x, Choice):
+                return y.map(lambda v: choice_fn(int(x), v))
+            if not isinstance(x, Choice) and not isinstance(y, Choice):
+                return choice_fn(int(x), int(y))
+            raise Unsupported("arithmetic on two symbolic integers")
+
+        return _ew(one, _obj(a), _obj(b))
+
+    return impl
+
+
+def _c_div(a: Any, b: Any) -> Any:
+    q = np.abs(a) // np.where(b == 0, 1, np.abs(b))
+    return np.where(b == 0, 0, np.sign(a) * np.sign(b) * q)
+
+
+_INT_BIN = {
+    "add": _binary_int(np.add, lambda x, y: x + y),
+    "add_any": _binary_int(np.add, lambda x, y: x + y),
+    "sub": _binary_int(np.subtract, lambda x, y: x - y),
+    "mul": _binary_int(np.multiply, lambda x, y: x * y),
+    "div": _binary_int(_c_div),
+    "rem": _binary_int(np.fmod),
+    "max": _binary_int(np.maximum),
+    "min": _binary_int(np.minimum),
+    "and": _binary_int(np.bitwise_and),
+    "or": _binary_int(np.bitwise_or),
+    "xor": _binary_int(np.bitwise_xor),
+    "shift_left": _binary_int(np.left_shift),
+    "shift_right_arithmetic": _binary_int(np.right_shift),
+    "pow": _binary_int(np.power),
+}
+
+
+def _shift_right_logical(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    ua = a.view(np.dtype(f"u{a.dtype.itemsize}"))
+    return np.right_shift(ua, b.astype(ua.dtype)).view(a.dtype)
+
+
+_INT_BIN["shift_right_logical"] = _binary_int(_shift_right_logical)
+
+_FLOAT_BIN: dict[str, Callable[[SymArray, SymArray], SymArray]] = {
+    "add": lambda a, b: a + b,
+    "add_any": lambda a, b: a + b,
+    "sub": lambda a, b: a - b,
+    "mul": lambda a, b: a * b,
+    "div": lambda a, b: a / b,
+    "max": SYM.maximum,
+    "min": SYM.minimum,
+    "pow": lambda a, b: a**b,
+    "atan2": lambda a, b: SymArray(_ew(se.atan2, a.a, b.a)),
+}
+
+
+@rule(*sorted(set(_INT_BIN) | set(_FLOAT_BIN)))
+def _binary(it: Interpreter, eqn: Any, invals: list, **_: Any) -> np.ndarray:
+    name = eqn.primitive.name
+    a, b = invals
+    k = _out_kind(eqn)
+    if k == "f":
+        fn = _FLOAT_BIN.get(name)
+        if fn is None:
+            raise Unsupported(f"{name} on floats")
+        return fn(_sym(to_float_array(a)), _sym(to_float_array(b))).a
+    if k == "b" and name in ("and", "or", "xor"):
+        if _concrete(a) and _concrete(b):
+            return {"and": np.logical_and, "or": np.logical_or, "xor": np.logical_xor}[name](a, b)
+        if name == "xor":
+            return _ew(lambda x, y: se.Xor(x, y), _obj(a), _obj(b))
+        fn2 = SYM.logical_and if name == "and" else SYM.logical_or
+        return fn2(_sym(a), _sym(b)).a
+    fn3 = _INT_BIN.get(name)
+    if fn3 is None:
+        raise Unsupported(f"{name} on integers")
+    return fn3(a, b, _out_dtype(eqn))
+
+
+@rule("neg")
+def _neg(it: Interpreter, eqn: Any, invals: list, **_: Any) -> np.ndarray:
+    (a,) = invals
+    if _concrete(a):
+        return np.negative(a)
+    if _out_kind(eqn) == "i":
+        return _ew(lambda x: x.map(lambda v: -v) if isinstance(x, Choice) else -x, a)
+    return (-_sym(a)).a
+
+
+@rule("not")
+def _not(it: Interpreter, eqn: Any, invals: list, **_: Any) -> np.ndarray:
+    (a,) = invals
+    if _concrete(a):
+        return np.logical_not(a) if a.dtype == bool else np.invert(a)
+    return SYM.logical_not(_sym(a)).a
+
+
+@rule("abs")
+def _abs(it: Interpreter, eqn: Any, invals: list, **_: Any) -> np.ndarray:
+    (a,) = invals
+    if _concrete(a):
+        return np.abs(a)
+    return SYM.abs(_sym(a)).a
+
+
+@rule("sign")
+def _sign(it: Interpreter, eqn: Any, invals: list, **_: Any) -> np.ndarray:
+    (a,) = invals
+    if _concrete(a):
+        return np.sign(a)
+    return SYM.sign(_sym(a)).a
+
+
+@rule("integer_pow")
+def _integer_pow(it: Interpreter, eqn: Any, invals: list, *, y: int) -> np.ndarray:
+    (a,) = invals
+    if _concrete(a):
+        return np.power(a, y)
+    return _ew(lambda v: v**y, a)
+
+
+@rule("clamp")
+def _clamp(it: Interpreter, eqn: Any, invals: list, **_: Any) -> np.ndarray:
+    lo, x, hi = invals
+    if _concrete(lo) and _concrete(x) and _concrete(hi):
+        return np.clip(x, lo, hi)
+    return SYM.minimum(SYM.maximum(_sym(x), _sym(lo)), _sym(hi)).a
+
+
+_CMP: dict[str, Callable[[Any, Any], Any]] = {
+    "eq": lambda x, y: se.Eq(x, y),
+    "ne": lambda x, y: se.Ne(x, y),
+    "lt": lambda x, y: x < y,
+    "le": lambda x, y: x <= y,
+    "gt": lambda x, y: x > y,
+    "ge": lambda x, y: x >= y,
+}
+_NP_CMP = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal,
+           "gt": np.greater, "ge": np.greater_equal}  # fmt: skip
+_PY_CMP: dict[str, Callable[[int, int], bool]] = {
+    "eq": lambda x, y: x == y,
+    "ne": lambda x, y: x != y,
+    "lt": lambda x, y: x < y,
+    "le": lambda x, y: x <= y,
+    "gt": lambda x, y: x > y,
+    "ge": lambda x, y: x >= y,
+}
+
+
+@rule(*_CMP)
+def _compare(it: Interpreter, eqn: Any, invals: list, **_: Any) -> np.ndarray:
+    name = eqn.primitive.name
+    a, b = invals
+    if _concrete(a) and _concrete(b):
+        return _NP_CMP[name](a, b)
+    in_kind = _kind(eqn.invars[0].aval)
+    if in_kind == "f":
+        fa, fb = _sym(to_float_array(a)), _sym(to_float_array(b))
+        if name == "eq":
+            return (fa == fb).a
+        if name == "ne":
+            return (fa != fb).a
+        return {"lt": fa < fb, "le": fa <= fb, "gt": fa > fb, "ge": fa >= fb}[name].a
+    py = _PY_CMP[name]
+
+    def one(x: Any, y: Any) -> Any:
+        if isinstance(x, Choice) and not isinstance(y, Choice):
+            return x.test(lambda v: py(v, _int_value(y)))
+        if isinstance(y, Choice) and not isinstance(x, Choice):
+            return y.test(lambda v: py(_int_value(x), v))
+        if not isinstance(x, Choice) and not isinstance(y, Choice):
+            if in_kind == "b":
+                return _CMP[name](x, y)
+            return se.true if py(_int_value(x), _int_value(y)) else se.false
+        raise Unsupported("comparison of two symbolic integers")
+
+    return _ew(one, _obj(a), _obj(b))
+
+
+@rule("select_n")
+def _select_n(it: Interpreter, eqn: Any, invals: list, **_: Any) -> np.ndarray:
+    pred, *cases = invals
+    k = _out_kind(eqn)
+    if _concrete(pred):
+        idx = pred.astype(np.int64)
+        shape = np.broadcast_shapes(idx.shape, *[c.shape for c in cases])
+        objs = [np.broadcast_to(c if k != "f" else to_float_array(c), shape) for c in cases]
+        if all(_concrete(c) for c in cases):
+            return np.choose(np.broadcast_to(idx, shape), objs)
+        out = np.empty(shape, dtype=object)
+        ib = np.broadcast_to(idx, shape)
+        for ix in np.ndindex(shape):
+            out[ix] = objs[ib[ix]][ix]
+        return out
+    if len(cases) != 2:
+        raise Unsupported("select_n with a symbolic integer predicate")
+    f_case, t_case = cases
+    if pred.dtype == object and any(isinstance(x, Choice) for x in pred.reshape(-1)):
+        raise Unsupported("select_n with a symbolic integer predicate")
+    if k == "f":
+        return SYM.where(_sym(pred), _sym(to_float_array(t_case)), _sym(to_float_array(f_case))).a
+    if k == "b":
+        return _ew(lambda c, t, f: se.Or(se.And(c, t), se.And(se.Not(c), f)), _obj(pred),
+                   _obj(t_case), _obj(f_case))  # fmt: skip
+    raise Unsupported("select_n of integers on a symbolic predicate")
+
+
+@rule("convert_element_type")
+def _convert(it: Interpreter, eqn: Any, invals: list, *, new_dtype: Any, **_: Any) -> np.ndarray:
+    (a,) = invals
+    src = _kind(eqn.invars[0].aval)
+    dst = _kind(eqn.outvars[0].aval)
+    dt = np.dtype(new_dtype)
+    if dst == "f":
+        if src == "f":
+            return to_float_array(a)  # rounding between float types is not modelled
+        if _concrete(a):
+            return to_float_array(a.astype(np.float64) if src == "b" else a)
+        if src == "b":
+            return SYM.to_float(_sym(a)).a
+        return _ew(lambda x: x.as_expr() if isinstance(x, Choice) else exact(int(x)), a)
+    if src == "f":
+
+        def trunc(x: Any) -> Any:
+            if isinstance(x, se.Number):
+                f = float(x)
+                return math.trunc(f) if dst == "i" else f != 0
+            raise Unsupported("float to integer conversion of a symbolic value")
+
+        vals = _ew(trunc, _obj(a))
+        return vals.astype(dt)
+    if _concrete(a):
+        return a.astype(dt)
+    if dst == "b":
+        return _ew(lambda x: x.test(lambda v: v != 0) if isinstance(x, Choice) else x, a)
+    if src == "b":
+        raise Unsupported("bool to integer conversion of a symbolic value")
+    return a
+
+
+@rule("iota")
+def _iota(it: Interpreter, eqn: Any, invals: list, *, dtype: Any, shape: Any, dimension: int,
+          **_: Any) -> np.ndarray:  # fmt: skip
+    dt = np.dtype(dtype)
+    ar = np.arange(shape[dimension]).reshape(
+        [-1 if d == dimension else 1 for d in range(len(shape))]
+    )
+    out = np.broadcast_to(ar, shape).copy()
+    return to_float_array(out.astype(np.float64)) if dt.kind == "f" else out.astype(dt)
+
+
+# -- structure -------------------------------------------------------------------------------
+
+
+@rule("broadcast_in_dim")
+def _broadcast_in_dim(it: Interpreter, eqn: Any, invals: list, *, shape: Any,
+                      broadcast_dimensions: Any, **_: Any) -> np.ndarray:  # fmt: skip
+    a = invals[0]
+    new = [1] * len(shape)
+    for i, d in enumerate(broadcast_dimensions):
+        new[d] = a.shape[i]
+    return np.broadcast_to(a.reshape(new), tuple(shape)).copy()
+
+
+@rule("reshape")
+def _reshape(it: Interpreter, eqn: Any, invals: list, *, new_sizes: Any, dimensions: Any,
+             **_: Any) -> np.ndarray:  # fmt: skip
+    a = invals[0]
+    if dimensions is not None:
+        a = np.transpose(a, dimensions)
+    return a.reshape(tuple(new_sizes))
+
+
+@rule("transpose")
+def _transpose(it: Interpreter, eqn: Any, invals: list, *, permutation: Any) -> np.ndarray:
+    return np.transpose(invals[0], permutation).copy()
+
+
+@rule("squeeze")
+def _squeeze(it: Interpreter, eqn: Any, invals: list, *, dimensions: Any) -> np.ndarray:
+    return np.squeeze(invals[0], axis=tuple(dimensions))
+
+
+@rule("expand_dims")
+def _expand_dims(it: Interpreter, eqn: Any, invals: list, *, dimensions: Any) -> np.ndarray:
+    a = invals[0]
+    for d in sorted(dimensions):
+        a = np.expand_dims(a, d)
+    return a
+
+
+@rule("rev")
+def _rev(it: Interpreter, eqn: Any, invals: list, *, dimensions: Any) -> np.ndarray:
+    return np.flip(invals[0], axis=tuple(dimensions)).copy()
+
+
+def _same_kind(arrays: Sequence[np.ndarray], k: str) -> list[np.ndarray]:
+    if k == "f":
+        return [to_float_array(a) for a in arrays]
+    if all(_concrete(a) for a in arrays):
+        return list(arrays)
+    return [_obj(a) for a in arrays]
+
+
+@rule("concatenate")
+def _concatenate(it: Interpreter, eqn: Any, invals: list, *, dimension: int) -> np.ndarray:
+    return np.concatenate(_same_kind(invals, _out_kind(eqn)), axis=dimension)
+
+
+@rule("split")
+def _split(it: Interpreter, eqn: Any, invals: list, *, sizes: Any, axis: int) -> list:
+    cuts = np.cumsum(sizes)[:-1]
+    return [p.copy() for p in np.split(invals[0], cuts, axis=axis)]
+
+
+@rule("pad")
+def _pad(it: Interpreter, eqn: Any, invals: list, *, padding_config: Any) -> np.ndarray:
+    a, pv = _same_kind(invals, _out_kind(eqn))
+    fill = pv[()]
+    # interior padding first, then (possibly negative) edge padding
+    for d, (_, _, interior) in enumerate(padding_config):
+        if interior > 0 and a.shape[d] > 1:
+            n = a.shape[d]
+            shape = list(a.shape)
+            shape[d] = n + (n - 1) * interior
+            out = np.empty(shape, dtype=a.dtype)
+            out[...] = fill
+            sl = [slice(None)] * a.ndim
+            sl[d] = slice(0, None, interior + 1)
+            out[tuple(sl)] = a
+            a = out
+    for d, (lo, hi, _) in enumerate(padding_config):
+        n = a.shape[d]
+        start, stop = max(0, -lo), n - max(0, -hi)
+        sl = [slice(None)] * a.ndim
+        sl[d] = slice(start, max(start, stop))
+        a = a[tuple(sl)]
+        shape = list(a.shape)
+        shape[d] += max(0, lo) + max(0, hi)
+        out = np.empty(shape, dtype=a.dtype)
+        out[...] = fill
+        sl[d] = slice(max(0, lo), max(0, lo) + a.shape[d])
+        out[tuple(sl)] = a
+        a = out
+    return a
+
+
+@rule("slice")
+def _slice(it: Interpreter, eqn: Any, invals: list, *, start_indices: Any, limit_indices: Any,
+           strides: Any) -> np.ndarray:  # fmt: skip
+    strides = strides or (1,) * len(start_indices)
+    sl = tuple(
+        slice(s, e, st) for s, e, st in zip(start_indices, limit_indices, strides, strict=True)
+    )
+    return invals[0][sl].copy()
+
+
+def _starts(invals: Sequence[np.ndarray], shape: Sequence[int], sizes: Sequence[int]) -> list[int]:
+    out = []
+    for s, n, k in zip(invals, shape, sizes, strict=True):
+        v = _int_value(s[()]) if s.dtype == object else int(s)
+        out.append(int(np.clip(v, 0, n - k)))
+    return out
+
+
+@rule("dynamic_slice")
+def _dynamic_slice(it: Interpreter, eqn: Any, invals: list, *, slice_sizes: Any) -> np.ndarray:
+    a, *idx = invals
+    starts = _starts(idx, a.shape, slice_sizes)
+    sl = tuple(slice(s, s + k) for s, k in zip(starts, slice_sizes, strict=True))
+    return a[sl].copy()
+
+
+@rule("dynamic_update_slice")
+def _dynamic_update_slice(it: Interpreter, eqn: Any, invals: list, **_: Any) -> np.ndarray:
+    a, upd, *idx = invals
+    a, upd = _same_kind([a, upd], _out_kind(eqn))
+    starts = _starts(idx, a.shape, upd.shape)
+    out = a.copy()
+    sl = tuple(slice(s, s + k) for s, k in zip(starts, upd.shape, strict=True))
+    out[sl] = upd
+    return out
+
+
+def _mode_name(mode: Any) -> str:
+    return str(getattr(mode, "name", mode)).upper()
+
+
+@rule("gather")
+def _gather(it: Interpreter, eqn: Any, invals: list, *, dimension_numbers: Any, slice_sizes: Any,
+            mode: Any, fill_value: Any = None, **_: Any) -> np.ndarray:  # fmt: skip
+    operand, indices = invals
+    dn = dimension_numbers
+    if getattr(dn, "operand_batching_dims", ()):
+        raise Unsupported("gather with batching dims")
+    if not _concrete(indices):
+        raise Unsupported("gather at symbolic indices")
+    k = _out_kind(eqn)
+    if k == "f":
+        operand = to_float_array(operand)
+    fill_mode = "FILL" in _mode_name(mode)
+    if fill_mode:
+        if k == "f":
+            if fill_value is None:
+                raise Unsupported("gather filling with NaN")
+            fill: Any = exact(float(fill_value))
+        else:
+            fill = 0 if fill_value is None else fill_value
+    out_shape = tuple(eqn.outvars[0].aval.shape)
+    offset_dims = tuple(dn.offset_dims)
+    window = [d for d in range(operand.ndim) if d not in dn.collapsed_slice_dims]
+    batch_pos = [i for i in range(len(out_shape)) if i not in offset_dims]
+    out = np.empty(out_shape, dtype=operand.dtype)
+    for oix in np.ndindex(out_shape):
+        G = tuple(oix[i] for i in batch_pos)
+        start = indices[G]
+        S = [0] * operand.ndim
+        oob = False
+        for kk, d in enumerate(dn.start_index_map):
+            s = int(start[kk])
+            hi = operand.shape[d] - slice_sizes[d]
+            if fill_mode and (s < 0 or s > hi):
+                oob = True
+            S[d] = min(max(s, 0), hi)
+        if oob:
+            out[oix] = fill
+            continue
+        for kk, d in enumerate(window):
+            S[d] += oix[offset_dims[kk]]
+        out[oix] = operand[tuple(S)]
+    return out
+
+
+def _scatter(combine: Callable[[Any, Any], Any] | None) -> Callable[..., Any]:
+    def impl(it: Interpreter, eqn: Any, invals: list, *, dimension_numbers: Any, mode: Any,
+             **_: Any) -> np.ndarray:  # fmt: skip
+        operand, indices, updates = invals
+        dn = dimension_numbers
+        if getattr(dn, "operand_batching_dims", ()):
+            raise Unsupported("scatter with batching dims")
+        if not _concrete(indices):
+            raise Unsupported("scatter at symbolic indices")
+        k = _out_kind(eqn)
+        if k == "f":
+            operand, updates = to_float_array(operand), to_float_array(updates)
+        clip = "CLIP" in _mode_name(mode)
+        out = operand.copy()
+        uwd = tuple(dn.update_window_dims)
+        scatter_pos = [i for i in range(updates.ndim) if i not in uwd]
+        window = [d for d in range(operand.ndim) if d not in dn.inserted_window_dims]
+        wsize = [1] * operand.ndim
+        for kk, d in enumerate(window):
+            wsize[d] = updates.shape[uwd[kk]]
+        for uix in np.ndindex(updates.shape):
+            G = tuple(uix[i] for i in scatter_pos)
+            start = indices[G]
+            S = [0] * operand.ndim
+            skip = False
+            for kk, d in enumerate(dn.scatter_dims_to_operand_dims):
+                s = int(start[kk])
+                hi = operand.shape[d] - wsize[d]
+                if clip:
+                    s = min(max(s, 0), hi)
+                elif s < 0 or s > hi:
+                    skip = True  # XLA drops out-of-bounds update windows
+                S[d] = s
+            if skip:
+                continue
+            for kk, d in enumerate(window):
+                S[d] += uix[uwd[kk]]
+            t = tuple(S)
+            out[t] = updates[uix] if combine is None else combine(out[t], updates[uix])
+        return out
+
+    return impl
+
+
+_RULES["scatter-add"] = _scatter(lambda a, b: a + b)
+_RULES["scatter_add"] = _RULES["scatter-add"]
+_RULES["scatter-mul"] = _scatter(lambda a, b: a * b)
+_RULES["scatter"] = _scatter(None)
+
+
+# -- reductions and contractions -------------------------------------------------------------
+
+
+def _reduce(a: np.ndarray, axes: Sequence[int], fn: Callable[[list[Any]], Any]) -> np.ndarray:
+    axes = tuple(sorted(ax % a.ndim for ax in axes)) if a.ndim else ()
+    keep = [d for d in range(a.ndim) if d not in axes]
+    moved = np.transpose(a, keep + list(axes))
+    kshape = tuple(a.shape[d] for d in keep)
+    flat = moved.reshape(kshape + (-1,))
+    out = np.empty(kshape, dtype=object)
+    for ix in np.ndindex(kshape):
+        out[ix] = fn(list(flat[ix]))
+    return out
+
+
+@rule("reduce_sum")
+def _reduce_sum(it: Interpreter, eqn: Any, invals: list, *, axes: Any, **_: Any) -> np.ndarray:
+    a = invals[0]
+    if _out_kind(eqn) != "f":
+        if not _concrete(a):
+            raise Unsupported("reduce_sum of symbolic integers")
+        return np.sum(a, axis=tuple(axes)).astype(_out_dtype(eqn))
+    return _reduce(to_float_array(a), axes, lambda xs: se.Add(*xs) if xs else se.Integer(0))
+
+
+@rule("reduce_prod")
+def _reduce_prod(it: Interpreter, eqn: Any, invals: list, *, axes: Any, **_: Any) -> np.ndarray:
+    a = invals[0]
+    if _concrete(a):
+        return np.prod(a, axis=tuple(axes)).astype(_out_dtype(eqn))
+    return _reduce(a, axes, lambda xs: se.Mul(*xs) if xs else se.Integer(1))
+
+
+@rule("reduce_max", "reduce_min")
+def _reduce_max(it: Interpreter, eqn: Any, invals: list, *, axes: Any, **_: Any) -> np.ndarray:
+    a = invals[0]
+    big = eqn.primitive.name == "reduce_max"
+    if _concrete(a):
+        return (np.max if big else np.min)(a, axis=tuple(axes))
+    if any(a.shape[d] == 0 for d in axes):
+        raise Unsupported("max over an empty axis")
+    fn = se.Max if big else se.Min
+    return _reduce(a, axes, lambda xs: fn(*xs) if len(xs) > 1 else xs[0])
+
+
+@rule("reduce_and", "reduce_or")
+def _reduce_bool(it: Interpreter, eqn: Any, invals: list, *, axes: Any, **_: Any) -> np.ndarray:
+    a = invals[0]
+    is_and = eqn.primitive.name == "reduce_and"
+    if _concrete(a):
+        return (np.all if is_and else np.any)(a, axis=tuple(axes))
+    return _reduce(a, axes, lambda xs: (se.And if is_and else se.Or)(*xs))
+
+
+@rule("argmax", "argmin")
+def _argmax(it: Interpreter, eqn: Any, invals: list, *, axes: Any, index_dtype: Any) -> np.ndarray:
+    a = to_float_array(invals[0])
+    (axis,) = axes
+    big = eqn.primitive.name == "argmax"
+    moved = np.moveaxis(a, axis, -1)
+    out = np.empty(moved.shape[:-1], dtype=object)
+    for ix in np.ndindex(out.shape):
+        row = list(moved[ix])
+        conds = []
+        for k, x in enumerate(row):
+            c = [(x > y if big else x < y) for y in row[:k]]
+            c += [(x >= y if big else x <= y) for y in row[k + 1 :]]
+            conds.append(se.And(*c) if c else se.true)
+        decided = [_bool_value(c) for c in conds]
+        if all(d is not None for d in decided):
+            out[ix] = next(k for k, d in enumerate(decided) if d)
+        else:
+            out[ix] = Choice(tuple(range(len(row))), tuple(conds))
+    if all(not isinstance(x, Choice) for x in out.reshape(-1)):
+        return out.astype(np.dtype(index_dtype))
+    return out
+
+
+def _cumulative(fn: Callable[[Any, Any], Any]) -> Callable[..., Any]:
+    def impl(it: Interpreter, eqn: Any, invals: list, *, axis: int, reverse: bool) -> np.ndarray:
+        a = invals[0]
+        if _out_kind(eqn) == "f":
+            a = to_float_array(a)
+        elif not _concrete(a):
+            raise Unsupported("cumulative op on symbolic integers")
+        moved = np.moveaxis(a, axis, 0).copy()
+        order = range(moved.shape[0] - 1, -1, -1) if reverse else range(moved.shape[0])
+        acc = None
+        for i in order:
+            acc = moved[i] if acc is None else _ew(fn, acc, moved[i])
+            moved[i] = acc
+        return np.moveaxis(moved, 0, axis)
+
+    return impl
+
+
+_RULES["cumsum"] = _cumulative(lambda x, y: x + y)
+_RULES["cumprod"] = _cumulative(lambda x, y: x * y)
+_RULES["cummax"] = _cumulative(lambda x, y: se.Max(x, y))
+_RULES["cummin"] = _cumulative(lambda x, y: se.Min(x, y))
+
+
+def _contract(lhs: np.ndarray, rhs: np.ndarray) -> np.ndarray:
+    """``out[b, m, n] = sum_k lhs[b, m, k] * rhs[b, n, k]``."""
+    B, M, K = lhs.shape
+    N = rhs.shape[1]
+    out = np.empty((B, M, N), dtype=object)
+    for b in range(B):
+        for m in range(M):
+            row = lhs[b, m]
+            for n in range(N):
+                col = rhs[b, n]
+                terms = [row[k] * col[k] for k in range(K)]
+                out[b, m, n] = se.Add(*terms) if terms else se.Integer(0)
+    return out
+
+
+@rule("dot_general")
+def _dot_general(it: Interpreter, eqn: Any, invals: list, *, dimension_numbers: Any,
+                 **_: Any) -> np.ndarray:  # fmt: skip
+    lhs, rhs = (to_float_array(x) for x in invals)
+    if _out_kind(eqn) != "f":
+        raise Unsupported("integer dot_general")
+    (lc, rc), (lb, rb) = dimension_numbers
+    lfree = [d for d in range(lhs.ndim) if d not in lc and d not in lb]
+    rfree = [d for d in range(rhs.ndim) if d not in rc and d not in rb]
+    bshape = [lhs.shape[d] for d in lb]
+    mshape = [lhs.shape[d] for d in lfree]
+    nshape = [rhs.shape[d] for d in rfree]
+    K = math.prod(lhs.shape[d] for d in lc)
+    L = np.transpose(lhs, [*lb, *lfree, *lc]).reshape(math.prod(bshape), math.prod(mshape), K)
+    R = np.transpose(rhs, [*rb, *rfree, *rc]).reshape(math.prod(bshape), math.prod(nshape), K)
+    return _contract(L, R).reshape(bshape + mshape + nshape)
+
+
+@rule("conv_general_dilated")
+def _conv(it: Interpreter, eqn: Any, invals: list, *, window_strides: Any, padding: Any,
+          lhs_dilation: Any, rhs_dilation: Any, dimension_numbers: Any, feature_group_count: int,
+          batch_group_count: int, **_: Any) -> np.ndarray:  # fmt: skip
+    lhs, rhs = (to_float_array(x) for x in invals)
+    if batch_group_count != 1:
+        raise Unsupported("conv with batch_group_count > 1")
+    lspec, rspec, ospec = dimension_numbers
+    x = np.transpose(lhs, lspec)  # (N, C, spatial...)
+    w = np.transpose(rhs, rspec)  # (O, I, spatial...)
+    nsp = x.ndim - 2
+    lhs_dilation = lhs_dilation or (1,) * nsp
+    rhs_dilation = rhs_dilation or (1,) * nsp
+    # dilate and pad the input with exact zeros
+    zero = se.Integer(0)
+    for d in range(nsp):
+        ld = lhs_dilation[d]
+        if ld > 1:
+            n = x.shape[2 + d]
+            shape = list(x.shape)
+            shape[2 + d] = (n - 1) * ld + 1 if n else 0
+            y = np.full(shape, zero, dtype=object)
+            sl = [slice(None)] * x.ndim
+            sl[2 + d] = slice(0, None, ld)
+            y[tuple(sl)] = x
+            x = y
+    for d, (lo, hi) in enumerate(padding):
+        n = x.shape[2 + d]
+        sl = [slice(None)] * x.ndim
+        sl[2 + d] = slice(max(0, -lo), n - max(0, -hi))
+        x = x[tuple(sl)]
+        shape = list(x.shape)
+        shape[2 + d] += max(0, lo) + max(0, hi)
+        y = np.full(shape, zero, dtype=object)
+        sl[2 + d] = slice(max(0, lo), max(0, lo) + x.shape[2 + d])
+        y[tuple(sl)] = x
+        x = y
+    N, _C = x.shape[:2]
+    O, Ig = w.shape[:2]
+    G = feature_group_count
+    Og = O // G
+    ksz = w.shape[2:]
+    eff = [(k - 1) * rd + 1 for k, rd in zip(ksz, rhs_dilation, strict=True)]
+    osp = [(x.shape[2 + d] - eff[d]) // window_strides[d] + 1 for d in range(nsp)]
+    out = np.empty([N, O, *osp], dtype=object)
+    for n in range(N):
+        for o in range(O):
+            g = o // Og
+            for pos in np.ndindex(*osp):
+                terms = []
+                for c in range(Ig):
+                    for kix in np.ndindex(*ksz):
+                        src = tuple(pos[d] * window_strides[d] + kix[d] * rhs_dilation[d]
+                                    for d in range(nsp))  # fmt: skip
+                        terms.append(x[(n, g * Ig + c, *src)] * w[(o, c, *kix)])
+                out[(n, o, *pos)] = se.Add(*terms) if terms else zero
+    return np.transpose(out, np.argsort(ospec))
+
+
+def _reduce_window(kind: str) -> Callable[..., Any]:
+    def impl(it: Interpreter, eqn: Any, invals: list, *, window_dimensions: Any,
+             window_strides: Any, padding: Any, base_dilation: Any, window_dilation: Any,
+             **_: Any) -> np.ndarray:  # fmt: skip
+        a = to_float_array(invals[0])
+        if any(b != 1 for b in base_dilation):
+            raise Unsupported("reduce_window with base dilation")
+        pad_val = {"sum": se.Integer(0), "max": -se.oo, "min": se.oo}[kind]
+        shape = [n + lo + hi for n, (lo, hi) in zip(a.shape, padding, strict=True)]
+        x = np.full(shape, pad_val, dtype=object)
+        x[tuple(slice(lo, lo + n) for n, (lo, _) in zip(a.shape, padding, strict=True))] = a
+        eff = [(k - 1) * d + 1 for k, d in zip(window_dimensions, window_dilation, strict=True)]
+        osp = [(s - e) // st + 1 for s, e, st in zip(shape, eff, window_strides, strict=True)]
+        out = np.empty(osp, dtype=object)
+        for pos in np.ndindex(*osp):
+            vals = [
+                x[tuple(p * st + k * wd for p, st, k, wd in
+                        zip(pos, window_strides, kix, window_dilation, strict=True))]
+                for kix in np.ndindex(*window_dimensions)
+            ]  # fmt: skip
+            if kind == "sum":
+                out[pos] = se.Add(*vals)
+            else:
+                vals = [v for v in vals if v != pad_val] or [pad_val]
+                fn = se.Max if kind == "max" else se.Min
+                out[pos] = fn(*vals) if len(vals) > 1 else vals[0]
+        return out
+
+    return impl
+
+
+_RULES["reduce_window_sum"] = _reduce_window("sum")
+_RULES["reduce_window_max"] = _reduce_window("max")
+_RULES["reduce_window_min"] = _reduce_window("min")
+
+
+__all__ = ["Choice", "Interpreter", "Unsupported", "supported_primitives", "to_float_array"]
