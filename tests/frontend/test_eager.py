@@ -12,11 +12,16 @@ from torchlean_ir.frontend import EagerSession, Options, Param, Tensor
 
 from ..op_cases import CASES, KINKS, OpCase
 
-BACKENDS = ["numpy", "jax"]
+# numpy: the reference rules exactly; numpy-fast: JAX lowerings for ops that declare one
+# (fast_kernels); jax: every op lowered and jitted (the GPU path, run on the CPU here).
+BACKENDS = ["numpy", "numpy-fast", "jax"]
 
 
-def _session(array_backend: str) -> EagerSession:
-    return EagerSession(Options(dtype="f64"), array_backend=array_backend)
+def _session(backend: str) -> EagerSession:
+    fast = backend == "numpy-fast"
+    return EagerSession(
+        Options(dtype="f64", fast_kernels=fast), array_backend=backend.removesuffix("-fast")
+    )
 
 
 def _run_case(
@@ -37,7 +42,7 @@ def test_op_matches_reference(case: OpCase, backend: str) -> None:
     s = _session(backend)
     leaves, out = _run_case(s, case, x)
     (want,) = tl.eval_graph(g, x, idx)
-    tol = 0 if backend == "numpy" else 1e-12
+    tol = 0 if backend == "numpy" else 1e-12  # same rules: bit-identical forward
     np.testing.assert_allclose(out.numpy(), want, rtol=tol, atol=tol)
     seed = rng.normal(size=out.shape)
     s.backward(out, seed)

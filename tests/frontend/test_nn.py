@@ -119,3 +119,51 @@ def test_activations() -> None:
     ):
         np.testing.assert_allclose(layer(s, x).numpy(), want)
     np.testing.assert_allclose(nn.SiLU()(s, x).numpy(), s.silu(x).numpy())
+
+
+def test_cnn_layers_match_torch() -> None:
+    torch = pytest.importorskip("torch")
+    conv = nn.Conv2d(2, 3, 3, padding=1, rng=0)
+    pool = nn.MaxPool2d(2)
+    xv = np.random.default_rng(2).normal(size=(2, 6, 6))
+    s = EagerSession()
+    y = nn.Flatten()(s, pool(s, nn.ReLU()(s, conv(s, s.input(xv))))).numpy()
+    tc = torch.nn.Conv2d(2, 3, 3, padding=1).double()
+    with torch.no_grad():
+        tc.weight.copy_(torch.tensor(conv.weight.value))
+        tc.bias.copy_(torch.tensor(conv.bias.value))
+    want = torch.nn.functional.max_pool2d(torch.relu(tc(torch.tensor(xv)[None])), 2).flatten()
+    np.testing.assert_allclose(y, want.detach().numpy(), rtol=1e-12, atol=1e-13)
+    assert nn.AvgPool2d(2)(s, s.input(xv)).shape == (2, 3, 3)
+    assert nn.GlobalAvgPool()(s, s.input(xv)).shape == (2,)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_attention_op_equals_composite(causal: bool) -> None:
+    if not tl.has_op("multi_head_attention"):
+        pytest.skip("no multi_head_attention op")
+    op_layer = nn.MultiHeadAttention(8, 2, causal=causal, rng=4)
+    comp = nn.MultiHeadAttention(8, 2, causal=causal, composite=True, rng=4)
+    xv = np.random.default_rng(3).normal(size=(4, 8))
+    s = EagerSession()
+    x = s.input(xv, requires_grad=True)
+    a, b = op_layer(s, x), comp(s, x)
+    np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-12, atol=1e-13)
+    s.backward(s.sum(s.square(a)))
+    ga = s.grad(x)
+    s.backward(s.sum(s.square(b)))
+    np.testing.assert_allclose(ga, s.grad(x), rtol=1e-11, atol=1e-12)
+
+
+def test_dropout_layer_train_and_eval() -> None:
+    model = nn.Sequential(nn.Linear(4, 4, rng=0), nn.Dropout(0.5, seed=3))
+    s = EagerSession()
+    x = s.input(np.ones(4))
+    dropped = model(s, x).numpy()
+    model.eval()
+    assert not model.layers[1].training
+    kept = model(s, x).numpy()
+    np.testing.assert_allclose(kept, nn.Linear(4, 4, rng=0)(s, x).numpy())
+    assert np.all((dropped == 0) | np.isclose(dropped, 2 * kept))
+    with pytest.raises(tl.TorchleanError, match=r"p must be in \[0, 1\)"):
+        nn.Dropout(1.0)

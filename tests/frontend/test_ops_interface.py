@@ -143,3 +143,40 @@ def test_cross_entropy_and_softmax_cross_entropy() -> None:
     s.backward(ce)
     p = np.exp(logits) / np.exp(logits).sum()
     np.testing.assert_allclose(s.grad(x), p - np.array([1.0, 0.0, 0.0]), rtol=1e-13)
+
+
+@pytest.mark.parametrize(
+    ("name", "shape"), [("gelu", (7,)), ("silu", (7,)), ("global_avg_pool2d", (2, 3, 4))]
+)
+def test_derived_op_equals_the_primitive_it_shadows(name: str, shape: tuple[int, ...]) -> None:
+    if not tl.has_op(name):
+        pytest.skip(f"no primitive {name!r} registered")
+    xv = np.linspace(-3, 3, int(np.prod(shape))).reshape(shape)
+    s = EagerSession()
+    x = s.input(xv, requires_grad=True)
+    derived, primitive = getattr(s, name)(x), s.apply(name, x)
+    np.testing.assert_allclose(derived.numpy(), primitive.numpy(), rtol=1e-14, atol=1e-15)
+    seed = np.cos(np.arange(derived.size)).reshape(derived.shape)
+    s.backward(derived, seed)
+    g_derived = s.grad(x)
+    s.backward(primitive, seed)
+    np.testing.assert_allclose(g_derived, s.grad(x), rtol=1e-13, atol=1e-14)
+
+
+def test_random_ops_eager_equals_graph_and_seed_defaults_to_options() -> None:
+    s = EagerSession(Options(seed=42))
+    x = s.input(np.ones((3, 4)), requires_grad=True)
+    u = s.rand_uniform((3, 4))
+    y = s.dropout(x, 0.5)
+    g = GraphOps(Options(seed=42, dtype="f64"))
+    gx = g.input(name="x", shape=(3, 4))
+    graph = g.build(g.rand_uniform((3, 4)), g.dropout(gx, 0.5))
+    ref_u, ref_y = tl.eval_graph(graph, {"x": np.ones((3, 4))})
+    np.testing.assert_array_equal(u.numpy(), ref_u)
+    np.testing.assert_array_equal(y.numpy(), ref_y)
+    assert set(np.unique(y.numpy())) <= {0.0, 2.0} and u.numpy().min() > 0.0
+    assert {n.attrs["seed"] for n in graph.nodes if "seed" in n.attrs} == {42}
+    other = EagerSession(Options(seed=7)).rand_uniform((3, 4)).numpy()
+    assert not np.array_equal(other, u.numpy())
+    s.backward(s.sum(y))
+    np.testing.assert_array_equal(s.grad(x), y.numpy())  # mask / keep_prob, no gradient to it

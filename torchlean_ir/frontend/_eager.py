@@ -47,6 +47,8 @@ def type_call(
         op = get_op(op_name)
     except TorchleanError as e:
         raise type(e)(f"{e}, at {user_call_site()}") from None
+    if not arg_types and "dtype" in op.attrs and "dtype" not in attrs:
+        attrs = {**attrs, "dtype": dtype.value}  # ops without tensor arguments (as the builder)
     try:
         node_attrs = make_attrs(op_name, op.attrs, attrs)
     except AttrError as e:

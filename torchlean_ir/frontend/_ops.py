@@ -199,7 +199,34 @@ class Ops(ABC):
     def ones(self, shape: Any) -> Tensor:
         return self.full(shape, 1.0)
 
+    # -- seeded random ops: the seed defaults to ``options.seed`` ----------------------------
+    def rand_uniform(self, shape: Any, *, seed: int | None = None) -> Tensor:
+        """Uniform draws in ``[0, 1)`` of ``shape`` (the ``rand_uniform`` op, SplitMix64 of the
+        seed and the node's position); ``seed`` defaults to ``options.seed``. No gradient."""
+        s = self.options.seed if seed is None else seed
+        return self.apply("rand_uniform", shape=as_shape(shape), seed=s)
+
+    def bernoulli_mask(self, keep_prob: Tensor, shape: Any, *, seed: int | None = None) -> Tensor:
+        """1 where ``keep_prob > u`` (``u`` uniform draws), else 0 (the ``bernoulli_mask`` op);
+        ``keep_prob`` is a scalar tensor; ``seed`` defaults to ``options.seed``."""
+        s = self.options.seed if seed is None else seed
+        return self.apply("bernoulli_mask", keep_prob, shape=as_shape(shape), seed=s)
+
+    @derived
+    def dropout(self, x: Tensor, p: float, *, seed: int | None = None) -> Tensor:
+        """Inverted dropout: zero each element with probability ``p`` (a ``bernoulli_mask``
+        draw) and scale the rest by ``1 / (1 - p)``. Deterministic for a given seed and node
+        position (``seed`` defaults to ``options.seed``)."""
+        if not 0.0 <= p < 1.0:
+            raise TorchleanError(f"dropout: p must be in [0, 1), got {p!r}")
+        if p == 0.0:
+            return x
+        mask = self.bernoulli_mask(self.const(np.asarray(1.0 - p)), x.shape, seed=seed)
+        return self.apply("scale", self.apply("mul", x, mask), c=1.0 / (1.0 - p))
+
     # -- derived ops (registry ops only; no rules of their own) ----------------------------
+    # A derived op shadows a registry op of the same name (the parity tier registers gelu, silu
+    # and global_avg_pool2d as primitives too): ``ops.apply("gelu", x)`` reaches the primitive.
     @derived
     def neg(self, x: Tensor) -> Tensor:
         """``-x``."""

@@ -60,6 +60,7 @@ class Module:
     def __init__(self) -> None:
         object.__setattr__(self, "_params", {})
         object.__setattr__(self, "_children", {})
+        object.__setattr__(self, "training", True)
 
     def __setattr__(self, name: str, value: Any) -> None:
         if "_params" not in self.__dict__:
@@ -86,6 +87,17 @@ class Module:
                 p.name = path
                 seen[id(p)] = p
         return ParamList(list(seen.values()))
+
+    def train(self, mode: bool = True) -> Module:
+        """Set training mode (``Dropout`` drops) here and in every child; returns ``self``."""
+        object.__setattr__(self, "training", mode)
+        for child in self._children.values():
+            child.train(mode)
+        return self
+
+    def eval(self) -> Module:
+        """Evaluation mode (``Dropout`` is the identity)."""
+        return self.train(False)
 
     def forward(self, ops: Ops, x: Any) -> Tensor:
         raise NotImplementedError(f"{type(self).__name__} has no forward()")
@@ -311,7 +323,7 @@ class MultiHeadAttention(Module):
         n = x.shape[0]
         if not self.composite and has_op("multi_head_attention"):
             mask = self._mask(n) if self.causal else None
-            return ops.multi_head_attention(wq, wk, wv, wo, x, mask=mask)
+            return ops.multi_head_attention(wq, wk, wv, wo, x, heads=self.num_heads, mask=mask)
         return self._composite(ops, wq, wk, wv, wo, x, n)
 
     def _composite(
@@ -378,7 +390,8 @@ class MaxPool2d(Module):
         return f"{self.kernel_size}, stride={self.stride}"
 
     def forward(self, ops: Ops, x: Tensor) -> Tensor:
-        return ops.max_pool2d(x, kernel=self.kernel_size, stride=self.stride)
+        k = self.kernel_size
+        return ops.max_pool2d(x, kernel=(k, k), stride=self.stride)
 
 
 class AvgPool2d(MaxPool2d):
@@ -391,7 +404,8 @@ class AvgPool2d(MaxPool2d):
         self.stride = kernel_size if stride is None else stride
 
     def forward(self, ops: Ops, x: Tensor) -> Tensor:
-        return ops.avg_pool2d(x, kernel=self.kernel_size, stride=self.stride)
+        k = self.kernel_size
+        return ops.avg_pool2d(x, kernel=(k, k), stride=self.stride)
 
 
 class GlobalAvgPool(Module):
@@ -399,6 +413,23 @@ class GlobalAvgPool(Module):
 
     def forward(self, ops: Ops, x: Tensor) -> Tensor:
         return ops.global_avg_pool(x)
+
+
+class Dropout(Module):
+    """Inverted dropout with probability ``p`` in training mode (``ops.dropout``, seeded:
+    ``seed`` defaults to the ops' ``options.seed``); the identity in evaluation mode."""
+
+    def __init__(self, p: float = 0.5, *, seed: int | None = None) -> None:
+        super().__init__()
+        if not 0.0 <= p < 1.0:
+            raise TorchleanError(f"Dropout: p must be in [0, 1), got {p!r}")
+        self.p, self.seed = p, seed
+
+    def extra_repr(self) -> str:
+        return f"p={self.p}"
+
+    def forward(self, ops: Ops, x: Tensor) -> Tensor:
+        return ops.dropout(x, self.p, seed=self.seed) if self.training else x
 
 
 class Flatten(Module):
@@ -438,6 +469,7 @@ __all__ = [
     "GELU",
     "AvgPool2d",
     "Conv2d",
+    "Dropout",
     "Embedding",
     "Flatten",
     "GlobalAvgPool",
