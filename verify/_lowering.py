@@ -35,23 +35,29 @@ class Lowered:
 
     ``inputs`` names, in order, what each flat jaxpr input is: ``("arg", p)``, ``("tan", p)``,
     ``("out",)``, ``("ct",)`` or ``("index", k)``; ``outputs`` likewise ``("out",)``,
-    ``("tan_out",)`` or ``("grad", p)`` (``None`` for outputs that carry nothing checked)."""
+    ``("tan_out",)`` or ``("grad", p)`` (``None`` for outputs that carry nothing checked).
+    With ``flags``, only the flagged arguments have tangents (the others are zero) and only
+    their cotangents are produced and compared."""
 
     kind: Kind
     jaxpr: Any
     inputs: tuple[tuple[Any, ...], ...]
     outputs: tuple[tuple[Any, ...] | None, ...]
+    flags: tuple[bool, ...] | None = None  # arguments carrying a tangent / receiving a cotangent
 
 
 def _symbolic_inputs(
-    op: tl.Op, sig: Signature, names: Sequence[str], out_shape: tuple[int, ...]
+    op: tl.Op,
+    sig: Signature,
+    names: Sequence[str],
+    out_shape: tuple[int, ...],
+    flags: tuple[bool, ...] | None,
 ) -> dict[tuple, Any]:
     vals: dict[tuple, Any] = {}
     for p, (n, t) in enumerate(zip(names, sig.arg_types, strict=True)):
         vals[("arg", p)] = named_symbols(n, t.shape)
-        vals[("tan", p)] = (
-            named_symbols("d" + n, t.shape) if op.is_diff_arg(p) else SYM.zeros(t.shape)
-        )
+        live = op.is_diff_arg(p) and (flags is None or flags[p])
+        vals[("tan", p)] = named_symbols("d" + n, t.shape) if live else SYM.zeros(t.shape)
     vals[("out",)] = named_symbols("y", out_shape)
     vals[("ct",)] = named_symbols("ct", out_shape)
     return vals
@@ -124,7 +130,7 @@ def compare_lowered(
 ) -> str:
     """Interpret ``low`` symbolically and compare with the reference; returns the coverage."""
     out_t = op.infer_type(sig.arg_types, sig.index_types, sig.attrs)
-    vals = _symbolic_inputs(op, sig, names, out_t.shape)
+    vals = _symbolic_inputs(op, sig, names, out_t.shape, low.flags)
     domains = {s.name: op.arg_domain(p) for p in range(len(names))
                for s in vals[("arg", p)].a.reshape(-1)}  # fmt: skip
     n = len(sig.arg_types)
@@ -145,7 +151,9 @@ def compare_lowered(
             col.undecided = col.undecided or f"{low.kind}: {e} (not interpreted)"
             return coverage
         except Exception as e:  # an interpreter limitation: never a pass
-            col.undecided = col.undecided or f"{low.kind}: interpreter error {type(e).__name__}: {e}"
+            col.undecided = (
+                col.undecided or f"{low.kind}: interpreter error {type(e).__name__}: {e}"
+            )
             return coverage
         want = reference(op, low.kind, v, n, params)
         if len(got) != len(low.outputs):
@@ -154,7 +162,7 @@ def compare_lowered(
         produced = {key: g for key, g in zip(low.outputs, got, strict=True) if key is not None}
         covs = []
         for key, ref in want.items():
-            if ref is None and key not in produced:
+            if key not in produced and (ref is None or low.flags is not None):
                 continue
             g = produced.get(key)
             if g is None:

@@ -81,29 +81,33 @@ class IndexPlan:
     coverage: str
 
 
-def index_plan(sig: Signature, *, seed: int = 0, combos: int = 4) -> IndexPlan:
+def index_plan(
+    sig: Signature, *, seed: int = 0, combos: int = 4, far: tuple[int, ...] = FAR_INDICES
+) -> IndexPlan:
     """Static index inputs are checked at their value. A runtime index is checked at every value
     from 0 to the largest argument dimension (every in-range value, whichever axis it indexes),
-    the first value past it, and :data:`FAR_INDICES`; a vector index at each such value in each
+    the first value past it, and the ``far`` values (:data:`FAR_INDICES`; compiled functions take
+    int32 indices, so only ``2**31 - 1`` there); a vector index at each such value in each
     position (others in range), all positions equal (duplicates), and ``combos`` random mixes."""
     if not sig.index_types:
         return IndexPlan(((),), "")
     dims = [d for t in sig.arg_types for d in t.shape] or [1]
     top = max(dims)
-    values = [*range(top + 1), top + 1, *FAR_INDICES]
+    values = [*range(top + 1), top + 1, *far]
     rng = random.Random(seed)
     per_arg: list[list[np.ndarray]] = []
     texts = []
     for k, (t, static) in enumerate(zip(sig.index_types, sig.static_index, strict=True)):
         if static is not None:
-            per_arg.append([np.asarray(static, dtype=np.int64).reshape(t.shape)])
+            clipped = np.minimum(np.asarray(static, dtype=np.int64), max(far))
+            per_arg.append([clipped.reshape(t.shape)])
             texts.append(f"index {k}: its static value {list(static)}")
             continue
         if t.shape == ():
             per_arg.append([np.asarray(v, dtype=np.int64) for v in values])
             texts.append(
                 f"index {k}: every value 0..{top} and out of range {top + 1}, "
-                + ", ".join(map(str, FAR_INDICES))
+                + ", ".join(map(str, far))
             )
             continue
         (n,) = t.shape
@@ -123,7 +127,7 @@ def index_plan(sig: Signature, *, seed: int = 0, combos: int = 4) -> IndexPlan:
         per_arg.append(list(uniq.values()))
         texts.append(
             f"index {k} (nat[{n}]): each position at every value 0..{top}, {top + 1} and "
-            f"{', '.join(map(str, FAR_INDICES))} (others fixed in range), all positions equal, "
+            f"{', '.join(map(str, far))} (others fixed in range), all positions equal, "
             f"{combos} random mixes ({len(uniq)} vectors)"
         )
     # Index arguments vary one at a time around the first choice of the others.
@@ -135,6 +139,8 @@ def index_plan(sig: Signature, *, seed: int = 0, combos: int = 4) -> IndexPlan:
             a[k] = o
             assignments.append(tuple(a))
     uniq_assign = {tuple(tuple(np.ravel(x).tolist()) for x in a): a for a in assignments}
+    if len(per_arg) > 1:
+        texts.append("index arguments varied one at a time")
     return IndexPlan(tuple(uniq_assign.values()), "; ".join(texts))
 
 

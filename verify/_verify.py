@@ -1,0 +1,345 @@
+"""``verify_graph``: the three links of the chain for one graph, with caching and processes.
+
+1. Rule soundness per distinct op signature (:mod:`verify._rules`).
+2. The compiled tape's nested rule calls against the reference rules, per distinct call
+   (:mod:`verify._tape`); the whole compiled functions end to end when the graph is small.
+3. The wiring of the compiled functions against the reference data flow.
+
+Results of links 1 and 2 are cached in the process by everything they depend on (signature,
+rule functions, jaxpr text), so a graph's cost grows with its number of distinct signatures plus
+a linear pass for the wiring.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import importlib
+import multiprocessing
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+
+import torchlean_ir as tl
+
+from ._report import Check, NodeReport, Report
+from ._rules import MAX_ELEMENTS, check_signature
+from ._sig import Signature
+
+Progress = Callable[[str, int, int], None]
+EndToEnd = Literal["auto", "always", "never"]
+
+#: ``end_to_end="auto"`` runs the whole-graph symbolic check up to this many nodes ...
+E2E_MAX_NODES = 48
+#: ... and this many elements over all values of the graph.
+E2E_MAX_ELEMENTS = 3000
+
+_RULE_CACHE: dict[tuple, list[Check]] = {}
+_CALL_CACHE: dict[tuple, Check] = {}
+_LOWER_CACHE: dict[tuple, list[Check]] = {}
+
+
+def clear_caches() -> None:
+    """Forget every cached check result."""
+    _RULE_CACHE.clear()
+    _CALL_CACHE.clear()
+    _LOWER_CACHE.clear()
+
+
+def _rule_key(sig: Signature, max_elements: int, kinks: bool) -> tuple:
+    op = tl.get_op(sig.op)
+    rules = (op.shape_rule, op.forward_rule, op.sym_rule, op.jvp_rule, op.vjp_rule, op.kinks_rule)
+    return (sig, rules, max_elements, kinks)
+
+
+@dataclass(frozen=True)
+class Options:
+    """What :func:`verify_graph` checks and how hard."""
+
+    dtype: str = "float64"
+    compiled: bool = True
+    end_to_end: EndToEnd = "auto"
+    kinks: bool = True
+    max_elements: int = MAX_ELEMENTS
+    jobs: int = 1
+    plugins: tuple[str, ...] = ()
+
+
+def _float_dtype(dtype: str) -> str:
+    d = {"f64": "float64", "float64": "float64", "f32": "float32", "float32": "float32"}.get(dtype)
+    if d is None:
+        raise ValueError(f"dtype must be f32 or f64, got {dtype!r}")
+    return d
+
+
+# -- worker processes ------------------------------------------------------------------------
+
+
+def _init_worker(plugins: Sequence[str]) -> None:
+    import verify  # noqa: F401  (registers nothing, but imports the package in the worker)
+
+    for m in plugins:
+        importlib.import_module(m)
+
+
+def _work_rule(sig: Signature, max_elements: int, kinks: bool) -> list[Check]:
+    return check_signature(sig, max_elements=max_elements, kinks=kinks)
+
+
+def _work_call(
+    graph_json: str, dtype: str, node: int, kind: str, text: str, max_elements: int
+) -> Check:
+    from ._compile import compile_graph, trace_entry
+    from ._tape import check_call
+
+    graph = tl.loads(graph_json)
+    cg = compile_graph(graph, dtype)
+    entry = next(e for e in cg.tape if e.node == node)
+    inner = trace_entry(cg, entry, kind)
+    if str(inner) != text:
+        return Check("compiled", f"compiled {kind} = reference", "not verified", "undecided", "",
+                     "the worker traced a different jaxpr for this call")  # fmt: skip
+    return check_call(graph, kind, entry, inner, dtype, max_elements=max_elements)
+
+
+class _Runner:
+    """Runs independent checks in-process or in a pool of processes."""
+
+    def __init__(self, jobs: int, plugins: Sequence[str]) -> None:
+        self.pool: cf.ProcessPoolExecutor | None = None
+        if jobs > 1:
+            ctx = multiprocessing.get_context("spawn")
+            self.pool = cf.ProcessPoolExecutor(jobs, ctx, _init_worker, (tuple(plugins),))
+
+    def map(self, fn: Callable[..., Any], tasks: list[tuple], progress: Callable[[], None]) -> list:
+        if self.pool is None:
+            out = []
+            for t in tasks:
+                out.append(fn(*t))
+                progress()
+            return out
+        futures = [self.pool.submit(fn, *t) for t in tasks]
+        for _ in cf.as_completed(futures):
+            progress()
+        return [f.result() for f in futures]
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(cancel_futures=True)
+
+
+# -- the driver ------------------------------------------------------------------------------
+
+
+def verify_graph(
+    graph: tl.GraphData,
+    *,
+    dtype: str = "f64",
+    compiled: bool = True,
+    end_to_end: EndToEnd = "auto",
+    kinks: bool = True,
+    max_elements: int = MAX_ELEMENTS,
+    jobs: int = 1,
+    plugins: Iterable[str] = (),
+    progress: Progress | None = None,
+    name: str | None = None,
+) -> Report:
+    """Verify ``graph``: rule soundness of every op signature, the compiled tape's rule calls
+    and wiring (compiled in ``dtype``, float64 by default), and the whole compiled functions end
+    to end when small (``end_to_end``). Returns a :class:`~verify.Report`.
+
+    ``jobs > 1`` runs the per-signature checks in that many processes (fresh interpreters that
+    import ``plugins``). Raises :class:`torchlean_ir.TorchleanError` for an invalid graph."""
+    t0 = time.perf_counter()
+    tl.check(graph)
+    opts = Options(_float_dtype(dtype), compiled, end_to_end, kinks, max_elements, jobs,
+                   tuple(plugins))  # fmt: skip
+    report_progress = progress or (lambda stage, done, total: None)
+    runner = _Runner(jobs, opts.plugins)
+    try:
+        return _verify(graph, opts, runner, report_progress, name, t0)
+    finally:
+        runner.close()
+
+
+def _verify(
+    graph: tl.GraphData,
+    opts: Options,
+    runner: _Runner,
+    progress: Progress,
+    name: str | None,
+    t0: float,
+) -> Report:
+    sigs = [Signature.of(graph, j) for j in range(len(graph.nodes))]
+    notes: list[str] = []
+    # Link 1: rules, per distinct signature.
+    rule_checks = _rule_checks(sigs, opts, runner, progress)
+    # Links 2 and 3: the compiled functions.
+    call_checks: dict[int, list[Check]] = {}
+    graph_checks: list[Check] = []
+    if opts.compiled:
+        call_checks, graph_checks, more = _compiled_checks(graph, opts, runner, progress)
+        notes += more
+    else:
+        lower = _lowering_checks(sigs, opts, progress)
+        call_checks = {j: lower[j] for j in range(len(sigs))}
+        notes.append("compiled functions not checked (compiled=False): each op's lowered rules "
+                     "were checked instead")  # fmt: skip
+    nodes = []
+    first: dict[tuple, int] = {}
+    for j, sig in enumerate(sigs):
+        checks = tuple(rule_checks[sig] + call_checks.get(j, []))
+        key = (sig, tuple(id(c) for c in checks))
+        shared = first.setdefault(key, j)
+        nodes.append(NodeReport(j, sig.op, sig.label(), checks, None if shared == j else shared))
+    return Report(
+        name or f"<graph {graph.content_hash[:12]}>",
+        opts.dtype,
+        tuple(nodes),
+        tuple(graph_checks),
+        time.perf_counter() - t0,
+        tuple(notes),
+    )
+
+
+def _rule_checks(
+    sigs: list[Signature], opts: Options, runner: _Runner, progress: Progress
+) -> dict[Signature, list[Check]]:
+    unique = list(dict.fromkeys(sigs))
+    todo = [s for s in unique if _rule_key(s, opts.max_elements, opts.kinks) not in _RULE_CACHE]
+    done = [len(unique) - len(todo)]
+
+    def tick() -> None:
+        done[0] += 1
+        progress("rules", done[0], len(unique))
+
+    progress("rules", done[0], len(unique))
+    results = runner.map(_work_rule, [(s, opts.max_elements, opts.kinks) for s in todo], tick)
+    for s, r in zip(todo, results, strict=True):
+        _RULE_CACHE[_rule_key(s, opts.max_elements, opts.kinks)] = r
+    return {s: _RULE_CACHE[_rule_key(s, opts.max_elements, opts.kinks)] for s in unique}
+
+
+def _lowering_checks(
+    sigs: list[Signature], opts: Options, progress: Progress
+) -> dict[int, list[Check]]:
+    from ._lowering import check_op_lowering
+
+    out = {}
+    for j, s in enumerate(sigs):
+        op = tl.get_op(s.op)
+        key = (s, opts.dtype, opts.max_elements, op.lowering, op.lowering_jvp, op.lowering_vjp,
+               op.forward_rule, op.jvp_rule, op.vjp_rule)  # fmt: skip
+        if key not in _LOWER_CACHE:
+            _LOWER_CACHE[key] = check_op_lowering(
+                s, dtype=opts.dtype, max_elements=opts.max_elements
+            )
+        out[j] = _LOWER_CACHE[key]
+        progress("lowerings", j + 1, len(sigs))
+    return out
+
+
+def _not_verified(link: Any, name: str, why: str) -> Check:
+    return Check(link, name, "not verified", "undecided", "", why)
+
+
+def _compiled_checks(
+    graph: tl.GraphData, opts: Options, runner: _Runner, progress: Progress
+) -> tuple[dict[int, list[Check]], list[Check], list[str]]:
+    from ._compile import CompilerUnavailable, compile_graph, outer_jaxprs
+    from ._tape import ContractError, call_key, check_call, check_end_to_end, check_wiring
+
+    notes: list[str] = []
+    try:
+        cg = compile_graph(graph, opts.dtype)
+        progress("tracing", 0, 3)
+        jaxprs = outer_jaxprs(cg)
+        progress("tracing", 3, 3)
+    except CompilerUnavailable as e:
+        return {}, [_not_verified("compiled", "compiled functions", str(e))], notes
+    except Exception as e:
+        why = f"compiling / tracing failed: {type(e).__name__}: {e}"
+        return {}, [_not_verified("compiled", "compiled functions", why)], notes
+    from ._tape import match_calls
+
+    try:
+        calls = {k: match_calls(jaxprs[k], cg.tape, k) for k in jaxprs}
+    except ContractError as e:
+        return (
+            {},
+            [_not_verified("wiring", "compiled functions follow the contract", str(e))],
+            notes,
+        )
+    runtime_index = [i for i, ix in enumerate(graph.index_inputs) if ix.value is None]
+    # Link 2: every distinct call.
+    keyed: dict[tuple, Any] = {}
+    per_node: dict[int, list[tuple]] = {}
+    for k in ("forward", "jvp", "vjp"):
+        for c in calls[k]:
+            key = call_key(graph, c.kind, c.entry, c.inner, opts.dtype) + (opts.max_elements,)
+            keyed.setdefault(key, c)
+            lst = per_node.setdefault(c.entry.node, [])
+            if key not in lst:
+                lst.append(key)
+    todo = [k for k in keyed if k not in _CALL_CACHE]
+    done = [len(keyed) - len(todo)]
+
+    def tick() -> None:
+        done[0] += 1
+        progress("compiled calls", done[0], len(keyed))
+
+    progress("compiled calls", done[0], len(keyed))
+    if runner.pool is not None:
+        gj = tl.dumps(graph)
+        tasks = [(gj, opts.dtype, keyed[k].entry.node, keyed[k].kind, k[4], opts.max_elements)
+                 for k in todo]  # fmt: skip
+        results = runner.map(_work_call, tasks, tick)
+    else:
+        tasks = [(graph, keyed[k].kind, keyed[k].entry, keyed[k].inner, opts.dtype) for k in todo]
+        results = runner.map(
+            lambda g, kind, e, inner, dt: check_call(g, kind, e, inner, dt,
+                                                     max_elements=opts.max_elements),
+            tasks, tick,
+        )  # fmt: skip
+    for k, r in zip(todo, results, strict=True):
+        _CALL_CACHE[k] = r
+    call_checks = {j: [_CALL_CACHE[k] for k in keys] for j, keys in per_node.items()}
+    live = {e.node for e in cg.tape}
+    dead = [j for j in range(len(graph.nodes)) if j not in live]
+    if dead:
+        notes.append(f"nodes {dead} do not reach an output: not in the compiled tape")
+    # Link 3: wiring.
+    progress("wiring", 0, 1)
+    graph_checks = check_wiring(graph, jaxprs, calls, runtime_index)
+    progress("wiring", 1, 1)
+    # End to end, when small.
+    total = sum(graph.value_type(v).size for v in range(graph.num_values))
+    small = len(graph.nodes) <= E2E_MAX_NODES and total <= E2E_MAX_ELEMENTS
+    if opts.end_to_end == "always" or (opts.end_to_end == "auto" and small):
+        progress("end to end", 0, 1)
+        graph_checks += check_end_to_end(graph, jaxprs, runtime_index,
+                                         index_sets=_e2e_index_sets(graph),
+                                         max_elements=opts.max_elements)  # fmt: skip
+        progress("end to end", 1, 1)
+    else:
+        notes.append(
+            f"end-to-end symbolic check skipped ({len(graph.nodes)} nodes, {total} elements; "
+            f"auto runs it up to {E2E_MAX_NODES} nodes and {E2E_MAX_ELEMENTS} elements): the "
+            "per-call and wiring checks cover the compiled functions"
+        )
+    return call_checks, graph_checks, notes
+
+
+def _e2e_index_sets(graph: tl.GraphData) -> list[dict[str, np.ndarray]]:
+    """Index values for the end-to-end check: random in range, then all out of range."""
+    runtime = [ix for ix in graph.index_inputs if ix.value is None]
+    if not runtime:
+        return [{}]
+    dims = [d for v in range(graph.num_values) for d in graph.value_type(v).shape] or [1]
+    top = max(dims)
+    rng = np.random.default_rng(0)
+    inside = {ix.name: rng.integers(0, top, size=ix.type.shape) for ix in runtime}
+    outside = {ix.name: np.full(ix.type.shape, top + 1) for ix in runtime}
+    return [inside, outside]
