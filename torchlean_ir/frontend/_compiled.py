@@ -122,9 +122,12 @@ def compile_graph(graph: GraphData, options: Options | None = None) -> Any:
 
 def verify_graph(graph: GraphData, options: Options | None = None, **kwargs: Any) -> Any:
     """Ask the verifier to prove the compiled backward of ``graph`` equal to the reference
-    ``backprop_ctx`` (and every op's rules sound); returns the verifier's report."""
+    ``backprop_ctx`` (and every op's rules sound); returns the verifier's report
+    (``verify.verify_graph``; keyword arguments go to it, ``dtype`` defaulting to the graph's,
+    the compiled code the session runs)."""
     import verify
 
+    kwargs.setdefault("dtype", graph.output_types[0].dtype.value if graph.outputs else "f64")
     return verify.verify_graph(graph, **kwargs)
 
 
@@ -174,13 +177,9 @@ class CompiledOut:
         self, *inputs: Any, tangents: Mapping[str, Any], params: Mapping[str, Any] | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
         """``(output, output tangent)`` for tangents by leaf name (params by name, inputs as
-        ``x0``, ``x1``, ...; missing ones are zero)."""
+        ``x0``, ``x1``, ...), for leaves with ``requires_grad``; missing ones are zero."""
         leaves, index = self._leaves_index(inputs, params)
-        full = {k: tangents.get(k, np.zeros(np.shape(v))) for k, v in leaves.items()}
-        unknown = sorted(set(tangents) - set(leaves))
-        if unknown:
-            raise TorchleanError(f"jvp: unknown leaf {unknown[0]!r}")
-        out, tout = self.compiled.jvp(leaves, full, index)
+        out, tout = self.compiled.jvp(leaves, dict(tangents), index)
         return np.asarray(out), np.asarray(tout)
 
     def vjp_with_seed(

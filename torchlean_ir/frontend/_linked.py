@@ -196,7 +196,7 @@ class LinkedSession(Session, GraphOps):
         if seed is None:
             grads = cg.backward(self._values, self._index())
         else:
-            grads = cg.backward_with_seed(self._values, np.asarray(seed), self._index())
+            grads = cg.vjp_with_seed(self._values, np.asarray(seed), self._index())
         self._grads = {k: np.asarray(g, dtype=np.float64) for k, g in dict(grads).items()}
 
     def grad(self, t: Tensor) -> np.ndarray | None:
