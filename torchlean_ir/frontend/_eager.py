@@ -163,6 +163,9 @@ class _NumpyKernels:
         return np.array(v, dtype=np.float64)
 
 
+_JIT_CACHE: dict[tuple[Any, ...], Any] = {}
+
+
 class _JaxKernels:
     """The registry's JAX lowerings (``op.lowering`` / ``op.lowering_vjp``), jitted once per
     signature and run on one device in one float dtype."""
@@ -190,14 +193,16 @@ class _JaxKernels:
         B, n_idx = self.B, len(op.index_args)
         lower, lower_vjp = op.lowering, op.lowering_vjp
         assert lower is not None and lower_vjp is not None
-        fwd_cache: dict[int, Any] = {}
-        vjp_cache: dict[int, Any] = {}
+        # Jitted functions are shared by every session (keyed by op, attributes, dtype and,
+        # for seeded ops, the position), so a new session does not recompile.
+        attrs_key = tuple(sorted(attrs.items()))
 
-        def jitted(cache: dict[int, Any], position: int, body: Callable[..., Any]) -> Any:
-            key = position if op.needs_position else 0
-            fn = cache.get(key)
+        def jitted(kind: str, position: int, body: Callable[..., Any]) -> Any:
+            pos = position if op.needs_position else 0
+            key = (op, kind, attrs_key, self.dtype, pos)
+            fn = _JIT_CACHE.get(key)
             if fn is None:
-                fn = cache[key] = jax.jit(body(key))
+                fn = _JIT_CACHE[key] = jax.jit(body(pos))
             return fn
 
         def fwd_body(position: int) -> Callable[..., Any]:
@@ -215,11 +220,11 @@ class _JaxKernels:
 
         def forward(vals: list, idx: tuple, position: int) -> Any:
             with self.x64():
-                return jitted(fwd_cache, position, fwd_body)(*vals, *idx)
+                return jitted("forward", position, fwd_body)(*vals, *idx)
 
         def vjp(vals: list, out: Any, ct: Any, idx: tuple, position: int) -> tuple:
             with self.x64():
-                return jitted(vjp_cache, position, vjp_body)(tuple(vals), out, ct, tuple(idx))
+                return jitted("vjp", position, vjp_body)(tuple(vals), out, ct, tuple(idx))
 
         return forward, vjp
 

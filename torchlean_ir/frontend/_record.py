@@ -30,8 +30,10 @@ class GraphOps(Ops):
         graph = g.build(loss)
 
     Params become ``param`` leaves named after the :class:`Param` (``use`` of the same param
-    returns the same leaf), inputs become ``input`` leaves, nat refs become runtime index
-    inputs. Leaves may be declared at any point; in the graph they come first.
+    returns the same leaf), inputs become ``input`` leaves, nat refs become index inputs
+    (runtime ones without a value, static ones - baked into the graph - with a value, such as
+    the positions ``ops.nat_vec(np.arange(n))`` a model uses). Leaves may be declared at any
+    point; in the graph they come first.
     """
 
     def __init__(self, options: Options | None = None, *, dtype: Any = None) -> None:
@@ -107,26 +109,30 @@ class GraphOps(Ops):
         self._n_inputs += 1
         return self._wrap(self._builder.input(name, as_shape(shape), requires_grad=requires_grad))
 
-    def _new_index(self, size: int | None, name: str | None) -> tuple[int, IndexVar]:
+    def _new_index(
+        self, size: int | None, name: str | None, value: Any = None
+    ) -> tuple[int, IndexVar]:
         k = len(self._index_vars)
-        iv = self._builder.index(name or f"nat{k}", size)
+        iv = self._builder.index(name or f"nat{k}", size, value=value)
         self._index_vars.append(iv)
         return k, iv
 
     def nat(self, value: int | None = None, *, name: str | None = None) -> NatRef:
-        """A runtime nat scalar input of the graph (``value`` is ignored: supplied per call)."""
-        k, iv = self._new_index(None, name)
+        """A nat scalar index input of the graph: a runtime input (supplied at each call) when
+        ``value`` is ``None``, else a static index baked into the graph."""
+        k, iv = self._new_index(None, name, value)
         return NatRef(self, k, iv.type, iv.name, self._gen)
 
     def nat_vec(
         self, values: Any = None, *, size: int | None = None, name: str | None = None
     ) -> NatRef:
-        """A runtime nat vector input of the graph, of ``size`` (or ``len(values)``)."""
+        """A nat vector index input of the graph, of ``size`` (or ``len(values)``): runtime
+        when ``values`` is ``None``, else static (baked into the graph)."""
         if size is None:
             if values is None:
                 raise TorchleanError(f"nat_vec: give a size, at {user_call_site()}")
             size = len(values)
-        k, iv = self._new_index(int(size), name)
+        k, iv = self._new_index(int(size), name, values)
         return NatRef(self, k, iv.type, iv.name, self._gen)
 
     # -- ops -------------------------------------------------------------------------------

@@ -30,6 +30,7 @@ from ._param import Param, ParamList, as_param_list
 from ._tensor import NatRef, Tensor
 
 LossFn = Callable[..., Tensor]
+_STEPS: dict[tuple[int, str], Any] = {}  # (id of the compiled graph, optimizer) -> TrainStep
 
 
 def _batch_size(specs: Sequence[Any], inputs: Sequence[Any]) -> int:
@@ -196,7 +197,6 @@ class ScalarTrainer(_Runner):
     ) -> None:
         super().__init__(loss, params, inputs, options)
         self._optimizer = Optimizer()
-        self._steps: dict[tuple[str, bool], Any] = {}
         self._opt_states: dict[str, Any] = {}
         if self._graph is not None and self._graph.output_types[0].shape != ():
             raise TorchleanError(
@@ -252,12 +252,14 @@ class ScalarTrainer(_Runner):
         import compiler
 
         cg, leaves, index = self._compiled_call(inputs, batched)
-        step = self._steps.get((kind, batched))
-        if step is None:
+        step = _STEPS.get((id(cg), kind))
+        if step is None or step.compiled is not cg:
+            # Shared by every trainer of this compiled graph: the hyperparameters live in the
+            # optimizer state, so one jitted step serves them all.
             make = {"sgd": optax.sgd, "adam": optax.adam, "adamw": optax.adamw}[kind]
             init = {k: jnp.asarray(v, dtype=cg.dtype) for k, v in hyper.items()}
             tx = optax.inject_hyperparams(make)(**init)
-            step = self._steps[(kind, batched)] = compiler.TrainStep(cg, tx)
+            step = _STEPS[(id(cg), kind)] = compiler.TrainStep(cg, tx)
         params = {n: leaves.pop(n) for n in step.param_names}
         opt_state = self._opt_states.get(kind)
         if opt_state is None:
