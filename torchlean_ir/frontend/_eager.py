@@ -164,6 +164,9 @@ class _NumpyKernels:
 
 
 _JIT_CACHE: dict[tuple[Any, ...], Any] = {}
+#: Literals up to this many elements share a cached signature (the scalars of ``x + 1.0``);
+#: larger ones are typed at each call, so data passed as literals cannot grow the cache.
+_CONST_CACHE_SIZE = 16
 
 
 class _JaxKernels:
@@ -417,7 +420,7 @@ class EagerSession(Session):
         fwd, vjp = self._k.make(op, plain)
         diff = tuple(op.is_diff_arg(p) for p in range(len(arg_types)))
         sig = _Sig(op, plain, out, diff, fwd, vjp)
-        if key is not None and op_name != "const":
+        if key is not None and (op_name != "const" or out.size <= _CONST_CACHE_SIZE):
             self._sigs[key] = sig
         return sig
 
@@ -441,25 +444,22 @@ class EagerSession(Session):
                 ids.append(a._key)
             else:
                 nats.append(self._bad_arg(op_name, p, a))
-        arg_types = tuple([types[i] for i in ids])
-        index_types = tuple([n.type for n in nats]) if nats else ()
-        key: Any
+        # Every tensor of a session has its dtype, so shapes identify the argument types; the
+        # key hashes in C (tuples of ints and strings), the typing runs on a miss only.
+        key: Any = (op_name, *[types[i].shape for i in ids])
+        if nats:
+            key = (*key, None, *[n.type.shape for n in nats])
         if attrs:
+            key = (*key, *attrs.items(), *map(type, attrs.values()))
             try:
-                key = (
-                    op_name,
-                    arg_types,
-                    index_types,
-                    *[(k, type(v), v) for k, v in sorted(attrs.items())],
-                )
                 sig = self._sigs.get(key)
             except TypeError:  # an unhashable attribute (a list, an array): no caching
                 key = sig = None
         else:
-            key = (op_name, arg_types, index_types)
             sig = self._sigs.get(key)
         if sig is None or _REGISTRY.get(op_name) is not sig.op:
-            sig = self._sig(key, op_name, arg_types, index_types, attrs)
+            arg_types = tuple([types[i] for i in ids])
+            sig = self._sig(key, op_name, arg_types, tuple([n.type for n in nats]), attrs)
         vals = self._vals
         idx = tuple([self._nat_values[n._key] for n in nats]) if nats else ()
         position = self._n_ops

@@ -17,6 +17,7 @@ backend, the compiler and the verifier included, without rules of their own.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import math
 from abc import ABC, abstractmethod
@@ -43,6 +44,12 @@ def derived(fn: F) -> F:
     """Mark an :class:`Ops` method as a derived op (built from registry ops only)."""
     _DERIVED.add(fn.__name__)
     return fn
+
+
+@functools.lru_cache(maxsize=256)
+def _scalar_literal(value: float, dtype: DType) -> ConstArray:
+    """The literal of a Python number (``x + 1.0``), made once per value and dtype."""
+    return ConstArray.from_numpy(np.asarray(value), dtype)
 
 
 # -- methods generated from the registry ----------------------------------------------------
@@ -190,7 +197,7 @@ class Ops(ABC):
     def full(self, shape: Any, value: float) -> Tensor:
         """A tensor filled with ``value``: a scalar literal broadcast to ``shape``."""
         shp = as_shape(shape)
-        c = self.const(np.asarray(float(value)))
+        c = self.apply("const", value=_scalar_literal(float(value), self.dtype))
         return c if shp == () else self.apply("broadcast_to", c, shape=shp)
 
     def zeros(self, shape: Any) -> Tensor:
