@@ -88,7 +88,7 @@ class LinkedSession(Session, GraphOps):
             self._check_fresh("use")
             return hit[1]
         self._check_fresh("use")
-        self._check_leaf_order(f"use({param.name or 'param'})")
+        self._check_leaf_order("use" if param.name is None else f"use({param.name!r})")
         t = GraphOps.use(self, param)
         self._values[self._leaf(t).name] = np.array(param.value)
         self._eval_key = None
@@ -104,7 +104,7 @@ class LinkedSession(Session, GraphOps):
     ) -> Tensor:
         if value is None:
             raise TorchleanError(f"input: a LinkedSession needs a value, at {user_call_site()}")
-        self._check_leaf_order(f"input({name or ''})")
+        self._check_leaf_order("input" if name is None else f"input({name!r})")
         try:
             arr = np.array(value, dtype=np.float64)
         except (TypeError, ValueError):
