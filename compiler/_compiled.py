@@ -518,19 +518,22 @@ class CompiledGraph:
 
     def value_and_grad(self, leaves: Leaves, index: Index = None) -> tuple[Any, dict[str, Any]]:
         """``(value, gradients)`` of a scalar output (seed 1), in one pass."""
+        return self._value_and_grad(leaves, index, "value_and_grad")
+
+    def _value_and_grad(self, leaves: Leaves, index: Index, what: str) -> tuple[Any, Any]:
         batch = [-1] if self._is_batched else None
         args = self._leaf_args(leaves, batch)
         if self._has_index or index is not None:
             args += self._index_args(index, batch)
-            one = self._unit_seed(batch, "value_and_grad")
+            one = self._unit_seed(batch, what)
             outs, grads = self._vjp(*args[: self._n_leaves], one, *args[self._n_leaves :])
         else:
-            outs, grads = self._vjp(*args, self._unit_seed(batch, "value_and_grad"))
+            outs, grads = self._vjp(*args, self._unit_seed(batch, what))
         return outs[0], dict(zip(self.grad_names, grads, strict=True))
 
     def backward(self, leaves: Leaves, index: Index = None) -> dict[str, Any]:
         """The gradients of a scalar output (seed 1), by leaf name."""
-        return self.value_and_grad(leaves, index)[1]
+        return self._value_and_grad(leaves, index, "backward")[1]
 
     def backward_with_seed(self, leaves: Leaves, seed: Any, index: Index = None) -> dict[str, Any]:
         """The gradients of a scalar output times ``seed`` (a scalar; per sample when
