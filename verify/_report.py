@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 Method = Literal["exact", "probabilistic", "not verified"]
@@ -179,7 +179,12 @@ class Report:
 
     @property
     def counterexamples(self) -> list[Counterexample]:
-        return [c.counterexample for c in self.all_checks if c.counterexample is not None]
+        """The counterexamples of the failed checks, each with the (first) node it concerns."""
+        return [
+            replace(c.counterexample, node=node)
+            for node, c in self.failures()
+            if c.counterexample is not None
+        ]
 
     def failures(self) -> list[tuple[int | None, Check]]:
         out: list[tuple[int | None, Check]] = []

@@ -22,7 +22,7 @@ from __future__ import annotations
 import time
 import zlib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Any
 
@@ -213,10 +213,42 @@ def compare_arrays(
         col.fail(f"{label}: shape {list(g.shape)}, expected {list(x.shape)}")
         return
     for ix in elements if elements is not None else iter_elements(g.shape):
-        d = decide_equal(g.a[ix], x.a[ix], domains=domains, seed=seed)  # type: ignore[arg-type]
+        d = decide_memo(g.a[ix], x.a[ix], domains, seed)
         col.add(f"{label}{_ix(ix)}", d, fixed_inputs)
         if col.failed:
             return
+
+
+_MEMO: dict[tuple, Decision] = {}
+_MEMO_MAX = 20000
+
+
+def decide_memo(got: Any, expected: Any, domains: dict[str, str], seed: int) -> Decision:
+    """:func:`decide_equal`, memoised up to renaming: when every symbol of both sides carries
+    the same index suffix (``a[3]``, ``da[3]``, ``ct[3]``: an elementwise rule), the suffix is
+    dropped, so the elements of an elementwise op are decided once."""
+    got, expected = se.sympify(got), se.sympify(expected)
+    if got == expected:
+        return decide_equal(got, expected)
+    syms = got.free_symbols | expected.free_symbols
+    names = [sym.name for sym in syms]
+    suffixes = {n[n.index("[") :] if "[" in n else "" for n in names}
+    if len(suffixes) != 1:
+        return decide_equal(got, expected, domains=domains, seed=seed)  # type: ignore[arg-type]
+    (suf,) = suffixes
+    cut = len(suf)
+    repl = {sym: se.Symbol(sym.name[: len(sym.name) - cut]) for sym in syms} if cut else {}
+    cg, cx = (got.subs(repl), expected.subs(repl)) if repl else (got, expected)
+    cdom = {n[: len(n) - cut]: domains.get(n, "real") for n in names}
+    key = (cg, cx, tuple(sorted(cdom.items())), seed)
+    d = _MEMO.get(key)
+    if d is None:
+        d = decide_equal(cg, cx, domains=cdom, seed=seed)  # type: ignore[arg-type]
+        if len(_MEMO) < _MEMO_MAX:
+            _MEMO[key] = d
+    if d.point and cut:
+        d = replace(d, point={k + suf: v for k, v in d.point.items()})
+    return d
 
 
 # -- the checks --------------------------------------------------------------------------------

@@ -13,7 +13,6 @@ a linear pass for the wiring.
 from __future__ import annotations
 
 import concurrent.futures as cf
-import importlib
 import multiprocessing
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -33,8 +32,10 @@ EndToEnd = Literal["auto", "always", "never"]
 
 #: ``end_to_end="auto"`` runs the whole-graph symbolic check up to this many nodes ...
 E2E_MAX_NODES = 48
-#: ... and this many elements over all values of the graph.
+#: ... and this many elements over all values of the graph ...
 E2E_MAX_ELEMENTS = 3000
+#: ... and this many operations in an element of the symbolic forward (as a tree).
+E2E_MAX_TREE = 20000
 
 _RULE_CACHE: dict[tuple, list[Check]] = {}
 _CALL_CACHE: dict[tuple, Check] = {}
@@ -78,10 +79,10 @@ def _float_dtype(dtype: str) -> str:
 
 
 def _init_worker(plugins: Sequence[str]) -> None:
-    import verify  # noqa: F401  (registers nothing, but imports the package in the worker)
+    from .cli import load_plugin
 
     for m in plugins:
-        importlib.import_module(m)
+        load_plugin(m)
 
 
 def _work_rule(sig: Signature, max_elements: int, kinks: bool) -> list[Check]:
@@ -317,19 +318,69 @@ def _compiled_checks(
     # End to end, when small.
     total = sum(graph.value_type(v).size for v in range(graph.num_values))
     small = len(graph.nodes) <= E2E_MAX_NODES and total <= E2E_MAX_ELEMENTS
+    if small and opts.end_to_end == "auto":
+        size = _forward_tree_size(graph)
+        if size > E2E_MAX_TREE:
+            small = False
+            notes.append(
+                f"end-to-end symbolic check skipped: the symbolic forward grows past "
+                f"{E2E_MAX_TREE} operations per element; per-call and wiring checks cover it"
+            )
+            total = -1
     if opts.end_to_end == "always" or (opts.end_to_end == "auto" and small):
         progress("end to end", 0, 1)
         graph_checks += check_end_to_end(graph, jaxprs, runtime_index,
                                          index_sets=_e2e_index_sets(graph),
                                          max_elements=opts.max_elements)  # fmt: skip
         progress("end to end", 1, 1)
-    else:
+    elif total >= 0:
         notes.append(
             f"end-to-end symbolic check skipped ({len(graph.nodes)} nodes, {total} elements; "
             f"auto runs it up to {E2E_MAX_NODES} nodes and {E2E_MAX_ELEMENTS} elements): the "
             "per-call and wiring checks cover the compiled functions"
         )
     return call_checks, graph_checks, notes
+
+
+def _forward_tree_size(graph: tl.GraphData) -> int:
+    """The largest tree size (operations, shared subterms counted each time they occur) of an
+    output element of any node of the reference forward on symbols, stopping past the limit."""
+    from torchlean_ir._interpret import eval_all
+
+    from ._sig import named_symbols
+
+    leaves = {leaf.name: named_symbols(leaf.name, leaf.type.shape) for leaf in graph.leaves}
+    idx = {ix.name: np.zeros(ix.type.shape, np.int64) for ix in graph.index_inputs
+           if ix.value is None}  # fmt: skip
+    try:
+        vals = eval_all(graph, leaves, idx or None, B=_sym_backend())
+    except Exception:
+        return E2E_MAX_TREE + 1
+    memo: dict[Any, int] = {}
+    worst = 0
+    for v in vals[graph.num_leaves :]:
+        a = v.a if hasattr(v, "a") else np.asarray(v, dtype=object)
+        for e in a.reshape(-1)[:4]:
+            worst = max(worst, _tree_size(e, memo))
+            if worst > E2E_MAX_TREE:
+                return worst
+    return worst
+
+
+def _sym_backend() -> Any:
+    from torchlean_ir.backends import SYM
+
+    return SYM
+
+
+def _tree_size(e: Any, memo: dict[Any, int]) -> int:
+    args = getattr(e, "args", ())
+    if not args:
+        return 1
+    got = memo.get(e)
+    if got is None:
+        got = memo[e] = 1 + sum(_tree_size(a, memo) for a in args)
+    return got
 
 
 def _e2e_index_sets(graph: tl.GraphData) -> list[dict[str, np.ndarray]]:

@@ -1,0 +1,268 @@
+"""``torchlean-verify``: verify graph files from the command line.
+
+::
+
+    torchlean-verify GRAPH.json [GRAPH.json ...] [--json [FILE]] [--plugin MODULE] [--jobs N]
+                     [--dtype f64|f32] [--end-to-end auto|always|never] [--max-elements N]
+                     [--no-kinks] [--quiet]
+
+Exit codes: 0 verified, 1 mismatch found, 2 bad input or usage (one line on stderr, no
+traceback), 3 some part could not be decided (or an internal error). With several graphs, a
+mismatch anywhere gives 1, else anything undecided gives 3.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import json
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any, NoReturn
+
+from ._report import Report
+
+PROG = "torchlean-verify"
+
+
+class UsageError(Exception):
+    """Bad command-line usage or input: reported in one line, exit code 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message)
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = _Parser(
+        prog=PROG,
+        description=(
+            "Prove symbolically that a graph's compiled forward, JVP and tape VJP equal the "
+            "reference semantics, and that every op's rules equal the derivative of its forward."
+        ),
+        epilog="exit codes: 0 verified, 1 mismatch, 2 bad input or usage, 3 undecided",
+    )
+    p.add_argument("graphs", nargs="+", metavar="GRAPH.json", help="graph file(s) to verify")
+    p.add_argument(
+        "--json",
+        nargs="?",
+        const="-",
+        metavar="FILE",
+        help="write the machine-readable report (docs/verification.md) to FILE, or to stdout "
+        "without FILE (the table is then not printed)",
+    )
+    p.add_argument(
+        "--plugin",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="import MODULE (a module name or a .py file) first, e.g. to register custom ops; "
+        "repeatable",
+    )
+    p.add_argument("--jobs", type=int, default=1, metavar="N",
+                   help="check op signatures in N processes (default 1)")  # fmt: skip
+    p.add_argument("--dtype", default="f64", choices=("f64", "f32"),
+                   help="the compilation to verify (default f64)")  # fmt: skip
+    p.add_argument("--end-to-end", default="auto", choices=("auto", "always", "never"),
+                   help="whole compiled functions symbolically (auto: small graphs)")  # fmt: skip
+    p.add_argument("--max-elements", type=int, default=None, metavar="N",
+                   help="elements compared per check before sampling (default 4096)")  # fmt: skip
+    p.add_argument("--no-kinks", action="store_true", help="skip the kink-convention checks")
+    p.add_argument("--no-compiled", action="store_true",
+                   help="check each op's lowered rules instead of compiling the graph")  # fmt: skip
+    p.add_argument("-q", "--quiet", action="store_true", help="print only the verdict lines")
+    return p
+
+
+def load_plugin(spec: str) -> None:
+    """Import a plugin: a module name, or the path of a ``.py`` file."""
+    try:
+        if spec.endswith(".py") or os.sep in spec:
+            if not os.path.isfile(spec):
+                raise UsageError(f"--plugin {spec}: no such file")
+            name = "torchlean_plugin_" + os.path.splitext(os.path.basename(spec))[0]
+            mod_spec = importlib.util.spec_from_file_location(name, spec)
+            if mod_spec is None or mod_spec.loader is None:
+                raise UsageError(f"--plugin {spec}: cannot import this file")
+            module = importlib.util.module_from_spec(mod_spec)
+            sys.modules[name] = module
+            mod_spec.loader.exec_module(module)
+        else:
+            importlib.import_module(spec)
+    except UsageError:
+        raise
+    except Exception as e:
+        raise UsageError(f"--plugin {spec}: {type(e).__name__}: {e}") from None
+
+
+def _load(path: str) -> Any:
+    import torchlean_ir as tl
+
+    if not os.path.exists(path):
+        raise UsageError(f"{path}: no such file")
+    if os.path.isdir(path):
+        raise UsageError(f"{path}: is a directory")
+    try:
+        graph = tl.load(path)
+        tl.check(graph)
+    except tl.TorchleanError as e:
+        raise UsageError(f"{path}: {e}") from None
+    except OSError as e:
+        raise UsageError(f"{path}: {e.strerror or e}") from None
+    return graph
+
+
+def _progress_ui(console: Any, enabled: bool) -> Any:
+    """A rich progress bar (stderr, transient) or a no-op context."""
+    from contextlib import nullcontext
+
+    if not enabled:
+        return nullcontext(None)
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    return Progress(
+        TextColumn("{task.description:<16}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    )
+
+
+def _print_report(console: Any, report: Report, quiet: bool) -> None:
+    from rich.table import Table
+
+    style = {"verified": "bold green", "mismatch": "bold red", "undecided": "bold yellow"}
+    if not quiet:
+        table = Table(title=f"{report.graph} ({report.dtype})", title_justify="left")
+        for col in ("nodes", "signature", "checks passed", "method", "result"):
+            table.add_column(col, overflow="fold")
+        shared: dict[int, list[int]] = {}
+        for n in report.nodes:
+            if n.shared_with is not None:
+                shared.setdefault(n.shared_with, []).append(n.node)
+        for n in report.nodes:
+            if n.shared_with is not None:
+                continue
+            same = shared.get(n.node, [])
+            nodes = str(n.node) + (f" (+{len(same)} same)" if same else "")
+            links: dict[str, list[int]] = {}
+            for c in n.checks:
+                ok = links.setdefault(c.link, [0, 0])
+                ok[0] += c.result == "pass"
+                ok[1] += 1
+            checks = ", ".join(f"{k} {a}/{b}" for k, (a, b) in links.items())
+            res = {"pass": "[green]pass[/]", "fail": "[red]FAIL[/]"}.get(n.result, "[yellow]?[/]")
+            table.add_row(nodes, n.signature, checks, n.method, res)
+        for c in report.graph_checks:
+            res = {"pass": "[green]pass[/]", "fail": "[red]FAIL[/]"}.get(c.result, "[yellow]?[/]")
+            table.add_row(c.link, c.name, "1/1" if c.result == "pass" else "0/1", c.method, res)
+        console.print(table)
+        for note in report.notes:
+            console.print(f"note: {note}", style="dim", highlight=False, soft_wrap=True)
+        for node, c in report.failures():
+            where = f"node {node}" if node is not None else "graph"
+            console.print(f"{c.result.upper()} {where}: {c.name} [{c.method}]: {c.how}",
+                          highlight=False, soft_wrap=True, markup=False)  # fmt: skip
+            if c.counterexample is not None:
+                console.print("  counterexample: " + c.counterexample.describe(), highlight=False,
+                              soft_wrap=True)  # fmt: skip
+    first = report.summary().splitlines()[0]
+    console.print(f"{report.graph}: {first}", style=style[report.verdict], highlight=False,
+                  soft_wrap=True)  # fmt: skip
+    if quiet and report.verdict == "mismatch" and report.counterexamples:
+        console.print("  counterexample: " + report.counterexamples[0].describe(),
+                      highlight=False, soft_wrap=True)  # fmt: skip
+
+
+def _exit_code(reports: Sequence[Report]) -> int:
+    verdicts = {r.verdict for r in reports}
+    if "mismatch" in verdicts:
+        return 1
+    if "undecided" in verdicts:
+        return 3
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit code."""
+    from rich.console import Console
+
+    err = Console(stderr=True, highlight=False)
+    try:
+        args = _parser().parse_args(argv)
+        if args.jobs < 1:
+            raise UsageError(f"--jobs must be at least 1, got {args.jobs}")
+        if args.max_elements is not None and args.max_elements < 1:
+            raise UsageError(f"--max-elements must be at least 1, got {args.max_elements}")
+        for spec in args.plugin:
+            load_plugin(spec)
+        graphs = [(path, _load(path)) for path in args.graphs]
+    except UsageError as e:
+        print(f"{PROG}: error: {e}", file=sys.stderr)
+        return 2
+    json_stdout = args.json == "-"
+    out = Console(file=sys.stderr if json_stdout else sys.stdout, highlight=False)
+    from ._rules import MAX_ELEMENTS
+    from ._verify import verify_graph
+
+    reports: list[Report] = []
+    try:
+        for path, graph in graphs:
+            show = err.is_terminal and not args.quiet
+            with _progress_ui(err, show) as bar:
+                tasks: dict[str, Any] = {}
+
+                def progress(stage: str, done: int, total: int, bar: Any = bar,
+                             tasks: dict = tasks) -> None:  # fmt: skip
+                    if bar is None:
+                        return
+                    if stage not in tasks:
+                        tasks[stage] = bar.add_task(stage, total=total)
+                    bar.update(tasks[stage], completed=done, total=total)
+
+                report = verify_graph(
+                    graph,
+                    dtype=args.dtype,
+                    compiled=not args.no_compiled,
+                    end_to_end=args.end_to_end,
+                    kinks=not args.no_kinks,
+                    max_elements=args.max_elements or MAX_ELEMENTS,
+                    jobs=args.jobs,
+                    plugins=args.plugin,
+                    progress=progress,
+                    name=path,
+                )
+            reports.append(report)
+            _print_report(out, report, args.quiet or json_stdout)
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 3
+    except Exception as e:  # a verifier bug, not the user's: say so in one line
+        print(f"{PROG}: internal error: {type(e).__name__}: {e}", file=sys.stderr)
+        return 3
+    if args.json is not None:
+        doc = reports[0].to_json() if len(reports) == 1 else {
+            "schema": "torchlean-verify-reports",
+            "reports": [r.to_json() for r in reports],
+            "exit_code": _exit_code(reports),
+        }  # fmt: skip
+        text = json.dumps(doc, indent=2)
+        if json_stdout:
+            print(text)
+        else:
+            try:
+                with open(args.json, "w") as f:
+                    f.write(text + "\n")
+            except OSError as e:
+                print(f"{PROG}: error: --json {args.json}: {e.strerror or e}", file=sys.stderr)
+                return 2
+    return _exit_code(reports)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
