@@ -1,5 +1,6 @@
 """Helpers shared by the training examples: command line, mini-batches, progress bars, loss
-curves. (Needs the ``examples`` extra: scikit-learn, tqdm, matplotlib.)"""
+curves. (Needs the ``examples`` extra: scikit-learn and matplotlib; rich is a dependency of the
+package already.)"""
 
 from __future__ import annotations
 
@@ -59,13 +60,57 @@ def batches(
         yield [a[idx] for a in arrays]
 
 
-def progress(iterable: Any, *, desc: str, enabled: bool, total: int | None = None) -> Any:
-    """A tqdm progress bar over ``iterable`` (or the iterable itself when disabled)."""
-    if not enabled:
-        return iterable
-    from tqdm.auto import tqdm
+class Progress:
+    """A progress bar over an iterable (rich's, the one the verifier's CLI uses too), with a
+    ``set_postfix(loss=...)`` for live figures; a plain iterable when disabled."""
 
-    return tqdm(iterable, desc=desc, total=total, leave=False, dynamic_ncols=True)
+    def __init__(self, iterable: Any, *, desc: str, enabled: bool, total: int | None) -> None:
+        self.iterable, self.desc, self.enabled = iterable, desc, enabled
+        self.total = total if total is not None else _len(iterable)
+        self._bar: Any = None
+        self._task: Any = None
+
+    def __iter__(self) -> Iterator[Any]:
+        if not self.enabled:
+            yield from self.iterable
+            return
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+        )
+
+        columns = (
+            TextColumn("{task.description}", markup=False),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("{task.fields[info]}", markup=False),
+        )
+        with Progress(*columns, transient=True) as bar:
+            self._bar, self._task = bar, bar.add_task(self.desc, total=self.total, info="")
+            for item in self.iterable:
+                yield item
+                bar.advance(self._task)
+
+    def set_postfix(self, **figures: str) -> None:
+        if self._bar is not None:
+            info = " ".join(f"{k}={v}" for k, v in figures.items())
+            self._bar.update(self._task, info=info)
+
+
+def _len(iterable: Any) -> int | None:
+    try:
+        return len(iterable)
+    except TypeError:
+        return None
+
+
+def progress(iterable: Any, *, desc: str, enabled: bool, total: int | None = None) -> Progress:
+    """A progress bar over ``iterable`` (see :class:`Progress`)."""
+    return Progress(iterable, desc=desc, enabled=enabled, total=total)
 
 
 def plot_curves(path: str, curves: dict[str, Sequence[float]], *, title: str, ylabel: str) -> str:

@@ -68,7 +68,6 @@ def test_tiny_transformer_eager_trains_like_compiled() -> None:
 
 def test_command_line_writes_the_plot_and_the_params(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
     pytest.importorskip("matplotlib")
-    pytest.importorskip("tqdm")
     ex = _example("regression_diabetes")
     png, npz = tmp_path / "curve.png", tmp_path / "params.npz"
     code = ex.main(["--epochs", "2", "--plot", str(png), "--save", str(npz)])
