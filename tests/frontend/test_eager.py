@@ -32,8 +32,28 @@ def _run_case(
     return leaves, s.apply(case.op, *leaves, *nats, **case.attrs)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
+def _first_per_op(cases: list[OpCase]) -> list[OpCase]:
+    seen: dict[str, OpCase] = {}
+    for c in cases:
+        seen.setdefault(c.op, c)
+    return list(seen.values())
+
+
+# Every row on the reference path; the fast-kernel path only where an op has a lowering of its
+# own (elsewhere it is the reference path); the JAX path (a jit per signature, slow to compile)
+# on one row per op.
+TABLE = (
+    [pytest.param(c, "numpy", id=f"{c.id}-numpy") for c in CASES]
+    + [
+        pytest.param(c, "numpy-fast", id=f"{c.id}-numpy-fast")
+        for c in CASES
+        if tl.get_op(c.op).lower_rule is not None or tl.get_op(c.op).lower_vjp_rule is not None
+    ]
+    + [pytest.param(c, "jax", id=f"{c.id}-jax") for c in _first_per_op(CASES)]
+)
+
+
+@pytest.mark.parametrize(("case", "backend"), TABLE)
 def test_op_matches_reference(case: OpCase, backend: str) -> None:
     rng = np.random.default_rng(abs(hash(case.id)) % 2**32)
     g = case.graph("f64")

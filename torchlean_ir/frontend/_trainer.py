@@ -123,14 +123,15 @@ class _Runner:
 
     # -- compiled --------------------------------------------------------------------------
     def _compiled_call(self, inputs: Sequence[Any], batched: bool) -> tuple[Any, dict, dict]:
+        """The compiled graph for the call (mapped over the batch, with mean gradients, when
+        ``batched``) and its leaves (params as device mirrors) and index inputs."""
         self._check_inputs(inputs)
         cg = self._cg
         if batched:
             _batch_size(self.specs, inputs)
             cg = self._batched.get("mean")
             if cg is None:
-                over = [n for n in (self._names()) if n]
-                cg = self._batched["mean"] = self._cg.batched(over=over, grads="mean")
+                cg = self._batched["mean"] = self._cg.batched(over=self._names(), grads="mean")
         leaves: dict[str, Any] = {
             p.name: p.device_value(cg.device, cg.dtype)  # type: ignore[misc]
             for p in self.params
@@ -157,15 +158,7 @@ class Predictor(_Runner):
 
     def __call__(self, *inputs: Any, batched: bool = False) -> np.ndarray:
         if self.options.backend == "compiled":
-            if batched:
-                self._check_inputs(inputs)
-                _batch_size(self.specs, inputs)
-                cg = self._batched.get("none")
-                if cg is None:
-                    cg = self._batched["none"] = self._cg.batched(over=self._names())
-                _, leaves, index = self._compiled_call(inputs, False)
-                return np.asarray(cg.forward(leaves, index))
-            cg, leaves, index = self._compiled_call(inputs, False)
+            cg, leaves, index = self._compiled_call(inputs, batched)
             return np.asarray(cg.forward(leaves, index))
         outs = self._eager_outputs(inputs, batched)
         vals = [o.numpy() for o in outs]
