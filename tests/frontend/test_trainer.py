@@ -118,3 +118,13 @@ def test_nat_inputs_in_the_trainer() -> None:
         )
         assert tr.forward(1, np.array([2, 0])) == 5.0  # picked = [[2, 5], [0, 3]] -> flat[1] = 5
         assert tr.forward(np.array([1, 3]), np.array([[2, 0], [1, 1]]), batched=True) == 4.5
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_trainer_verify_proves_the_loss_graph(backend: str) -> None:
+    pytest.importorskip("verify")
+    case = mlp_regression()
+    tr = ScalarTrainer(case.loss, case.params, case.specs, Options(backend=backend, dtype="f64"))
+    report = tr.verify()
+    assert report.verdict == "verified", str(report)
+    assert len(tr.graph.nodes) == len(report.nodes)
