@@ -47,7 +47,7 @@ def _check(
     forward: bool = True,
 ) -> None:
     out, tout, grads = ref
-    if forward:  # jax mode compiles the same forward: checked once
+    if forward:  # the forward function is checked once, in float64 tape mode
         assert_close(cg.forward(x, idx), out, rel, "forward")
     o, t = cg.jvp(x, dx, idx)
     assert_close(o, out, rel, "jvp output")
@@ -83,14 +83,15 @@ def test_compiled_equals_reference(case: OpCase) -> None:
     )
     cg32 = compiler.compile(case.graph("f32"))
     assert cg32.dtype == np.float32
-    _check(cg32, x32, dx32, s32, idx, ref32, 1e-5)
-    assert cg32.forward(x32, idx).dtype == np.float32
+    _check(cg32, x32, dx32, s32, idx, ref32, 1e-5, forward=False)  # outputs come with jvp, vjp
+    assert cg32.value_and_vjp(x32, s32, idx)[0].dtype == np.float32
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
 def test_batched_equals_loop(case: OpCase) -> None:
-    """The first argument (and every index input) batched; the other arguments shared, their
-    gradients summed over the batch."""
+    """The first argument (and every index input) batched, the other arguments shared: the
+    batch-level tape (summed gradients) and the whole-function vmap (per-sample gradients)
+    equal the reference interpreter run on each sample in turn."""
     rng = _rng(case.id + "batch")
     g = case.graph("f64")
     cg = compiler.compile(g)
@@ -104,27 +105,21 @@ def test_batched_equals_loop(case: OpCase) -> None:
     idx1 = case.index_values()
     idxs = {k: np.stack([np.asarray(v)] * BATCH) for k, v in idx1.items()}
     per = [{n: (s[n] if n in over else shared[n]) for n in names} for s in samples]
-    outs = [cg.forward(p, idx1) for p in per]
-    seeds = rng.normal(size=(BATCH, *np.shape(outs[0])))
-    loop = [cg.vjp_with_seed(p, s, idx1) for p, s in zip(per, seeds, strict=True)]
     dxs = {n: rng.normal(size=np.shape(v)) for n, v in xs.items()}
+    per_t = [{n: (dxs[n][k] if n in over else dxs[n]) for n in names} for k in range(BATCH)]
+    outs = np.stack([tl.eval_graph(g, p, idx1)[0] for p in per])
+    seeds = rng.normal(size=outs.shape)
+    loop = [tl.backprop_ctx(g, p, s, idx1) for p, s in zip(per, seeds, strict=True)]
+    touts = np.stack([tl.jvp(g, p, t, idx1)[1][0] for p, t in zip(per, per_t, strict=True)])
+    bg = cg.batched(over=over, grads="sum")
+    assert_close(bg.forward(xs, idxs), outs, 1e-10, "batched forward")
+    assert_close(bg.jvp(xs, dxs, idxs)[1], touts, 1e-10, "batched jvp")
     for grads in ("sum", "per_sample"):
-        bg = cg.batched(over=over, grads=grads)
-        assert_close(bg.forward(xs, idxs), np.stack(outs), 1e-10, "batched forward")
-        got = bg.vjp_with_seed(xs, seeds, idxs)
+        got = cg.batched(over=over, grads=grads).vjp_with_seed(xs, seeds, idxs)
         for n in names:
             stacked = np.stack([lg[n] for lg in loop])
             want = stacked.sum(0) if (n not in over and grads == "sum") else stacked
             assert_close(got[n], want, 1e-10, f"batched ({grads}) grad {n}")
-    bg = cg.batched(over=over, grads="mean")
-    got = bg.vjp_with_seed(xs, seeds, idxs)
-    for n in names:
-        stacked = np.stack([lg[n] for lg in loop])
-        assert_close(got[n], stacked.mean(0) if n not in over else stacked, 1e-10, f"mean {n}")
-    _, tout = bg.jvp(xs, dxs, idxs)
-    per_t = [{n: (dxs[n][k] if n in over else dxs[n]) for n in names} for k in range(BATCH)]
-    want_t = np.stack([cg.jvp(p, t, idx1)[1] for p, t in zip(per, per_t, strict=True)])
-    assert_close(tout, want_t, 1e-10, "batched jvp")
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
@@ -133,9 +128,8 @@ def test_exported_artifact(case: OpCase) -> None:
     g = case.graph("f64")
     cg = compiler.compile(g)
     x, idx = case.sample(rng), case.index_values()
-    out = cg.forward(x, idx)
-    seed = rng.normal(size=np.shape(out))
-    _, grads = cg.value_and_vjp(x, seed, idx)
+    seed = rng.normal(size=g.output_types[0].shape)
+    out, grads = cg.value_and_vjp(x, seed, idx)
     exp = jax.export.deserialize(cg.export_bytes("vjp"))
     flat = [x[n] for n in cg.leaf_names] + [seed]
     flat += [np.asarray(idx[n], np.int32) for n in cg.index_names]
