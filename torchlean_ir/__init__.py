@@ -18,6 +18,7 @@ from ._errors import (
     EvalError,
     GraphCheckError,
     GraphFormatError,
+    GraphParseError,
     ShapeError,
     TorchleanError,
     UnknownOpError,
@@ -25,10 +26,12 @@ from ._errors import (
 from ._format import (
     DEFAULT_LIMITS,
     FORMAT,
+    INLINE_LIMIT,
     VERSION,
     Limits,
     dumps,
     graph_from_dict,
+    graph_schema,
     graph_to_dict,
     load,
     loads,
@@ -36,6 +39,7 @@ from ._format import (
 )
 from ._graph import Context, GraphData, IndexInput, Leaf, Node
 from ._interpret import backprop_all_ctx, backprop_ctx, eval_all, eval_graph, jvp
+from ._parser import parse_graph
 from ._printer import format_graph, format_node
 from ._registry import (
     REQUIRED_RULES,
@@ -59,6 +63,7 @@ __version__ = "0.1.0"
 __all__ = [
     "DEFAULT_LIMITS",
     "FORMAT",
+    "INLINE_LIMIT",
     "REQUIRED_RULES",
     "VERSION",
     "AttrError",
@@ -73,6 +78,7 @@ __all__ = [
     "GraphCheckError",
     "GraphData",
     "GraphFormatError",
+    "GraphParseError",
     "IndexArg",
     "IndexInput",
     "IndexType",
@@ -106,12 +112,14 @@ __all__ = [
     "frontend",
     "get_op",
     "graph_from_dict",
+    "graph_schema",
     "graph_to_dict",
     "has_op",
     "jvp",
     "load",
     "loads",
     "missing_rules",
+    "parse_graph",
     "register_op",
     "same_shape",
     "save",

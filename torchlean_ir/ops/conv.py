@@ -26,6 +26,7 @@ from ._windows import (
     per_dim,
     place,
     spatial_letters,
+    stack,
     window_view,
 )
 
@@ -107,9 +108,8 @@ def _conv_vjp(B: Any, args: tuple, ct: Any, S: Ints, P: Ints) -> tuple:
     xp = pad_spatial(B, x, P)
     O = ct.shape[1:]
     K = W.shape[2:]
-    gW = B.stack(
-        [B.einsum(f"f{sp},c{sp}->fc", ct, window_view(xp, off, S, O)) for off in offsets(K)],
-        axis=-1,
+    gW = stack(
+        B, [B.einsum(f"f{sp},c{sp}->fc", ct, window_view(xp, off, S, O)) for off in offsets(K)], -1
     )
     gxp = None
     for off in offsets(K):
@@ -193,7 +193,7 @@ def _conv_transpose_vjp(B: Any, args: tuple, ct: Any, S: Ints, P: Ints) -> tuple
         term = B.einsum(f"cf,f{sp}->c{sp}", W[(slice(None), slice(None), *off)], view)
         gx = term if gx is None else gx + term
         gW.append(B.einsum(f"c{sp},f{sp}->cf", x, view))
-    gW_ = B.reshape(B.stack(gW, axis=-1), W.shape)
+    gW_ = B.reshape(stack(B, gW, -1), W.shape)
     return (gW_, B.sum(ct, axis=tuple(range(1, d + 1))), gx)
 
 
