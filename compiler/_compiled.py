@@ -472,6 +472,8 @@ class CompiledGraph:
     def _seed_args(self, seed: Any, batch: list[int] | None) -> list[Any]:
         g = self._seeds
         if len(g.names) == 1:
+            if seed is None:
+                raise ArgumentError("seed: missing (backward / value_and_grad use a seed of 1)")
             seeds = [seed]
         elif isinstance(seed, tuple | list):
             seeds = list(seed)

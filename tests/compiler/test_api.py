@@ -3,6 +3,11 @@ the traced jaxprs (the contract the verifier relies on), StableHLO, dtypes and d
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -129,6 +134,7 @@ def test_backward_needs_a_scalar_output() -> None:
     assert "shapes [[3]]" in msg
     _refused(cg.value_and_grad, {"x": np.zeros(3)}, match=r"^value_and_grad: needs a single")
     _refused(cg.backward_with_seed, {"x": np.zeros(3)}, 1.0, match=r"^backward_with_seed: needs")
+    _refused(cg.vjp_with_seed, {"x": np.zeros(3)}, None, match=r"^seed: missing")
 
 
 # -- compile once, run many ------------------------------------------------------------------
@@ -212,6 +218,25 @@ def test_single_output_is_an_array_several_a_tuple() -> None:
     _refused(cg.vjp_with_seed, vals, (1.0, 2.0), match="expected 3 seeds")
     single = compiler.compile(b.build(s))
     assert not isinstance(single.forward(vals), tuple)
+
+
+def test_leaves_as_outputs() -> None:
+    b = tl.GraphBuilder("f64")
+    x = b.input("x", (3,), requires_grad=True)
+    w = b.param("w", (3,))
+    c = b.input("c", (3,))
+    g = b.build(x, b.sum(x * w), c)
+    cg = compiler.compile(g)
+    vals = {"x": np.ones(3), "w": np.arange(3.0), "c": np.full(3, 2.0)}
+    seeds = (np.array([1.0, 2.0, 3.0]), 2.0, np.ones(3))
+    grads = cg.vjp_with_seed(vals, seeds)
+    ref = tl.backprop_ctx(g, vals, seeds)
+    assert sorted(grads) == ["w", "x"]
+    for n in grads:
+        assert_close(grads[n], ref[n], 1e-12, n)
+    (_, _, _), (tx, ts, tc) = cg.jvp(vals, {"x": np.ones(3)})
+    np.testing.assert_array_equal(np.asarray(tx), np.ones(3))
+    assert float(ts) == 3.0 and not np.any(np.asarray(tc))
 
 
 def test_gradients_only_for_requires_grad_leaves() -> None:
@@ -365,3 +390,43 @@ def test_gpu_matches_cpu() -> None:
     assert_close(gpu[0], cpu[0], 1e-5, "value")
     for n in cpu[1]:
         assert_close(gpu[1][n], cpu[1][n], 1e-5, n)
+
+
+PLACEMENT = """
+import numpy as np, jax, optax
+import compiler
+from tests.compiler.models import MODELS, mlp_build
+assert len(jax.devices("cpu")) == 2
+x, _ = MODELS[0].sample(np.random.default_rng(0))
+x = {k: v.astype(np.float32) for k, v in x.items()}
+g = mlp_build("f32")
+on0 = compiler.compile(g, device="cpu:0")
+on1 = compiler.compile(g, device="cpu:1")
+assert on1 is not on0 and on1.device == jax.devices("cpu")[1]
+v0, g0 = on0.value_and_grad(x)
+v1, g1 = on1.value_and_grad(x)
+assert v1.devices() == {on1.device} and g1["layer1.weight"].devices() == {on1.device}
+assert v0.devices() == {on0.device}
+np.testing.assert_array_equal(np.asarray(v0), np.asarray(v1))
+bg = on1.batched(over=("x", "y"))
+step = compiler.TrainStep(bg, optax.sgd(0.1))
+state = step.init({k: x[k] for k in step.param_names})
+xs = {"x": np.stack([x["x"]] * 4), "y": np.stack([x["y"]] * 4)}
+state, loss = step(state, xs)
+assert loss.devices() == {on1.device}
+assert all(p.devices() == {on1.device} for p in state.params.values())
+print("ok")
+"""
+
+
+def test_non_default_device_pins_inputs_and_outputs() -> None:
+    """Two host devices (XLA's ``--xla_force_host_platform_device_count``) stand in for a
+    second accelerator: a graph compiled for ``cpu:1`` computes there, training included."""
+    root = Path(__file__).resolve().parents[2]
+    env = dict(os.environ, PYTHONPATH=str(root))
+    env["XLA_FLAGS"] = env.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=2"
+    proc = subprocess.run(
+        [sys.executable, "-c", PLACEMENT], cwd=root, env=env, capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip() == "ok"
