@@ -335,11 +335,54 @@ def decide_equal(
         differ, g, x, ev = evaluate_at(got, expected, point)
         if differ:
             return Decision(False, _mismatch_method(ev), "random point", point, g, x, ev)
+    if diff.atoms(se.Piecewise, se.Max, se.Min):
+        d = _cases_decide(got, expected, diff, free, seed)
+        if d is not None:
+            return d
     if use_sympy and _size_ok(diff):
         d = _sympy_decide(got, expected, diff, free, domains, rng)
         if d is not None:
             return d
     return _sample(got, expected, diff, free, domains, rng)
+
+
+def _leaf_zero(e: se.Basic) -> bool:
+    """A smooth difference (no Piecewise) is 0: symengine normal forms, then sympy."""
+    e = se.expand(e)
+    if e == 0 or se_zero(e):
+        return True
+    if not _size_ok(e, 5000):
+        return False
+    try:
+        s, _ = _to_sympy(e, {})
+    except Exception:
+        return False
+    return _smooth_zero(s)
+
+
+def _cases_decide(
+    got: se.Basic, expected: se.Basic, diff: se.Basic, free: list[str], seed: int
+) -> Decision | None:
+    """Case splitting on the Piecewise conditions (:mod:`verify._cases`)."""
+    from ._cases import decide_cases
+
+    found: dict[str, tuple[str, str, str]] = {}
+
+    def differ(pt: dict[str, Fraction]) -> bool:
+        d, g, x, ev = evaluate_at(got, expected, pt)
+        if d:
+            found["ce"] = (g, x, ev)
+        return bool(d)
+
+    res = decide_cases(diff, free, [], _leaf_zero, differ, seed)
+    if res is None:
+        return None
+    if res.counterexample is not None:
+        g, x, ev = found["ce"]
+        return Decision(False, _mismatch_method(ev), "case split", res.counterexample, g, x, ev)
+    if res.proved:
+        return Decision(True, "exact", "case split")
+    return None
 
 
 def _mismatch_method(evidence: str) -> Method:

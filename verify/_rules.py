@@ -32,6 +32,7 @@ import symengine as se
 import torchlean_ir as tl
 from torchlean_ir.backends import SYM, SymArray
 
+from ._cases import flat_pieces
 from ._decide import Decision, decide_equal
 from ._report import Check, Counterexample, Link, Method
 from ._sig import IndexPlan, Signature, index_plan, iter_elements, named_symbols, rule_params
@@ -223,31 +224,48 @@ _MEMO: dict[tuple, Decision] = {}
 _MEMO_MAX = 20000
 
 
+def _parse(name: str) -> tuple[str, tuple[int, ...]]:
+    """``"x[1,2]"`` as ``("x", (1, 2))``; ``"x"`` as ``("x", ())``."""
+    if name.endswith("]") and "[" in name:
+        base, rest = name[:-1].split("[", 1)
+        try:
+            return base, tuple(int(v) for v in rest.split(",")) if rest else ()
+        except ValueError:
+            return name, ()
+    return name, ()
+
+
 def decide_memo(got: Any, expected: Any, domains: dict[str, str], seed: int) -> Decision:
-    """:func:`decide_equal`, memoised up to renaming: when every symbol of both sides carries
-    the same index suffix (``a[3]``, ``da[3]``, ``ct[3]``: an elementwise rule), the suffix is
-    dropped, so the elements of an elementwise op are decided once."""
+    """:func:`decide_equal`, memoised up to a renaming of symbols: per base name (``x`` of
+    ``x[i,j]``), symbols are renumbered by the rank of their index, so the elements of an
+    elementwise op, or the windows of a pooling op, are decided once per shape of expression."""
     got, expected = se.sympify(got), se.sympify(expected)
     if got == expected:
         return decide_equal(got, expected)
     syms = got.free_symbols | expected.free_symbols
-    names = [sym.name for sym in syms]
-    suffixes = {n[n.index("[") :] if "[" in n else "" for n in names}
-    if len(suffixes) != 1:
-        return decide_equal(got, expected, domains=domains, seed=seed)  # type: ignore[arg-type]
-    (suf,) = suffixes
-    cut = len(suf)
-    repl = {sym: se.Symbol(sym.name[: len(sym.name) - cut]) for sym in syms} if cut else {}
-    cg, cx = (got.subs(repl), expected.subs(repl)) if repl else (got, expected)
-    cdom = {n[: len(n) - cut]: domains.get(n, "real") for n in names}
+    by_base: dict[str, list[tuple[tuple[int, ...], Any]]] = {}
+    for sym in syms:
+        base, ix = _parse(sym.name)
+        by_base.setdefault(base, []).append((ix, sym))
+    repl: dict[Any, Any] = {}
+    back: dict[str, str] = {}
+    cdom: dict[str, str] = {}
+    for base, items in by_base.items():
+        items.sort(key=lambda t: t[0])
+        for rank, (_, sym) in enumerate(items):
+            new = f"{base}#{rank}"
+            repl[sym] = se.Symbol(new)
+            back[new] = sym.name
+            cdom[new] = domains.get(sym.name, "real")
+    cg, cx = got.subs(repl), expected.subs(repl)
     key = (cg, cx, tuple(sorted(cdom.items())), seed)
     d = _MEMO.get(key)
     if d is None:
         d = decide_equal(cg, cx, domains=cdom, seed=seed)  # type: ignore[arg-type]
         if len(_MEMO) < _MEMO_MAX:
             _MEMO[key] = d
-    if d.point and cut:
-        d = replace(d, point={k + suf: v for k, v in d.point.items()})
+    if d.point:
+        d = replace(d, point={back.get(k, k): v for k, v in d.point.items()})
     return d
 
 
@@ -299,7 +317,7 @@ def _jacobian(F: SymArray, X: list[SymArray], diff_args: list[int]) -> tuple[Sym
                 pk = wrt.get(s)
                 if pk is None:
                     continue
-                d = e.diff(s)
+                d = flat_pieces(e.diff(s))
                 if d != 0:
                     row[pk[0]][pk[1]] = d
         rows.append(row)
