@@ -451,7 +451,12 @@ def _call_terms(graph: tl.GraphData, call: Call, ins: list[int], ref: _Reference
         return [T.make("jvp", e.node, args, out, tans, idx)]
     ct = ins[n + 1]
     none = ref.vjp_none(e.node)
-    return [T.zero if none[p] else T.make("vjp", e.node, p, args, out, ct, idx)
+    op = tl.get_op(e.op)
+    # A reference rule's None for a differentiable argument is the compiled rule's zeros (link 2
+    # checks them); a non-differentiable argument gets nothing in the reference, so anything
+    # the compiled tape sends it stays a (mismatching) term.
+    return [T.zero if none[p] and op.is_diff_arg(p)
+            else T.make("vjp", e.node, p, args, out, ct, idx)
             for p in range(n) if e.receives[p]]  # fmt: skip
 
 
