@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -346,6 +347,36 @@ _RULES["sin"] = _float_unary(lambda x: SymArray(_ew(se.sin, x.a)))
 _RULES["cos"] = _float_unary(lambda x: SymArray(_ew(se.cos, x.a)))
 _RULES["erf"] = _float_unary(lambda x: SymArray(_ew(se.erf, x.a)))
 _RULES["square"] = _float_unary(lambda x: x * x)
+
+
+def _rounding(kind: str) -> Callable[..., Any]:
+    def one(x: Any, method: int) -> Any:
+        if isinstance(x, se.Integer | se.Rational):
+            f = Fraction(str(x))
+            if kind == "floor":
+                return se.Integer(math.floor(f))
+            if kind == "ceil":
+                return se.Integer(math.ceil(f))
+            if method == 1:  # to nearest, ties to even
+                return se.Integer(round(f))
+            lo = math.floor(abs(f) + Fraction(1, 2))  # away from zero
+            return se.Integer(lo if f >= 0 else -lo)
+        if kind == "floor":
+            return se.floor(x)
+        if kind == "ceil":
+            return se.ceiling(x)
+        raise Unsupported("round of a symbolic value")
+
+    def impl(it: Interpreter, eqn: Any, invals: list, **p: Any) -> np.ndarray:
+        method = int(getattr(p.get("rounding_method", 0), "value", p.get("rounding_method", 0)))
+        return _ew(lambda x: one(x, method), to_float_array(invals[0]))
+
+    return impl
+
+
+_RULES["floor"] = _rounding("floor")
+_RULES["ceil"] = _rounding("ceil")
+_RULES["round"] = _rounding("round")
 
 
 @rule("stop_gradient", "copy", "copy_p", "reduce_precision", "optimization_barrier")
