@@ -115,24 +115,42 @@ def call_layout(
     return (*args, ("out",), ("ct",), *index), grads, flags
 
 
+def _round_attr(v: Any) -> Any:
+    from torchlean_ir._attrs import ConstArray
+
+    if isinstance(v, float):
+        return float(np.float32(v))
+    if isinstance(v, tuple):
+        return tuple(_round_attr(x) for x in v)
+    if isinstance(v, ConstArray) and v.dtype.is_float:
+        return ConstArray.from_numpy(v.to_numpy().astype(np.float32).astype(np.float64))
+    return v
+
+
+def round_attrs(attrs: Any) -> Any:
+    """Float attributes rounded to float32: the constants a float32 compilation uses."""
+    from torchlean_ir._attrs import Attrs
+
+    return Attrs({k: _round_attr(v) for k, v in attrs.items()})
+
+
 def attrs_for_dtype(sig: Signature, dtype: str) -> Signature:
     """For a float32 compilation, the attributes rounded to float32 (the constants the f32
     program computes with); unchanged for float64."""
     if dtype != "float32":
         return sig
-    from torchlean_ir._attrs import Attrs, ConstArray
+    return Signature(sig.op, round_attrs(sig.attrs), sig.arg_types, sig.index_types,
+                     sig.static_index, sig.position)  # fmt: skip
 
-    def r(v: Any) -> Any:
-        if isinstance(v, float):
-            return float(np.float32(v))
-        if isinstance(v, tuple):
-            return tuple(r(x) for x in v)
-        if isinstance(v, ConstArray) and v.dtype.is_float:
-            return ConstArray.from_numpy(v.to_numpy().astype(np.float32).astype(np.float64))
-        return v
 
-    return Signature(sig.op, Attrs({k: r(v) for k, v in sig.attrs.items()}), sig.arg_types,
-                     sig.index_types, sig.static_index, sig.position)  # fmt: skip
+def graph_for_dtype(graph: tl.GraphData, dtype: str) -> tl.GraphData:
+    """``graph`` with its float attributes rounded to float32 for a float32 compilation."""
+    if dtype != "float32":
+        return graph
+    from dataclasses import replace
+
+    nodes = tuple(replace(n, attrs=round_attrs(n.attrs)) for n in graph.nodes)
+    return tl.GraphData(graph.context, nodes, graph.outputs)
 
 
 def check_call(
@@ -519,9 +537,12 @@ def check_end_to_end(
     index_sets: Sequence[dict[str, np.ndarray]],
     max_elements: int = MAX_ELEMENTS,
     interpreter: Callable[[], Any] | None = None,
+    dtype: str = "float64",
 ) -> list[Check]:
     """The whole compiled forward, JVP and tape VJP interpreted symbolically (nested calls
-    included) against ``eval_graph`` / ``jvp`` / ``backprop_ctx`` on ``SYM``."""
+    included) against ``eval_graph`` / ``jvp`` / ``backprop_ctx`` on ``SYM`` (for float32,
+    of the graph with its float attributes rounded to float32)."""
+    graph = graph_for_dtype(graph, dtype)
     from torchlean_ir.backends import SYM
 
     from ._jaxpr import Interpreter, Unsupported

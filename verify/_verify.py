@@ -253,6 +253,12 @@ def _compiled_checks(
     from ._tape import ContractError, call_key, check_call, check_end_to_end, check_wiring
 
     notes: list[str] = []
+    if opts.dtype == "float32":
+        notes.append(
+            "float32 compilation: its jaxprs are checked in exact arithmetic against the "
+            "reference with float attributes rounded to float32; float32 rounding of each "
+            "operation is not modelled"
+        )
     try:
         cg = compile_graph(graph, opts.dtype)
         progress("tracing", 0, 3)
@@ -331,7 +337,8 @@ def _compiled_checks(
         progress("end to end", 0, 1)
         graph_checks += check_end_to_end(graph, jaxprs, runtime_index,
                                          index_sets=_e2e_index_sets(graph),
-                                         max_elements=opts.max_elements)  # fmt: skip
+                                         max_elements=opts.max_elements,
+                                         dtype=opts.dtype)  # fmt: skip
         progress("end to end", 1, 1)
     elif total >= 0:
         notes.append(
