@@ -27,7 +27,7 @@ import random
 from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Literal
+from typing import Any, Literal
 
 import symengine as se
 import sympy as sp
@@ -46,6 +46,10 @@ ZERO_TOL = Fraction(1, 10**50)
 SAMPLES = 12
 #: Beyond this many operations, sympy's ``simplify`` is not attempted.
 SIMPLIFY_MAX_OPS = 400
+#: Beyond this many operations (as a tree) in ``got`` plus ``expected``, exact algebra is not
+#: attempted (its normal forms would swell past memory): random points only, fewer of them.
+ALGEBRA_MAX_TREE = 20000
+BIG_SAMPLES = 4
 
 
 @dataclass(frozen=True)
@@ -76,14 +80,29 @@ def _size_ok(e: se.Basic, limit: int = 20000) -> bool:
 
 
 def split_exp(e: se.Basic) -> se.Basic:
-    """``exp(a + b)`` as ``exp(a) * exp(b)``, everywhere in ``e``."""
+    """``exp(a + c * Max(...))`` as ``exp(a) * exp(c * Max(...))`` and ``exp(a + c * log(u))``
+    as ``exp(a) * u**c``, everywhere in ``e``: the max shift of softmax-like forms and the log
+    of a normaliser come out as factors. Polynomial exponents stay whole (splitting them into
+    monomials would only make the expressions grow)."""
     if not isinstance(e, se.Basic) or not e.args:
         return e
     args = [split_exp(a) for a in e.args]
     if isinstance(e, se.Pow) and args[0] == se.E:
         terms = args[1].args if isinstance(args[1], se.Add) else (args[1],)
-        return se.Mul(*[_exp_term(t) for t in terms])
+        special = [t for t in terms if _splittable(t)]
+        if special:
+            rest = [t for t in terms if not _splittable(t)]
+            factors = [_exp_term(t) for t in special]
+            if rest:
+                factors.append(se.exp(se.Add(*rest)))
+            return se.Mul(*factors)
+        return se.exp(args[1])
     return e.func(*args)
+
+
+def _splittable(t: se.Basic) -> bool:
+    core = [a for a in t.args if not isinstance(a, se.Number)] if isinstance(t, se.Mul) else [t]
+    return len(core) == 1 and isinstance(core[0], se.log | se.Max | se.Min)
 
 
 def _exp_term(t: se.Basic) -> se.Basic:
@@ -307,6 +326,10 @@ def decide_equal(
     got, expected = se.sympify(got), se.sympify(expected)
     if got == expected:
         return Decision(True, "exact", "identical")
+    memo: dict[Any, int] = {}
+    size = tree_size(got, memo) + tree_size(expected, memo)
+    if size > ALGEBRA_MAX_TREE:
+        return _sample_big(got, expected, size, domains, random.Random(seed))
     diff = se.expand(got - expected)
     if diff == 0:
         return Decision(True, "exact", "symengine expand")
@@ -383,6 +406,38 @@ def _cases_decide(
     if res.proved:
         return Decision(True, "exact", "case split")
     return None
+
+
+def tree_size(e: Any, memo: dict[Any, int]) -> int:
+    """Operations in ``e`` as a tree (a shared subterm counts each time it occurs)."""
+    args = getattr(e, "args", ())
+    if not args:
+        return 1
+    got = memo.get(e)
+    if got is None:
+        got = memo[e] = 1 + sum(tree_size(a, memo) for a in args)
+    return got
+
+
+def _sample_big(
+    got: se.Basic, expected: se.Basic, size: int, domains: Mapping[str, Domain], rng: random.Random
+) -> Decision:
+    free = sorted(s.name for s in (got.free_symbols | expected.free_symbols))
+    bad = 0
+    for _ in range(BIG_SAMPLES):
+        pt = _random_point(free, domains, rng)
+        differ, g, x, ev = evaluate_at(got, expected, pt)
+        if differ:
+            return Decision(False, _mismatch_method(ev), "random point", pt, g, x, ev)
+        bad += differ is None
+    if bad == BIG_SAMPLES:
+        return Decision(None, "not verified", "no point evaluated to a real number")
+    return Decision(
+        True,
+        "probabilistic",
+        f"{BIG_SAMPLES - bad} random rational points at {PREC_BITS} bits (expressions of "
+        f"{size} operations: too large for exact algebra)",
+    )
 
 
 def _mismatch_method(evidence: str) -> Method:

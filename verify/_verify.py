@@ -23,6 +23,7 @@ import numpy as np
 
 import torchlean_ir as tl
 
+from ._decide import tree_size
 from ._report import Check, NodeReport, Report
 from ._rules import MAX_ELEMENTS, check_signature
 from ._sig import Signature
@@ -368,7 +369,7 @@ def _forward_tree_size(graph: tl.GraphData) -> int:
     for v in vals[graph.num_leaves :]:
         a = v.a if hasattr(v, "a") else np.asarray(v, dtype=object)
         for e in a.reshape(-1)[:4]:
-            worst = max(worst, _tree_size(e, memo))
+            worst = max(worst, tree_size(e, memo))
             if worst > E2E_MAX_TREE:
                 return worst
     return worst
@@ -378,16 +379,6 @@ def _sym_backend() -> Any:
     from torchlean_ir.backends import SYM
 
     return SYM
-
-
-def _tree_size(e: Any, memo: dict[Any, int]) -> int:
-    args = getattr(e, "args", ())
-    if not args:
-        return 1
-    got = memo.get(e)
-    if got is None:
-        got = memo[e] = 1 + sum(_tree_size(a, memo) for a in args)
-    return got
 
 
 def _e2e_index_sets(graph: tl.GraphData) -> list[dict[str, np.ndarray]]:
