@@ -53,8 +53,10 @@ class Group:
         """The abstract value of each (unbatched) argument: the fast-path check."""
         return [ShapedArray(s, np.dtype(self.dtype)) for s in self.shapes]
 
-    def label(self, k: int) -> str:
-        return f"{self.what}[{self.names[k]!r}]"
+    @cached_property
+    def labels(self) -> tuple[str, ...]:
+        """How error messages name each argument: ``leaves['W']``."""
+        return tuple(f"{self.what}[{n!r}]" for n in self.names)
 
 
 def _shape_text(s: Sequence[int]) -> str:
@@ -163,7 +165,7 @@ def convert_index(v: Any, shape: Shape, batch: int | None, where: str) -> np.nda
         raise ArgumentError(f"{where}: expected non-negative integers, got {_short(v)}")
     if arr.dtype.itemsize > 4 or arr.dtype == np.uint32:
         arr = np.minimum(arr, INT32_MAX)
-    return arr.astype(np.int32)
+    return arr.astype(np.int32, copy=False)
 
 
 def _short(v: Any) -> str:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import operator
 import os
 import threading
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -100,6 +101,23 @@ def clear_cache() -> None:
 
 def cache_size() -> int:
     return len(_CACHE)
+
+
+@contextmanager
+def inlined_rules() -> Iterator[None]:
+    """Benchmarks only: inside the block, compile with the per-node rules inlined (no nested
+    ``jit`` equations), to measure what the nested structure costs. Such a build does not have
+    the jaxpr shape of the compiler contract (the verifier cannot check it). The caches are
+    cleared on entry and exit."""
+    from . import _rules
+
+    clear_cache()
+    _rules._INLINE = True
+    try:
+        yield
+    finally:
+        _rules._INLINE = False
+        clear_cache()
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,15 +223,27 @@ class CompiledGraph:
         self._single = n_out == 1
         self._scalar = self._single and self.output_shapes[0] == ()
         self._sharding = SingleDeviceSharding(device)
+        # On the default device, jit places inputs and outputs there by itself, and explicit
+        # shardings would cost a few microseconds per call; elsewhere they pin the device.
+        self._placement: dict[str, Any] = (
+            {}
+            if device == jax.devices()[0] and jax.config.jax_default_device is None
+            else {"in_shardings": self._sharding, "out_shardings": self._sharding}
+        )
         self._trace_counts = dict.fromkeys(KINDS, 0)
         self._traced = {kind: self._make_traced(kind) for kind in KINDS}
-        self._jit = {
-            kind: jax.jit(fn, in_shardings=self._sharding, out_shardings=self._sharding)
-            for kind, fn in self._traced.items()
-        }
+        self._jit = {kind: jax.jit(fn, **self._placement) for kind, fn in self._traced.items()}
         self._fwd, self._jvp, self._vjp = (self._jit[k] for k in KINDS)
         self._ones: dict[int, Any] = {}
         self._has_index = bool(self.index_names)
+        self._plain = batching is None and not self._has_index
+        # The unit seed of value_and_grad's hot path (unbatched, scalar output, no index).
+        self._unit = (
+            jax.device_put(np.ones((), dtype), self._sharding)
+            if batching is None and self._scalar and not self._has_index
+            else None
+        )
+        self._static_names = frozenset(ix.name for ix in graph.index_inputs if ix.value is not None)
         self._n_leaves = len(self.leaf_names)
         names = self.leaf_names
         self._leaf_getter: Callable[[Any], tuple[Any, ...]] = (
@@ -258,6 +288,14 @@ class CompiledGraph:
         if kind not in KINDS:
             raise CompileError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
         return Traceable(kind, self._traced[kind], self._example_args(kind, batch_size))
+
+    def jitted(self, kind: Kind) -> Callable[..., Any]:
+        """The jitted function of ``kind`` itself (the one the methods call): flat positional
+        arguments as in :meth:`traceable`, no argument checking, no name lookup. For hot loops
+        on tiny graphs, where the API's per-call checks (about a microsecond) matter."""
+        if kind not in KINDS:
+            raise CompileError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
+        return self._jit[kind]
 
     def _avals(self, kind: Kind, batch: Any) -> list[jax.ShapeDtypeStruct]:
         groups: list[Group] = [self._leaves]
@@ -374,9 +412,19 @@ class CompiledGraph:
                 if type(v) is not ArrayImpl or v.aval != avals[k]:
                     vals[k] = self._float(v, g, k, None)
             return vals
+        dt = self.dtype
         for k, v in enumerate(vals):
             if g.batched[k]:
-                v = self._float(v, g, k, batch[0])
+                shape = v.shape if type(v) is ArrayImpl else None
+                if (
+                    shape is None
+                    or v.dtype != dt
+                    or shape[1:] != g.shapes[k]
+                    or len(shape) != len(g.shapes[k]) + 1
+                    or (batch[0] >= 0 and shape[0] != batch[0])
+                    or v.aval.weak_type
+                ):
+                    v = self._float(v, g, k, batch[0])
                 batch[0] = v.shape[0]
                 vals[k] = v
             elif type(v) is not ArrayImpl or v.aval != avals[k]:
@@ -384,7 +432,7 @@ class CompiledGraph:
         return vals
 
     def _float(self, v: Any, g: Group, k: int, batch: int | None) -> Any:
-        arr = convert_float(v, g.shapes[k], batch, self.dtype, g.label(k))
+        arr = convert_float(v, g.shapes[k], batch, self.dtype, g.labels[k])
         if isinstance(arr, jax.Array) and arr.aval.weak_type:
             arr = np.asarray(arr)  # a weakly typed array would be traced apart
         return arr
@@ -397,7 +445,7 @@ class CompiledGraph:
             if v is None:
                 b = batch[0] if batch is not None and g.batched[k] else None
                 if b is not None and b < 0:
-                    raise ArgumentError(f"{g.label(k)}: missing (needed to know the batch size)")
+                    raise ArgumentError(f"{g.labels[k]}: missing (needed to know the batch size)")
                 v = np.zeros(g.shapes[k] if b is None else (b, *g.shapes[k]), self.dtype)
             out.append(v)
         return self._floats(g, out, batch)
@@ -408,30 +456,39 @@ class CompiledGraph:
             if g.names:
                 raise ArgumentError(f"index: missing {g.names[0]!r}")
             return []
+        if type(index) is dict and len(index) == len(g.names):
+            try:
+                vals = list(g.getter(index))
+            except KeyError:
+                vals = self._index_list(index)
+        else:
+            vals = self._index_list(index)
+        labels, shapes = g.labels, g.shapes
+        for k, v in enumerate(vals):
+            if batch is not None and g.batched[k]:
+                a = convert_index(v, shapes[k], batch[0], labels[k])
+                batch[0] = a.shape[0]
+            else:
+                a = convert_index(v, shapes[k], None, labels[k])
+            vals[k] = a
+        return vals
+
+    def _index_list(self, index: Any) -> list[Any]:
+        g = self._index
         if isinstance(index, Mapping):
-            static = [k for k in index if k not in g.names and k in self._static_names()]
+            static = [k for k in index if k not in g.names and k in self._static_names]
             if static:
                 raise ArgumentError(
                     f"index[{static[0]!r}]: static index input (baked in the graph); "
                     "it cannot be overridden"
                 )
-        vals = as_list(g, index)
-        out = []
-        for k, v in enumerate(vals):
-            if batch is not None and g.batched[k]:
-                a = convert_index(v, g.shapes[k], batch[0], g.label(k))
-                batch[0] = a.shape[0]
-            else:
-                a = convert_index(v, g.shapes[k], None, g.label(k))
-            out.append(a)
-        return out
-
-    def _static_names(self) -> set[str]:
-        return {ix.name for ix in self.graph.index_inputs if ix.value is not None}
+        return as_list(g, index)
 
     def _seed_args(self, seed: Any, batch: list[int] | None) -> list[Any]:
         g = self._seeds
         if len(g.names) == 1:
+            if seed is None:
+                raise ArgumentError("seed: missing (backward / value_and_grad use a seed of 1)")
             seeds = [seed]
         elif isinstance(seed, tuple | list):
             seeds = list(seed)
@@ -485,6 +542,15 @@ class CompiledGraph:
 
     def forward(self, leaves: Leaves, index: Index = None) -> Any:
         """The output (an array) or outputs (a tuple) at ``leaves``."""
+        if self._plain and index is None and type(leaves) is dict:
+            # The hot path, inlined: device arrays of the compiled types, no index inputs.
+            try:
+                vals = self._leaf_getter(leaves)
+                if len(leaves) == self._n_leaves and list(map(_aval, vals)) == self._leaf_avals:
+                    outs = self._fwd(*vals)
+                    return outs[0] if self._single else outs
+            except (KeyError, AttributeError):
+                pass
         batch = [-1] if self._is_batched else None
         args = self._leaf_args(leaves, batch)
         if self._has_index or index is not None:
@@ -518,19 +584,31 @@ class CompiledGraph:
 
     def value_and_grad(self, leaves: Leaves, index: Index = None) -> tuple[Any, dict[str, Any]]:
         """``(value, gradients)`` of a scalar output (seed 1), in one pass."""
+        if self._unit is not None and index is None and type(leaves) is dict:
+            # The hot path, inlined: device arrays of the compiled types, no index inputs.
+            try:
+                vals = self._leaf_getter(leaves)
+                if len(leaves) == self._n_leaves and list(map(_aval, vals)) == self._leaf_avals:
+                    outs, grads = self._vjp(*vals, self._unit)
+                    return outs[0], dict(zip(self.grad_names, grads))  # noqa: B905 (hot path)
+            except (KeyError, AttributeError):
+                pass
+        return self._value_and_grad(leaves, index, "value_and_grad")
+
+    def _value_and_grad(self, leaves: Leaves, index: Index, what: str) -> tuple[Any, Any]:
         batch = [-1] if self._is_batched else None
         args = self._leaf_args(leaves, batch)
         if self._has_index or index is not None:
             args += self._index_args(index, batch)
-            one = self._unit_seed(batch, "value_and_grad")
+            one = self._unit_seed(batch, what)
             outs, grads = self._vjp(*args[: self._n_leaves], one, *args[self._n_leaves :])
         else:
-            outs, grads = self._vjp(*args, self._unit_seed(batch, "value_and_grad"))
+            outs, grads = self._vjp(*args, self._unit_seed(batch, what))
         return outs[0], dict(zip(self.grad_names, grads, strict=True))
 
     def backward(self, leaves: Leaves, index: Index = None) -> dict[str, Any]:
         """The gradients of a scalar output (seed 1), by leaf name."""
-        return self.value_and_grad(leaves, index)[1]
+        return self._value_and_grad(leaves, index, "backward")[1]
 
     def backward_with_seed(self, leaves: Leaves, seed: Any, index: Index = None) -> dict[str, Any]:
         """The gradients of a scalar output times ``seed`` (a scalar; per sample when

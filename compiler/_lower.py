@@ -74,13 +74,14 @@ def _index(p: Program, runtime: Sequence[Any]) -> list[Any]:
     return idx
 
 
-def batch_size(p: Program, leaves: Sequence[Any], runtime: Sequence[Any]) -> int:
+def batch_size(p: Program, leaves: Sequence[Any], runtime: Sequence[Any]) -> Any:
+    """The batch size (an int, or a symbolic dimension when exported with a symbolic batch)."""
     for v, b in zip(leaves, p.analysis.batched, strict=False):
         if b:
-            return int(v.shape[0])
+            return v.shape[0]
     for k, i in enumerate(p.runtime_index):
         if p.analysis.batched_index[i]:
-            return int(runtime[k].shape[0])
+            return runtime[k].shape[0]
     raise AssertionError("a batched program has a batched input")
 
 
@@ -88,14 +89,14 @@ def _acc(cts: list[Any], v: int, g: Any) -> None:
     cts[v] = g if cts[v] is None else lax.add(cts[v], g)
 
 
-def _zeros(p: Program, v: int, batch: int | None) -> Any:
+def _zeros(p: Program, v: int, batch: Any) -> Any:
     shape = p.graph.value_type(v).shape
     if batch is not None and p.analysis.batched[v]:
         shape = (batch, *shape)
     return jnp.zeros(shape, p.dtype)
 
 
-def _per_sample(p: Program, x: Any, v: int, batch: int | None) -> Any:
+def _per_sample(p: Program, x: Any, v: int, batch: Any) -> Any:
     """In a batch-level tape, an output without a batch axis is the same for every sample."""
     if batch is None or p.analysis.batched[v]:
         return x
@@ -163,6 +164,7 @@ def tape_jvp(p: Program) -> Callable[..., tuple[Any, ...]]:
 
 def tape_vjp(p: Program) -> Callable[..., tuple[Any, ...]]:
     L, K = p.n_leaves, len(p.graph.outputs)
+    mean = p.batch_level and p.batching is not None and p.batching.grads == "mean"
 
     def vjp(*flat: Any) -> tuple[Any, ...]:
         leaves, seeds, runtime = flat[:L], flat[L : L + K], flat[L + K :]
@@ -171,6 +173,10 @@ def tape_vjp(p: Program) -> Callable[..., tuple[Any, ...]]:
         vals = _forward_values(p, leaves, idx)
         cts: list[Any] = [None] * len(vals)
         for o, s in zip(p.graph.outputs, seeds, strict=True):
+            if mean:
+                # The mean over the batch, as a hand-written mean loss does it: on the seeds
+                # (one small multiply), not on every summed gradient at the end.
+                s = _divide(s, batch, p.dtype)
             if batch is not None and not p.analysis.batched[o]:
                 s = jnp.sum(s, axis=0)  # the same output for every sample: seeds add up
             _acc(cts, o, s)
@@ -187,22 +193,19 @@ def tape_vjp(p: Program) -> Callable[..., tuple[Any, ...]]:
             for a, g in zip(e.receiving_parents, gs, strict=True):
                 _acc(cts, a, g)
         outs = tuple(_per_sample(p, vals[o], o, batch) for o in p.graph.outputs)
-        grads = tuple(
-            _reduce_grad(p, _zeros(p, i, batch) if cts[i] is None else cts[i], i, batch)
-            for i in p.grad_leaves
-        )
-        return outs, grads
+        grads = []
+        for i in p.grad_leaves:
+            g = _zeros(p, i, batch) if cts[i] is None else cts[i]
+            if mean and p.analysis.batched[i] and cts[i] is not None:
+                g = g * lax.convert_element_type(jnp.asarray(batch), p.dtype)  # per sample
+            grads.append(g)
+        return outs, tuple(grads)
 
     return vjp
 
 
-def _reduce_grad(p: Program, g: Any, leaf: int, batch: int | None) -> Any:
-    """``mean`` gradients of leaves without a batch axis (the tape summed them)."""
-    if batch is None or p.analysis.batched[leaf] or p.batching is None:
-        return g
-    if p.batching.grads == "mean":
-        return g / jnp.asarray(batch, p.dtype)
-    return g
+def _divide(g: Any, batch: Any, dtype: Any) -> Any:
+    return g / lax.convert_element_type(jnp.asarray(batch), dtype)
 
 
 # -- jax mode --------------------------------------------------------------------------------
@@ -254,7 +257,7 @@ def jax_vjp(p: Program, forward_batched: Callable[..., tuple[Any, ...]] | None =
         if forward_batched is not None and p.batching is not None and p.batching.grads == "mean":
             batch = batch_size(p, leaves, runtime)
             grads = tuple(
-                g if p.analysis.batched[i] else g / jnp.asarray(batch, p.dtype)
+                g if p.analysis.batched[i] else _divide(g, batch, p.dtype)
                 for i, g in zip(p.grad_leaves, grads, strict=True)
             )
         return outs, tuple(grads)

@@ -75,6 +75,10 @@ def _canon(v: Any) -> Any:
 
 _CACHE: dict[RuleSignature, Callable[..., Any]] = {}
 
+#: Benchmarks only (see ``compiler._compiled.inlined_rules``): build the rule functions with
+#: ``jax.jit(inline=True)``, so that they leave no nested ``jit`` equation in the jaxpr.
+_INLINE = False
+
 
 def clear_rule_cache() -> None:
     """Forget every cached rule function (their compiled code goes with them)."""
@@ -206,7 +210,7 @@ def _build(sig: RuleSignature, op: Op, attrs: Mapping[str, Any]) -> Callable[...
     name = f"tl_{sig.kind}_{op.name}"
     b = sig.batching
     if b is None:
-        return jax.jit(_named(raw, name))
+        return jax.jit(_named(raw, name), inline=_INLINE)
     arg_axes = [0 if x else None for x in b.args]
     idx_axes = [0 if x else None for x in b.index]
     if sig.kind == "fwd":
@@ -223,4 +227,4 @@ def _build(sig: RuleSignature, op: Op, attrs: Mapping[str, Any]) -> Callable[...
     def batched(*flat: Any) -> Any:
         return mapped(*flat)
 
-    return jax.jit(_named(batched, name))
+    return jax.jit(_named(batched, name), inline=_INLINE)

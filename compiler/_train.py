@@ -161,11 +161,8 @@ class TrainStep:
             return optax.apply_updates(params, updates), opt_state, loss
 
         step.__name__ = step.__qualname__ = "tl_train_step"
-        sharding = compiled._sharding
-        self._step = jax.jit(
-            step, donate_argnums=(0, 1), in_shardings=sharding, out_shardings=sharding
-        )
-        self._init = jax.jit(optimizer.init, out_shardings=sharding)
+        self._step = jax.jit(step, donate_argnums=(0, 1), **compiled._placement)
+        self._init = jax.jit(optimizer.init, out_shardings=compiled._sharding)
         self._fn = step
 
     def init(self, params: Mapping[str, Any] | Sequence[Any]) -> TrainState:

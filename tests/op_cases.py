@@ -226,3 +226,8 @@ KINKS: list[KinkCase] = [
         "tie splits half",
     ),
 ]
+
+from .op_cases_parity import PARITY_CASES, PARITY_KINKS  # noqa: E402
+
+CASES += PARITY_CASES
+KINKS += PARITY_KINKS

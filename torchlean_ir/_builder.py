@@ -286,6 +286,15 @@ class GraphBuilder:
                 node_attrs = make_attrs(
                     op_name, op.attrs, {"value": ConstArray.from_numpy(value, self.dtype)}
                 )
+            elif "dtype" in op.attrs:  # ops without tensor arguments declare their float dtype
+                if "dtype" in attrs:
+                    raise ShapeError(
+                        f"{op_name}: dtype {attrs['dtype']} differs from the builder's "
+                        f"{self.dtype}, at {site}"
+                    )
+                node_attrs = make_attrs(
+                    op_name, op.attrs, {**dict(node_attrs), "dtype": self.dtype.value}
+                )
         self._nodes.append(Node(op_name, (), out_type, node_attrs, tuple(i.index for i in indices)))
         self._node_args.append(tuple(t._handle for t in tensors))
         return Var(self, ("node", len(self._nodes) - 1), out_type)

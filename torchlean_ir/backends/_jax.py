@@ -11,7 +11,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._attrs import ConstArray
-from ._numpy import _first_max_onehot
+from . import _random
+from ._numpy import _first_max_onehot, _logsumexp, _sigmoid, _softmax, _softplus
 
 
 class JaxBackend:
@@ -97,6 +98,12 @@ class JaxBackend:
     def to_float(self, cond: Any) -> Any:
         return jnp.asarray(cond, dtype=self.float_dtype)
 
+    def softplus(self, x: Any) -> Any:
+        return _softplus(jnp, x)
+
+    def sigmoid(self, x: Any) -> Any:
+        return _sigmoid(jnp, x)
+
     # -- reductions and linear algebra ----------------------------------------------------
     def sum(self, x: Any, axis: int | tuple[int, ...] | None = None, keepdims: bool = False) -> Any:
         return jnp.sum(x, axis=axis, keepdims=keepdims)
@@ -110,8 +117,14 @@ class JaxBackend:
     def einsum(self, subscripts: str, *operands: Any) -> Any:
         return jnp.einsum(subscripts, *operands)
 
-    def first_max_onehot(self, x: Any, axis: int = -1) -> Any:
-        return _first_max_onehot(jnp, x, axis)
+    def first_max_onehot(self, x: Any, axis: int = -1, valid: Any = None) -> Any:
+        return _first_max_onehot(jnp, x, axis, valid)
+
+    def logsumexp(self, x: Any, axis: int = -1, keepdims: bool = False, valid: Any = None) -> Any:
+        return _logsumexp(jnp, x, axis, keepdims, valid, self.stop_gradient)
+
+    def softmax(self, x: Any, axis: int = -1, valid: Any = None) -> Any:
+        return _softmax(jnp, x, axis, valid, self.stop_gradient)
 
     # -- shape ----------------------------------------------------------------------------
     def reshape(self, x: Any, shape: Sequence[int]) -> Any:
@@ -160,6 +173,74 @@ class JaxBackend:
 
     def stop_gradient(self, x: Any) -> Any:
         return jax.lax.stop_gradient(x)
+
+    # -- seeded randomness ----------------------------------------------------------------
+    def rand_uniform(self, seed: int, counter: int, shape: Sequence[int]) -> Any:
+        """The same draws as the NumPy reference, computed on device (see
+        :func:`random_bits`), in this backend's float dtype."""
+        return uniform_from_bits(random_bits(seed, counter, shape), self.float_dtype)
+
+
+# -- SplitMix64 on pairs of uint32 words ----------------------------------------------------
+# The reference (``_random``) works on uint64; JAX has uint64 only under ``jax_enable_x64``, so
+# here a 64-bit value is a pair (hi, lo) of uint32 arrays and products are assembled from
+# 16-bit halves. ``tests/test_op_parity.py`` checks the bits against the reference.
+
+_U32 = np.uint32
+
+
+def _const64(c: int) -> tuple[np.uint32, np.uint32]:
+    return _U32(c >> 32), _U32(c & _random.MASK32)
+
+
+def _add64(ah: Any, al: Any, bh: Any, bl: Any) -> tuple[Any, Any]:
+    lo = al + bl
+    return ah + bh + (lo < al).astype(jnp.uint32), lo
+
+
+def _mulhi32(a: Any, b: int) -> Any:
+    """The high 32 bits of the 64-bit product of uint32 ``a`` and the constant ``b``."""
+    a0, a1 = a & _U32(0xFFFF), a >> _U32(16)
+    b0, b1 = _U32(b & 0xFFFF), _U32(b >> 16)
+    p00, p01, p10, p11 = a0 * b0, a0 * b1, a1 * b0, a1 * b1
+    mid = (p00 >> _U32(16)) + (p01 & _U32(0xFFFF)) + (p10 & _U32(0xFFFF))
+    return p11 + (p01 >> _U32(16)) + (p10 >> _U32(16)) + (mid >> _U32(16))
+
+
+def _mul64(h: Any, l: Any, c: int) -> tuple[Any, Any]:
+    """(h, l) * c mod 2^64 for a 64-bit constant c."""
+    ch, cl = c >> 32, c & _random.MASK32
+    return _mulhi32(l, cl) + l * _U32(ch) + h * _U32(cl), l * _U32(cl)
+
+
+def _xorshift64(h: Any, l: Any, s: int) -> tuple[Any, Any]:
+    """(h, l) ^ ((h, l) >> s) for 0 < s < 32."""
+    return h ^ (h >> _U32(s)), l ^ ((l >> _U32(s)) | (h << _U32(32 - s)))
+
+
+def random_bits(seed: int, counter: int, shape: Sequence[int]) -> Any:
+    """:func:`torchlean_ir.backends._random.random_bits` in JAX (uint32, traceable, no x64)."""
+    shape = tuple(int(d) for d in shape)
+    n = int(np.prod(shape, dtype=np.int64))
+    if n >= 1 << 32:
+        raise ValueError(f"random tensors are limited to 2^32 elements, got shape {shape}")
+    bh, bl = _const64((_random.stream_key(seed, counter) + _random.GAMMA) & _random.MASK64)
+    h, l = _add64(bh, bl, _U32(0), jax.lax.iota(jnp.uint32, n))
+    h, l = _mul64(*_xorshift64(h, l, 30), _random.MIX1)
+    h, l = _mul64(*_xorshift64(h, l, 27), _random.MIX2)
+    _, l = _xorshift64(h, l, 31)
+    return jnp.reshape(l, shape)
+
+
+def uniform_from_bits(bits: Any, dtype: Any) -> Any:
+    """:func:`torchlean_ir.backends._random.uniform_from_bits` in JAX (round toward zero)."""
+    dt = jnp.dtype(dtype)
+    p = _random.significant_bits(dt)
+    if p < 32:
+        length = 32 - jax.lax.clz(bits).astype(jnp.int32)
+        drop = jnp.maximum(length - p, 0).astype(jnp.uint32)
+        bits = (bits >> drop) << drop
+    return bits.astype(dt) * jnp.asarray(_random.UNIT, dtype=dt)
 
 
 @cache

@@ -8,13 +8,55 @@ from typing import Any
 import numpy as np
 
 from .._attrs import ConstArray
+from . import _random
 
 
-def _first_max_onehot(xp: Any, x: Any, axis: int) -> Any:
+def _first_max_onehot(xp: Any, x: Any, axis: int, valid: Any = None) -> Any:
     axis = axis % x.ndim
-    arg = xp.argmax(x, axis=axis)
+    xm = x if valid is None else xp.where(valid, x, -np.inf)
+    arg = xp.argmax(xm, axis=axis)
     ar = xp.arange(x.shape[axis]).reshape((-1,) + (1,) * (x.ndim - axis - 1))
-    return (xp.expand_dims(arg, axis) == ar).astype(x.dtype)
+    onehot = xp.expand_dims(arg, axis) == ar
+    if valid is not None:
+        onehot = xp.logical_and(onehot, valid)
+    return onehot.astype(x.dtype)
+
+
+def _any_valid(valid: Any, shape: tuple[int, ...], axis: int) -> np.ndarray:
+    """Per slice along ``axis``: does the static mask ``valid`` allow any entry?"""
+    return np.any(np.broadcast_to(np.asarray(valid, dtype=bool), shape), axis=axis, keepdims=True)
+
+
+def _shifted_exp(xp: Any, x: Any, axis: int, valid: Any, stop: Any) -> tuple[Any, Any]:
+    """``(exp(x - m), m)`` with ``m`` the (stopped) maximum of the valid entries along ``axis``
+    (0 where there is none); invalid entries are exactly 0."""
+    xm = x if valid is None else xp.where(valid, x, -np.inf)
+    m = xp.max(xm, axis=axis, keepdims=True)
+    m = stop(xp.where(xp.isfinite(m), m, 0.0))
+    return xp.exp(xm - m), m
+
+
+def _logsumexp(xp: Any, x: Any, axis: int, keepdims: bool, valid: Any, stop: Any) -> Any:
+    e, m = _shifted_exp(xp, x, axis, valid, stop)
+    out = xp.log(xp.sum(e, axis=axis, keepdims=True)) + m
+    return out if keepdims else xp.squeeze(out, axis=axis)
+
+
+def _softmax(xp: Any, x: Any, axis: int, valid: Any, stop: Any) -> Any:
+    e, _ = _shifted_exp(xp, x, axis, valid, stop)
+    s = xp.sum(e, axis=axis, keepdims=True)
+    if valid is not None:
+        s = xp.where(_any_valid(valid, x.shape, axis), s, 1.0)
+    return e / s
+
+
+def _softplus(xp: Any, x: Any) -> Any:
+    return xp.log1p(xp.exp(-xp.abs(x))) + xp.maximum(x, 0.0)
+
+
+def _sigmoid(xp: Any, x: Any) -> Any:
+    e = xp.exp(-xp.abs(x))
+    return xp.where(x >= 0, 1.0, e) / (1.0 + e)
 
 
 class NumpyBackend:
@@ -100,6 +142,14 @@ class NumpyBackend:
         """A boolean array as 0.0 / 1.0."""
         return np.asarray(cond, dtype=self.float_dtype)
 
+    def softplus(self, x: Any) -> Any:
+        """``log(1 + exp(x))``, computed stably as ``log1p(exp(-|x|)) + max(x, 0)``."""
+        return _softplus(np, x)
+
+    def sigmoid(self, x: Any) -> Any:
+        """``1 / (1 + exp(-x))`` with full relative accuracy on both tails (no overflow)."""
+        return _sigmoid(np, x)
+
     # -- reductions and linear algebra ----------------------------------------------------
     def sum(self, x: Any, axis: int | tuple[int, ...] | None = None, keepdims: bool = False) -> Any:
         return np.sum(x, axis=axis, keepdims=keepdims)
@@ -113,9 +163,23 @@ class NumpyBackend:
     def einsum(self, subscripts: str, *operands: Any) -> Any:
         return np.einsum(subscripts, *operands)
 
-    def first_max_onehot(self, x: Any, axis: int = -1) -> Any:
-        """A 0/1 mask marking, along ``axis``, the first maximal element (row-major order)."""
-        return _first_max_onehot(np, x, axis)
+    def first_max_onehot(self, x: Any, axis: int = -1, valid: Any = None) -> Any:
+        """A 0/1 mask marking, along ``axis``, the first maximal element (row-major order).
+
+        ``valid`` (optional) is a static NumPy boolean mask broadcastable to ``x``: entries where
+        it is false never win and are not compared (padded cells of a pooling window); a slice
+        with no valid entry is all zeros."""
+        return _first_max_onehot(np, x, axis, valid)
+
+    def logsumexp(self, x: Any, axis: int = -1, keepdims: bool = False, valid: Any = None) -> Any:
+        """``log(sum(exp(x)))`` along ``axis`` over the entries ``valid`` allows (a static mask
+        as in :meth:`first_max_onehot`); computed max-shifted, so it never overflows."""
+        return _logsumexp(np, x, axis, keepdims, valid, self.stop_gradient)
+
+    def softmax(self, x: Any, axis: int = -1, valid: Any = None) -> Any:
+        """``exp(x) / sum(exp(x))`` along ``axis`` over the entries ``valid`` allows; the others
+        get exactly 0 (a slice with no valid entry is all zeros). Computed max-shifted."""
+        return _softmax(np, x, axis, valid, self.stop_gradient)
 
     # -- shape ----------------------------------------------------------------------------
     def reshape(self, x: Any, shape: Sequence[int]) -> Any:
@@ -180,6 +244,12 @@ class NumpyBackend:
 
     def stop_gradient(self, x: Any) -> Any:
         return x
+
+    # -- seeded randomness ----------------------------------------------------------------
+    def rand_uniform(self, seed: int, counter: int, shape: Sequence[int]) -> Any:
+        """The SplitMix64 uniform draws in [0, 1) of the random node at position ``counter``
+        (see :mod:`torchlean_ir.backends._random`); bit-identical in every backend."""
+        return _random.uniform(seed, counter, shape, self.float_dtype)
 
 
 NUMPY = NumpyBackend()

@@ -20,6 +20,7 @@ import numpy as np
 import symengine as se
 
 from .._attrs import ConstArray
+from . import _random
 
 
 def exact(v: Any) -> Any:
@@ -310,6 +311,14 @@ class SymBackend:
         one, zero = se.Integer(1), se.Integer(0)
         return _elementwise(lambda c: _piecewise(c, one, zero), cond)
 
+    def softplus(self, x: Any) -> SymArray:
+        """``log(1 + exp(x))`` (the plain formula: exact arithmetic needs no shifting)."""
+        return _elementwise(lambda v: se.log(1 + se.exp(v)), x)
+
+    def sigmoid(self, x: Any) -> SymArray:
+        """``1 / (1 + exp(-x))``."""
+        return _elementwise(lambda v: 1 / (1 + se.exp(-v)), x)
+
     # -- reductions and linear algebra ----------------------------------------------------
     def sum(self, x: Any, axis: int | tuple[int, ...] | None = None, keepdims: bool = False) -> Any:
         a = _lift(x)
@@ -341,22 +350,52 @@ class SymBackend:
     def einsum(self, subscripts: str, *operands: Any) -> SymArray:
         return SymArray(_obj(np.einsum(subscripts, *[_lift(o) for o in operands])))
 
-    def first_max_onehot(self, x: Any, axis: int = -1) -> SymArray:
+    def first_max_onehot(self, x: Any, axis: int = -1, valid: Any = None) -> SymArray:
         """Piecewise 0/1: element k wins when it beats every earlier element strictly and every
-        later one weakly (the first maximum in order)."""
-        a = np.moveaxis(_lift(x), axis, -1)
+        later one weakly (the first maximum in order). Entries the static mask ``valid``
+        excludes are 0 and take no part in the comparisons."""
+        full = _lift(x)
+        a = np.moveaxis(full, axis, -1)
+        ok = np.ones(full.shape, dtype=bool)
+        if valid is not None:
+            ok = np.broadcast_to(np.asarray(valid, dtype=bool), full.shape)
+        ok = np.moveaxis(ok, axis, -1)
         n = a.shape[-1]
         out = np.empty(a.shape, dtype=object)
         one, zero = se.Integer(1), se.Integer(0)
         for pos in np.ndindex(a.shape[:-1]):
-            row = a[pos]
+            row, live = a[pos], [j for j in range(n) if ok[pos][j]]
             for k in range(n):
-                conds = [row[k] > row[j] for j in range(k)] + [
-                    row[k] >= row[j] for j in range(k + 1, n)
+                if not ok[pos][k]:
+                    out[(*pos, k)] = zero
+                    continue
+                conds = [row[k] > row[j] for j in live if j < k] + [
+                    row[k] >= row[j] for j in live if j > k
                 ]
                 cond = se.And(*conds) if conds else se.true
                 out[(*pos, k)] = _piecewise(cond, one, zero)
         return SymArray(np.moveaxis(out, -1, axis))
+
+    def _valid_exp(self, x: Any, valid: Any) -> SymArray:
+        e = self.exp(x)
+        return e if valid is None else self.where(np.asarray(valid, dtype=bool), e, 0)
+
+    def logsumexp(
+        self, x: Any, axis: int = -1, keepdims: bool = False, valid: Any = None
+    ) -> SymArray:
+        """``log(sum(exp(x)))`` over the valid entries (no shift: the form the verifier
+        differentiates)."""
+        return self.log(self.sum(self._valid_exp(x, valid), axis=axis, keepdims=keepdims))
+
+    def softmax(self, x: Any, axis: int = -1, valid: Any = None) -> SymArray:
+        """``exp(x) / sum(exp(x))`` over the valid entries; the others are exactly 0."""
+        e = self._valid_exp(x, valid)
+        s = self.sum(e, axis=axis, keepdims=True)
+        if valid is not None:
+            shape = _lift(x).shape
+            allowed = np.any(np.broadcast_to(np.asarray(valid, bool), shape), axis, keepdims=True)
+            s = self.where(allowed, s, 1)
+        return e / s
 
     # -- shape ----------------------------------------------------------------------------
     def reshape(self, x: Any, shape: Sequence[int]) -> SymArray:
@@ -424,6 +463,15 @@ class SymBackend:
 
     def stop_gradient(self, x: Any) -> Any:
         return x
+
+    # -- seeded randomness (concrete: the draws do not depend on any symbol) -------------
+    def rand_uniform(self, seed: int, counter: int, shape: Sequence[int]) -> SymArray:
+        """The reference draws ``k / 2^32`` as exact rationals."""
+        bits = _random.random_bits(seed, counter, shape)
+        out = np.empty(bits.shape, dtype=object)
+        for i, k in np.ndenumerate(bits):
+            out[i] = se.Rational(int(k), 1 << 32)
+        return SymArray(out)
 
 
 SYM = SymBackend()

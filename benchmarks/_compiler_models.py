@@ -1,0 +1,238 @@
+"""The models of the compiler benchmarks, each three ways on the same parameters and data:
+
+* a torchlean-ir graph of one sample, compiled and batched by ``compiler`` (``batched(over=
+  inputs, grads="mean")``);
+* a hand-written batched ``jax.numpy`` loss (the way one writes it in JAX directly);
+* a PyTorch (eager) loss, for the training-step comparison.
+
+MLP: 784-256-256-10 with ReLU and a softmax cross-entropy on an index label, batch 64.
+CNN: conv 3x3 (1->8, pad 1), ReLU, 2x2 max pool, conv 3x3 (8->16, pad 1), ReLU, 2x2 max pool,
+linear 784->10, softmax cross-entropy; 28x28 inputs, batch 64 (needs the ``conv2d`` op).
+Attention: the example pre-norm single-head attention block (layer norm, Q/K/V/O projections,
+softmax, residual, mean squared error), sequence 32, width 64, batch 32.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+
+import torchlean_ir as tl  # noqa: E402
+
+
+@dataclass(frozen=True)
+class Bench:
+    """One model: its graph, the names batched over, parameters and a batch of data (NumPy
+    float32 / int), the hand-written JAX loss and the PyTorch loss."""
+
+    name: str
+    graph: tl.GraphData
+    over: tuple[str, ...]
+    params: dict[str, np.ndarray]
+    data: dict[str, np.ndarray]  # batched float leaves
+    index: dict[str, np.ndarray]  # batched index inputs
+    jax_loss: Callable[[dict[str, Any], dict[str, Any], dict[str, Any]], Any]
+    torch_loss: Callable[[dict[str, Any], dict[str, Any], dict[str, Any]], Any]
+    available: bool = True
+    why_not: str = ""
+
+
+def _nll_jax(logits: Any, labels: Any) -> Any:
+    lp = jax.nn.log_softmax(logits, axis=-1)
+    return -jnp.mean(jnp.take_along_axis(lp, labels[:, None], axis=1))
+
+
+# -- MLP -------------------------------------------------------------------------------------
+
+MLP_DIMS = (784, 256, 256, 10)
+
+
+def mlp(batch: int = 64, seed: int = 0) -> Bench:
+    b = tl.GraphBuilder("f32")
+    x = b.input("x", (MLP_DIMS[0],))
+    label = b.index("label")
+    h = x
+    for k, (i, o) in enumerate(itertools.pairwise(MLP_DIMS)):
+        h = b.linear(b.param(f"W{k}", (o, i)), b.param(f"b{k}", (o,)), h)
+        if k < len(MLP_DIMS) - 2:
+            h = h.relu()
+    g = b.build(-b.gather_scalar_nat(b.log_softmax(h), label))
+    rng = np.random.default_rng(seed)
+    params: dict[str, np.ndarray] = {}
+    for k, (i, o) in enumerate(itertools.pairwise(MLP_DIMS)):
+        params[f"W{k}"] = (rng.normal(size=(o, i)) / math.sqrt(i)).astype(np.float32)
+        params[f"b{k}"] = np.zeros(o, np.float32)
+    data = {"x": rng.normal(size=(batch, MLP_DIMS[0])).astype(np.float32)}
+    index = {"label": rng.integers(0, MLP_DIMS[-1], size=batch).astype(np.int32)}
+
+    def jax_loss(p: dict, d: dict, i: dict) -> Any:
+        h = d["x"]
+        for k in range(3):
+            h = h @ p[f"W{k}"].T + p[f"b{k}"]
+            if k < 2:
+                h = jax.nn.relu(h)
+        return _nll_jax(h, i["label"])
+
+    def torch_loss(p: dict, d: dict, i: dict) -> Any:
+        import torch
+
+        h = d["x"]
+        for k in range(3):
+            h = torch.nn.functional.linear(h, p[f"W{k}"], p[f"b{k}"])
+            if k < 2:
+                h = torch.relu(h)
+        return torch.nn.functional.cross_entropy(h, i["label"])
+
+    return Bench("MLP 784-256-256-10", g, ("x", "label"), params, data, index, jax_loss,
+                 torch_loss)  # fmt: skip
+
+
+# -- CNN -------------------------------------------------------------------------------------
+
+
+def cnn(batch: int = 64, seed: int = 0) -> Bench:
+    name = "CNN (2 conv + pool, 28x28)"
+    if not tl.has_op("conv2d") or not tl.has_op("max_pool2d"):
+        return Bench(name, None, (), {}, {}, {}, None, None, False,  # type: ignore[arg-type]
+                     "the conv2d / max_pool2d ops are not in this checkout")  # fmt: skip
+    b = tl.GraphBuilder("f32")
+    x = b.input("x", (1, 28, 28))
+    label = b.index("label")
+    h = b.conv2d(b.param("c1.W", (8, 1, 3, 3)), b.param("c1.b", (8,)), x, padding=1).relu()
+    h = b.max_pool2d(h, kernel=(2, 2), stride=2)
+    h = b.conv2d(b.param("c2.W", (16, 8, 3, 3)), b.param("c2.b", (16,)), h, padding=1).relu()
+    h = b.max_pool2d(h, kernel=(2, 2), stride=2)
+    logits = b.linear(b.param("fc.W", (10, 16 * 7 * 7)), b.param("fc.b", (10,)), b.flatten(h))
+    g = b.build(-b.gather_scalar_nat(b.log_softmax(logits), label))
+    rng = np.random.default_rng(seed)
+    params = {
+        "c1.W": (rng.normal(size=(8, 1, 3, 3)) / 3).astype(np.float32),
+        "c1.b": np.zeros(8, np.float32),
+        "c2.W": (rng.normal(size=(16, 8, 3, 3)) / math.sqrt(72)).astype(np.float32),
+        "c2.b": np.zeros(16, np.float32),
+        "fc.W": (rng.normal(size=(10, 784)) / 28).astype(np.float32),
+        "fc.b": np.zeros(10, np.float32),
+    }
+    data = {"x": rng.normal(size=(batch, 1, 28, 28)).astype(np.float32)}
+    index = {"label": rng.integers(0, 10, size=batch).astype(np.int32)}
+    dn = ("NCHW", "OIHW", "NCHW")
+
+    def jax_loss(p: dict, d: dict, i: dict) -> Any:
+        def conv(h: Any, W: Any, bias: Any) -> Any:
+            out = jax.lax.conv_general_dilated(h, W, (1, 1), ((1, 1), (1, 1)),
+                                               dimension_numbers=dn)  # fmt: skip
+            return jax.nn.relu(out + bias[None, :, None, None])
+
+        def pool(h: Any) -> Any:
+            return jax.lax.reduce_window(h, -jnp.inf, jax.lax.max, (1, 1, 2, 2), (1, 1, 2, 2),
+                                         "VALID")  # fmt: skip
+
+        h = pool(conv(d["x"], p["c1.W"], p["c1.b"]))
+        h = pool(conv(h, p["c2.W"], p["c2.b"]))
+        logits = h.reshape(h.shape[0], -1) @ p["fc.W"].T + p["fc.b"]
+        return _nll_jax(logits, i["label"])
+
+    def torch_loss(p: dict, d: dict, i: dict) -> Any:
+        import torch
+
+        F = torch.nn.functional
+        h = F.max_pool2d(F.relu(F.conv2d(d["x"], p["c1.W"], p["c1.b"], padding=1)), 2)
+        h = F.max_pool2d(F.relu(F.conv2d(h, p["c2.W"], p["c2.b"], padding=1)), 2)
+        return F.cross_entropy(F.linear(h.flatten(1), p["fc.W"], p["fc.b"]), i["label"])
+
+    return Bench(name, g, ("x", "label"), params, data, index, jax_loss, torch_loss)
+
+
+# -- attention block -------------------------------------------------------------------------
+
+ATT_SEQ, ATT_DIM = 32, 64
+
+
+def attention(batch: int = 32, seed: int = 0) -> Bench:
+    n, d = ATT_SEQ, ATT_DIM
+    b = tl.GraphBuilder("f32")
+    x = b.input("x", (n, d))
+    target = b.input("target", (n, d))
+    gamma, beta = b.param("gamma", (d,)), b.param("beta", (d,))
+    Wq, Wk, Wv, Wo = (b.param(f"W{c}", (d, d)) for c in "qkvo")
+    h = b.layer_norm(x, gamma, beta, eps=1e-5)
+    q, k, v = h @ Wq, h @ Wk, h @ Wv
+    a = b.softmax((q @ b.transpose2d(k)) * (1 / math.sqrt(d)))
+    g = b.build(b.mse_loss(x + (a @ v) @ Wo, target))
+    rng = np.random.default_rng(seed)
+    params = {"gamma": np.ones(d, np.float32), "beta": np.zeros(d, np.float32)}
+    for c in "qkvo":
+        params[f"W{c}"] = (rng.normal(size=(d, d)) / math.sqrt(d)).astype(np.float32)
+    data = {
+        "x": rng.normal(size=(batch, n, d)).astype(np.float32),
+        "target": rng.normal(size=(batch, n, d)).astype(np.float32),
+    }
+
+    def jax_loss(p: dict, dd: dict, i: dict) -> Any:
+        x = dd["x"]
+        mu = jnp.mean(x, -1, keepdims=True)
+        var = jnp.mean((x - mu) ** 2, -1, keepdims=True)
+        h = (x - mu) * jax.lax.rsqrt(var + 1e-5) * p["gamma"] + p["beta"]
+        q, k, v = h @ p["Wq"], h @ p["Wk"], h @ p["Wv"]
+        a = jax.nn.softmax(q @ jnp.swapaxes(k, 1, 2) / math.sqrt(d), axis=-1)
+        y = x + (a @ v) @ p["Wo"]
+        return jnp.mean((y - dd["target"]) ** 2)
+
+    def torch_loss(p: dict, dd: dict, i: dict) -> Any:
+        import torch
+
+        F = torch.nn.functional
+        x = dd["x"]
+        h = F.layer_norm(x, (d,), p["gamma"], p["beta"], eps=1e-5)
+        q, k, v = h @ p["Wq"], h @ p["Wk"], h @ p["Wv"]
+        a = torch.softmax(q @ k.transpose(1, 2) / math.sqrt(d), dim=-1)
+        return F.mse_loss(x + (a @ v) @ p["Wo"], dd["target"])
+
+    return Bench(f"Attention block (seq {n}, width {d})", g, ("x", "target"), params, data, {},
+                 jax_loss, torch_loss)  # fmt: skip
+
+
+MODELS: dict[str, Callable[..., Bench]] = {"mlp": mlp, "cnn": cnn, "attention": attention}
+
+
+def interleaved(
+    fns: dict[str, Callable[[], Any]], *, repeats: int, number: int, warmup: int = 2
+) -> dict[str, float]:
+    """Median seconds per call of each function, timed in alternation (round-robin over the
+    functions within each repeat, so slow phases of a shared machine hit all of them)."""
+    for fn in fns.values():
+        for _ in range(warmup):
+            jax.block_until_ready(fn())
+    samples: dict[str, list[float]] = {k: [] for k in fns}
+    for _ in range(repeats):
+        for k, fn in fns.items():
+            t0 = time.perf_counter()
+            for _ in range(number):
+                out = fn()
+            jax.block_until_ready(out)
+            samples[k].append((time.perf_counter() - t0) / number)
+    return {k: statistics.median(v) for k, v in samples.items()}
+
+
+def us(seconds: float) -> str:
+    return f"{seconds * 1e6:,.1f} µs" if seconds < 1e-3 else f"{seconds * 1e3:,.2f} ms"
+
+
+def mib(n: float) -> str:
+    return f"{n / 2**20:,.2f} MiB"

@@ -1,0 +1,146 @@
+"""Compiled value-and-gradient step vs hand-written ``jax.jit(jax.value_and_grad(f))``.
+
+For each model (``_compiler_models``): the graph compiled in tape mode and batched over its
+inputs with mean gradients (``value_and_grad`` on a dict of device arrays), the same with the
+per-node rules inlined (no nested ``jit``: what the nested structure costs at run time), the
+same in ``mode="jax"``, and the hand-written batched JAX loss. Timings are medians of
+interleaved repeats; XLA's memory analysis gives the step's temporary and total buffer sizes.
+
+    python3 benchmarks/compiler_step.py [--quick] [--models mlp,cnn,attention]
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from _compiler_models import MODELS, Bench, interleaved, mib, us
+from _report import table, write_section
+
+import compiler
+from compiler._compiled import inlined_rules
+
+
+def _ours(bench: Bench, mode: str = "tape") -> tuple[Any, Any]:
+    bg = compiler.compile(bench.graph, mode=mode).batched(over=bench.over, grads="mean")
+    leaves = {k: jnp.asarray(v) for k, v in {**bench.params, **bench.data}.items()}
+    index = {k: np.asarray(v) for k, v in bench.index.items()}
+    fn = lambda: bg.value_and_grad(leaves, index)  # noqa: E731
+    return fn, bg
+
+
+def _hand(bench: Bench) -> tuple[Any, Any]:
+    f = jax.jit(jax.value_and_grad(bench.jax_loss))
+    p = {k: jnp.asarray(v) for k, v in bench.params.items()}
+    d = {k: jnp.asarray(v) for k, v in bench.data.items()}
+    i = {k: jnp.asarray(v) for k, v in bench.index.items()}
+    return (lambda: f(p, d, i)), f.lower(p, d, i)
+
+
+def _check_same(bench: Bench, ours: Any, hand: Any) -> float:
+    """Largest relative gradient difference between the two (they must agree)."""
+    (v1, g1), (v2, g2) = ours(), hand()
+    err = abs(float(jnp.mean(v1)) - float(v2)) / max(abs(float(v2)), 1e-30)
+    for k in g2:
+        a, b = np.asarray(g1[k], np.float64), np.asarray(g2[k], np.float64)
+        err = max(err, float(np.max(np.abs(a - b))) / max(float(np.max(np.abs(b))), 1e-30))
+    return err
+
+
+def _memory(lowered: Any) -> tuple[int, int]:
+    m = lowered.compile().memory_analysis()
+    total = m.argument_size_in_bytes + m.output_size_in_bytes + m.temp_size_in_bytes
+    return m.temp_size_in_bytes, total - m.alias_size_in_bytes
+
+
+def run(models: list[str], quick: bool) -> str:
+    repeats, number = (5, 10) if quick else (21, 50)
+    rows, notes = [], []
+    for key in models:
+        bench = MODELS[key]()
+        if not bench.available:
+            rows.append([bench.name, "pending", "", "", "", "", "", ""])
+            notes.append(f"{bench.name}: pending ({bench.why_not}).")
+            continue
+        ours, bg = _ours(bench)
+        ours_jax, _ = _ours(bench, "jax")
+        hand, hand_lowered = _hand(bench)
+        err = _check_same(bench, ours, hand)
+        fns = {"ours": ours, "jax mode": ours_jax, "hand": hand}
+        with inlined_rules():
+            inlined, _ = _ours(bench)
+            fns["inlined"] = inlined
+            t = interleaved(fns, repeats=repeats, number=number)
+        batch = bench.data[next(iter(bench.data))].shape[0]
+        temp, total = _memory(bg.lower("vjp", batch_size=batch))
+        htemp, htotal = _memory(hand_lowered)
+        rows.append([
+            bench.name,
+            us(t["ours"]),
+            us(t["hand"]),
+            f"**{t['ours'] / t['hand']:.3f}**",
+            f"{t['inlined'] / t['hand']:.3f}",
+            f"{t['jax mode'] / t['hand']:.3f}",
+            f"{mib(temp)} / {mib(htemp)}",
+            f"{err:.1e}",
+        ])  # fmt: skip
+        notes.append(
+            f"{bench.name}: peak step buffers (arguments + outputs + temporaries) "
+            f"{mib(total)} compiled vs {mib(htotal)} hand-written."
+        )
+        ratio, ratio_inl = t["ours"] / t["hand"], t["inlined"] / t["hand"]
+        if ratio > 1.05:
+            notes.append(
+                f"{bench.name}: **above the 1.05 target** ({ratio:.3f}). With the rules inlined "
+                f"the ratio is {ratio_inl:.3f}: that part is not the nested calls (XLA inlines "
+                "them; a few percent between the two columns is timing noise on a shared "
+                "machine). The rest is the program XLA receives: the graph describes one sample "
+                "and the compiler vmaps each node's rules, which gives an equivalent but "
+                "different HLO than the hand-written batched code (other transposes, gathers and "
+                "elementwise passes). What would close it: JAX lowerings written for a batch "
+                "axis (`def_lower*` overrides, which the verifier proves equal to the reference "
+                "rules) for the ops whose vmapped rules compile worse."
+            )
+    headers = [
+        "model",
+        "compiled (tape)",
+        "hand-written JAX",
+        "ratio (target <= 1.05)",
+        "rules inlined / hand",
+        "mode=jax / hand",
+        "temp memory compiled / hand",
+        "max rel. grad diff",
+    ]
+    body = (
+        "Value and gradient of the batch-mean loss, one call on device arrays (`compiled."
+        "batched(over=inputs, grads='mean').value_and_grad`) vs `jax.jit(jax.value_and_grad(f))`"
+        " of a hand-written batched loss. *rules inlined*: the same tape built with "
+        "`jax.jit(inline=True)` rules (no nested `jit` equations), which measures the run-time "
+        "cost of the nested structure the verifier reads (XLA inlines the calls, so it should "
+        f"be none). Median of {repeats} interleaved repeats of {number} calls.\n\n"
+        + table(headers, rows)
+        + "\n\n"
+        + "\n".join(f"- {n}" for n in notes)
+    )
+    return body
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="fewer repeats")
+    ap.add_argument("--models", default=",".join(MODELS), help="comma-separated subset")
+    ap.add_argument("--no-write", action="store_true", help="print, do not update the docs")
+    args = ap.parse_args()
+    body = run(args.models.split(","), args.quick)
+    print(body)
+    if not args.no_write:
+        write_section(
+            "compiler_step", "Compiler: value-and-gradient step vs hand-written JAX", body
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,129 @@
+"""Sliding windows over the spatial axes of a channels-first array ``(C, spatial...)``.
+
+Convolution and pooling rules are written with two backend-generic moves:
+
+* :func:`window_view` - for one kernel offset ``k``, the strided slice
+  ``xp[:, k_1 : k_1 + s_1 (O_1 - 1) + 1 : s_1, ...]`` of the padded input: the input cell that
+  offset ``k`` of every window reads, an array ``(C, O...)``;
+* :func:`place` - its transpose: put an ``(C, O...)`` array back at those cells of a zero array of
+  the padded shape (zero-insertion by stacking, then ``pad``).
+
+Summing over the offsets (row-major, so stacking them gives each window in row-major order)
+builds conv, its adjoints and every pooling rule from static slices, ``stack``, ``reshape``,
+``pad`` and ``einsum``: plain enough for the symbolic backend, where each output element is a
+flat sum over its window.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from .._errors import ShapeError
+
+Ints = tuple[int, ...]
+
+
+def out_size(n: int, k: int, s: int, p: int) -> int:
+    """Windows along one axis: ``floor((n + 2p - k) / s) + 1``."""
+    return (n + 2 * p - k) // s + 1
+
+
+def offsets(kernel: Ints) -> Iterator[Ints]:
+    """Kernel offsets in row-major order."""
+    return itertools.product(*(range(k) for k in kernel))
+
+
+def window_view(xp: Any, off: Ints, stride: Ints, out: Ints) -> Any:
+    """The cells ``off`` of every window: ``xp[:, off_i :: s_i][:, :O_i]`` as ``(C, O...)``."""
+    idx = tuple(slice(k, k + s * (o - 1) + 1, s) for k, s, o in zip(off, stride, out, strict=True))
+    return xp[(slice(None), *idx)]
+
+
+def _dilate(B: Any, a: Any, axis: int, step: int) -> Any:
+    """Insert ``step - 1`` zeros between consecutive entries along ``axis``."""
+    n = a.shape[axis]
+    if step == 1 or n <= 1:
+        return a
+    z = B.zeros_like(a)
+    stacked = B.stack([a] + [z] * (step - 1), axis=axis + 1)
+    long = B.reshape(stacked, a.shape[:axis] + (n * step,) + a.shape[axis + 1 :])
+    keep = [slice(None)] * a.ndim
+    keep[axis] = slice(0, (n - 1) * step + 1)
+    return long[tuple(keep)]
+
+
+def place(B: Any, a: Any, off: Ints, stride: Ints, full: Ints) -> Any:
+    """The transpose of :func:`window_view`: ``a`` ``(C, O...)`` written at the cells ``off`` of
+    every window of a zero array ``(C, full...)``."""
+    for i, (k, s, f) in enumerate(zip(off, stride, full, strict=True)):
+        ax = i + 1
+        a = _dilate(B, a, ax, s)
+        widths = [(0, 0)] * a.ndim
+        widths[ax] = (k, f - k - a.shape[ax])
+        a = B.pad(a, widths)
+    return a
+
+
+def windows(B: Any, xp: Any, kernel: Ints, stride: Ints, out: Ints) -> Any:
+    """Every window of the padded input: ``(C, O..., prod(kernel))``, row-major in the window."""
+    return B.stack([window_view(xp, off, stride, out) for off in offsets(kernel)], axis=-1)
+
+
+def unwindows(B: Any, w: Any, kernel: Ints, stride: Ints, full: Ints) -> Any:
+    """The transpose of :func:`windows`: sum each window slot back onto the padded input."""
+    acc = None
+    for j, off in enumerate(offsets(kernel)):
+        term = place(B, w[..., j], off, stride, full)
+        acc = term if acc is None else acc + term
+    return acc
+
+
+def pad_spatial(B: Any, x: Any, padding: Ints, value: float = 0.0) -> Any:
+    """Pad the spatial axes (not the channel axis) by ``padding`` on both sides."""
+    if not any(padding):
+        return x
+    return B.pad(x, [(0, 0)] + [(p, p) for p in padding], value)
+
+
+def crop_spatial(x: Any, padding: Ints, size: Ints) -> Any:
+    """The inverse of :func:`pad_spatial` (drops ``padding`` cells on each side)."""
+    if not any(padding):
+        return x
+    return x[(slice(None), *(slice(p, p + n) for p, n in zip(padding, size, strict=True)))]
+
+
+def valid_mask(size: Ints, kernel: Ints, stride: Ints, padding: Ints, out: Ints) -> np.ndarray:
+    """Static ``(1, O..., prod(kernel))`` mask: True where a window cell lies in the input (not in
+    the padding)."""
+    per_axis = []
+    for n, k, s, p, o in zip(size, kernel, stride, padding, out, strict=True):
+        pos = np.arange(o)[:, None] * s + np.arange(k)[None, :] - p  # (O_i, K_i) input coords
+        per_axis.append((pos >= 0) & (pos < n))
+    d = len(size)
+    mask = np.ones((1,) * (2 * d), dtype=bool)
+    for i, m in enumerate(per_axis):
+        shape = [1] * (2 * d)
+        shape[i], shape[d + i] = m.shape
+        mask = mask & m.reshape(shape)
+    o_shape = mask.shape[:d]
+    return mask.reshape((1, *o_shape, math.prod(kernel)))
+
+
+def spatial_letters(d: int) -> str:
+    """``d`` einsum letters for the spatial axes (disjoint from the channel letters)."""
+    letters = "pqrstuvwxyz"
+    if d > len(letters):
+        raise ShapeError(f"at most {len(letters)} spatial dims are supported, got {d}")
+    return letters[:d]
+
+
+def per_dim(value: int | Sequence[int], d: int) -> Ints:
+    """A scalar attribute repeated over ``d`` dims, or a tuple kept as it is."""
+    if isinstance(value, int):
+        return (value,) * d
+    return tuple(value)
