@@ -3,6 +3,7 @@ one script's section of ``docs/benchmarks.md`` (between its own markers, leaving
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import os
 import platform
@@ -14,7 +15,9 @@ from pathlib import Path
 DOC = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
 
 
-def median_time(fn: Callable[[], object], *, repeats: int = 7, number: int = 1, warmup: int = 1) -> float:
+def median_time(
+    fn: Callable[[], object], *, repeats: int = 7, number: int = 1, warmup: int = 1
+) -> float:
     """Median over ``repeats`` of the mean time of ``number`` calls of ``fn`` (seconds)."""
     for _ in range(warmup):
         fn()
@@ -40,10 +43,8 @@ def machine() -> str:
         pass
     versions = [f"Python {platform.python_version()}"]
     for mod in ("numpy", "jax", "sympy", "symengine", "torch"):
-        try:
+        with contextlib.suppress(Exception):
             versions.append(f"{mod} {__import__(mod).__version__}")
-        except Exception:
-            pass
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     return f"{cpu}, {cores} cores, {platform.system()} {platform.release()}; " + ", ".join(versions)
 
@@ -53,7 +54,8 @@ def write_section(name: str, title: str, body: str) -> None:
     begin, end = f"<!-- BEGIN {name} -->", f"<!-- END {name} -->"
     stamp = datetime.date.today().isoformat()
     section = (
-        f"{begin}\n## {title}\n\n_Run by `benchmarks/{name}.py` on {stamp}; machine: {machine()}._\n\n"
+        f"{begin}\n## {title}\n\n"
+        f"_Run by `benchmarks/{name}.py` on {stamp}; machine: {machine()}._\n\n"
         f"{body.strip()}\n{end}"
     )
     text = DOC.read_text() if DOC.exists() else "# Benchmarks\n"

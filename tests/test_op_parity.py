@@ -475,12 +475,12 @@ def test_float32_draws_round_toward_zero_and_compare_exactly() -> None:
             assert (p > np.float32(u)) == (Fraction(float(p)) > exact)
 
 
-def _random_graph(dtype: str = "f64") -> tl.GraphData:
+def _random_graph(dtype: str = "f64", seed: int = 11) -> tl.GraphData:
     b = tl.GraphBuilder(dtype)
     p = b.input("p", ())
-    u1 = b.rand_uniform(shape=(3, 4), seed=11)
-    m = b.bernoulli_mask(p, shape=(3, 4), seed=11)
-    u2 = b.rand_uniform(shape=(3, 4), seed=11)
+    u1 = b.rand_uniform(shape=(3, 4), seed=seed)
+    m = b.bernoulli_mask(p, shape=(3, 4), seed=seed)
+    u2 = b.rand_uniform(shape=(3, 4), seed=seed)
     return b.build(u1, m, u2)
 
 
@@ -493,25 +493,51 @@ def test_random_ops_use_the_node_position_as_counter() -> None:
     assert np.all((u1 >= 0) & (u1 < 1))
 
 
+def _expected(seed: int, p: Any, np_dtype: Any) -> list[np.ndarray]:
+    return [
+        _random.uniform(seed, 0, (3, 4), np_dtype),
+        _random.bernoulli(p, seed, 1, (3, 4), np_dtype),
+        _random.uniform(seed, 2, (3, 4), np_dtype),
+    ]
+
+
+SEEDS = [11, 2**64 - 1]  # the largest seed: seed + position wraps modulo 2^64
+
+
+@pytest.mark.parametrize("seed", SEEDS)
 @pytest.mark.parametrize("dtype", ["f32", "f64"])
-def test_random_ops_are_bit_identical_in_every_backend(dtype: str) -> None:
-    g = _random_graph(dtype)
+def test_random_ops_are_bit_identical_in_every_backend(dtype: str, seed: int) -> None:
+    g = _random_graph(dtype, seed)
     np_dtype = np.float32 if dtype == "f32" else np.float64
-    p = np.asarray(_random.uniform(11, 1, (3, 4), np_dtype)[1, 2], dtype=np_dtype)  # a tie
-    ref = [_random.uniform(11, 0, (3, 4), np_dtype), None, _random.uniform(11, 2, (3, 4), np_dtype)]
-    ref[1] = (p > _random.uniform(11, 1, (3, 4), np_dtype)).astype(np_dtype)
+    p = np.asarray(_random.uniform(seed, 1, (3, 4), np_dtype)[1, 2], dtype=np_dtype)  # a tie
+    ref = _expected(seed, p, np_dtype)
     assert ref[1][1, 2] == 0  # keep_prob == u draws a 0
     B = jax_backend("float32" if dtype == "f32" else "float64")
     lowered = jax.jit(lambda p: tl.eval_graph(g, [p], B=B))(jnp.asarray(p))
     for got, want in zip(lowered, ref, strict=True):
         assert np.asarray(got).dtype == np_dtype
         np.testing.assert_array_equal(np.asarray(got), want)
+    reference = tl.eval_graph(g, [p])  # float64 whatever the graph's dtype
+    # the mask is the same bits in float32: p > u32 decides p > k / 2^32 exactly
+    np.testing.assert_array_equal(reference[1], ref[1])
     if dtype == "f64":
-        for got, want in zip(tl.eval_graph(g, [p]), ref, strict=True):
+        for got, want in zip(reference, ref, strict=True):
             np.testing.assert_array_equal(got, want)
         exact = tl.eval_graph(g, [SYM.asarray(p)], B=SYM)
         for got, want in zip(exact, ref, strict=True):
             np.testing.assert_array_equal(np.vectorize(float)(got.a), want)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("dtype", ["f32", "f64"])
+def test_random_ops_compiled_are_bit_identical(dtype: str, seed: int) -> None:
+    compiler = pytest.importorskip("compiler")
+    np_dtype = np.float32 if dtype == "f32" else np.float64
+    p = _random.uniform(seed, 1, (3, 4), np_dtype)[1, 2]
+    out = compiler.compile(_random_graph(dtype, seed)).forward({"p": p})
+    for got, want in zip(out, _expected(seed, p, np_dtype), strict=True):
+        assert np.asarray(got).dtype == np_dtype
+        np.testing.assert_array_equal(np.asarray(got), want)
 
 
 def test_bernoulli_mask_edges_and_no_gradient() -> None:
@@ -529,10 +555,11 @@ def test_bernoulli_mask_edges_and_no_gradient() -> None:
 
 
 @pytest.mark.parametrize("case", PARITY_CASES, ids=lambda c: c.id)
-def test_graph_round_trips_through_json(case: OpCase) -> None:
+def test_graph_round_trips_through_json_and_text(case: OpCase) -> None:
     g = case.graph("f32")
     tl.check(g)
     assert tl.loads(tl.dumps(g)) == g
+    assert tl.parse_graph(tl.format_graph(g)) == g
 
 
 # -- shape errors ----------------------------------------------------------------------------

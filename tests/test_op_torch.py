@@ -231,3 +231,13 @@ def test_out_of_range_gather_reads_zero_where_torch_raises() -> None:
     b = tl.GraphBuilder("f64")
     g = b.build(b.gather_vec_nat(b.input("x", (3,)), b.index("i", 2)))
     np.testing.assert_array_equal(tl.eval_graph(g, [x.numpy()], {"i": [1, 9]})[0], [1.0, 0.0])
+
+
+def test_pool_padding_beyond_half_the_kernel() -> None:
+    """PyTorch rejects padding > kernel / 2; ours needs only padding < kernel for max pooling."""
+    x = np.array([[1.0, -2.0, 3.0, 0.5]])
+    with pytest.raises(RuntimeError, match="should be at most half"):
+        F.max_pool1d(torch.as_tensor(x)[None], 3, 1, 2)
+    b = tl.GraphBuilder("f64")
+    g = b.build(b.max_pool(b.input("x", (1, 4)), kernel=(3,), stride=(1,), padding=(2,)))
+    np.testing.assert_array_equal(tl.eval_graph(g, [x])[0], [[1.0, 1.0, 3.0, 3.0, 3.0, 0.5]])

@@ -7,6 +7,8 @@ interpreters (:func:`eval_graph`, :func:`jvp`, :func:`backprop_ctx`). The ``comp
 lowers it to JAX; the ``verify`` package proves the compiled backward equal to the reference.
 """
 
+# The Torch-style front end (imports neither JAX nor the compiler until used).
+from . import frontend
 from . import ops as _ops  # noqa: F401  (registers the built-in ops)
 from ._attrs import Attrs, AttrSpec, ConstArray
 from ._builder import GraphBuilder, IndexVar, Var
@@ -16,6 +18,7 @@ from ._errors import (
     EvalError,
     GraphCheckError,
     GraphFormatError,
+    GraphParseError,
     ShapeError,
     TorchleanError,
     UnknownOpError,
@@ -23,10 +26,12 @@ from ._errors import (
 from ._format import (
     DEFAULT_LIMITS,
     FORMAT,
+    INLINE_LIMIT,
     VERSION,
     Limits,
     dumps,
     graph_from_dict,
+    graph_schema,
     graph_to_dict,
     load,
     loads,
@@ -34,6 +39,7 @@ from ._format import (
 )
 from ._graph import Context, GraphData, IndexInput, Leaf, Node
 from ._interpret import backprop_all_ctx, backprop_ctx, eval_all, eval_graph, jvp
+from ._parser import parse_graph
 from ._printer import format_graph, format_node
 from ._registry import (
     REQUIRED_RULES,
@@ -50,12 +56,14 @@ from ._registry import (
     unregister_op,
 )
 from ._types import DType, IndexType, Shape, TensorType
+from .frontend import EagerSession, LinkedSession, Param, ParamList, ScalarTrainer, Session
 
 __version__ = "0.1.0"
 
 __all__ = [
     "DEFAULT_LIMITS",
     "FORMAT",
+    "INLINE_LIMIT",
     "REQUIRED_RULES",
     "VERSION",
     "AttrError",
@@ -64,19 +72,26 @@ __all__ = [
     "ConstArray",
     "Context",
     "DType",
+    "EagerSession",
     "EvalError",
     "GraphBuilder",
     "GraphCheckError",
     "GraphData",
     "GraphFormatError",
+    "GraphParseError",
     "IndexArg",
     "IndexInput",
     "IndexType",
     "IndexVar",
     "Leaf",
     "Limits",
+    "LinkedSession",
     "Node",
     "Op",
+    "Param",
+    "ParamList",
+    "ScalarTrainer",
+    "Session",
     "Shape",
     "ShapeError",
     "TensorType",
@@ -94,14 +109,17 @@ __all__ = [
     "eval_graph",
     "format_graph",
     "format_node",
+    "frontend",
     "get_op",
     "graph_from_dict",
+    "graph_schema",
     "graph_to_dict",
     "has_op",
     "jvp",
     "load",
     "loads",
     "missing_rules",
+    "parse_graph",
     "register_op",
     "same_shape",
     "save",

@@ -8,6 +8,7 @@ attributes (the literal of ``const``, the mask of attention).
 
 from __future__ import annotations
 
+import base64
 import math
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -30,7 +31,21 @@ class ConstArray:
     data: bytes = field(repr=False)
 
     def __post_init__(self) -> None:
+        if not isinstance(self.dtype, DType):
+            raise AttrError(f"tensor literal dtype must be a DType, got {self.dtype!r}")
+        try:
+            object.__setattr__(self, "shape", as_shape(self.shape, "tensor literal shape"))
+        except ValueError as e:
+            raise AttrError(str(e)) from None
+        if not isinstance(self.data, bytes):
+            if not isinstance(self.data, bytearray | memoryview):
+                raise AttrError(
+                    f"tensor literal data must be bytes, got {type(self.data).__name__}"
+                )
+            object.__setattr__(self, "data", bytes(self.data))
         itemsize = np.dtype(self.dtype.numpy_name).itemsize
+        if self.dtype == DType.BOOL and self.data.strip(b"\x00\x01"):
+            raise AttrError("a bool tensor literal has one byte 0 or 1 per element")
         if len(self.data) != shape_size(self.shape) * itemsize:
             raise AttrError(
                 f"tensor literal {self.dtype}{format_shape(self.shape)} needs "
@@ -48,7 +63,7 @@ class ConstArray:
             else:
                 dtype = DType.F64
         np_dtype = np.dtype(dtype.numpy_name).newbyteorder("<")
-        arr = np.ascontiguousarray(arr, dtype=np_dtype)
+        arr = np.ascontiguousarray(arr, dtype=np_dtype).reshape(arr.shape)  # keeps 0-d as 0-d
         return ConstArray(dtype, tuple(int(d) for d in arr.shape), arr.tobytes())
 
     def to_numpy(self) -> np.ndarray:
@@ -108,17 +123,13 @@ def _coerce_float(v: object) -> float:
     f = float(v)
     if math.isnan(f):
         raise ValueError("NaN is not a valid attribute value")
-    return f
+    return f + 0.0  # -0.0 becomes 0.0: equal attributes must encode (and hash) equally
 
 
 def _coerce(kind: str, v: object) -> AttrValue:
     """Coerce ``v`` to the canonical Python value of attribute kind ``kind``."""
-    if kind == "int":
-        if not _is_int(v):
-            raise TypeError
-        return int(v)  # type: ignore[arg-type]
-    if kind == "nat":
-        if not _is_int(v) or int(v) < 0:  # type: ignore[arg-type]
+    if kind in ("int", "nat"):
+        if not _is_int(v) or (kind == "nat" and int(v) < 0):  # type: ignore[arg-type]
             raise TypeError
         return int(v)  # type: ignore[arg-type]
     if kind == "float":
@@ -259,11 +270,60 @@ def _short(v: object) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def format_attr_value(v: AttrValue) -> str:
+def float_text(x: float, dtype: DType = DType.F64) -> str:
+    """The shortest decimal text that reads back (``float(text)``, then rounding to ``dtype``)
+    as exactly ``x``: ``0.1``, ``1e-05``, ``inf``. A float32 value gets its shortest float32
+    form when that provably reads back (checked here), else its exact float64 form."""
+    x = float(x)
+    if dtype == DType.F32 and math.isfinite(x):
+        text = str(np.float32(x))
+        with np.errstate(over="ignore"):
+            back = np.float32(float(text))
+        if back.tobytes() == np.float32(x).tobytes():
+            return text
+    return repr(x)
+
+
+#: Literals with more elements than this are written as base64 little-endian bytes (in files and
+#: in the text form); smaller ones as lists of numbers.
+INLINE_LIMIT = 64
+#: In the short display form (error messages), literals with more elements than this print as
+#: ``f32[3,4] [...]``.
+SHORT_LIMIT = 8
+
+
+def literal_values(a: ConstArray) -> list[str]:
+    """The elements of a literal as exact text (``True``/``False`` for booleans)."""
+    flat = a.to_numpy().reshape(-1).tolist()
+    if a.dtype == DType.BOOL:
+        return ["True" if x else "False" for x in flat]
+    return [float_text(x, a.dtype) for x in flat]
+
+
+def format_literal(a: ConstArray, *, short: bool = False) -> str:
+    """A tensor literal in the text form: ``f32[2] [1.5, -2.0]`` (exact), ``f32[100] b64"..."``
+    (exact, above :data:`INLINE_LIMIT` elements), or ``f32[100] [...]`` (``short``, above
+    :data:`SHORT_LIMIT` elements; not parseable)."""
+    head = f"{a.dtype}{format_shape(a.shape)}"
+    n = shape_size(a.shape)
+    if short and n > SHORT_LIMIT:
+        return f"{head} [...]"
+    if n > INLINE_LIMIT:
+        return f'{head} b64"{base64.b64encode(a.data).decode("ascii")}"'
+    return f"{head} [{', '.join(literal_values(a))}]"
+
+
+def format_attr_value(v: AttrValue, *, short: bool = False) -> str:
+    """An attribute value in the text form (exact unless ``short``; see :func:`format_literal`)."""
     if isinstance(v, ConstArray):
-        return str(v)
-    if isinstance(v, float):
-        return repr(v)
+        return format_literal(v, short=short)
+    if isinstance(v, bool | np.bool_):
+        return repr(bool(v))
+    if isinstance(v, int | np.integer):
+        return str(int(v))
+    if isinstance(v, float | np.floating):
+        return float_text(float(v))
     if isinstance(v, tuple):
-        return "(" + ",".join(format_attr_value(x) for x in v) + ("," if len(v) == 1 else "") + ")"
+        inner = ",".join(format_attr_value(x, short=short) for x in v)
+        return "(" + inner + ("," if len(v) == 1 else "") + ")"
     return repr(v)

@@ -18,9 +18,12 @@ caller's file:line. There is no implicit broadcasting.
 
 from __future__ import annotations
 
+import functools
+import numbers
 import os
 import sys
 from collections.abc import Sequence
+from types import FrameType
 from typing import Any
 
 import numpy as np
@@ -29,7 +32,7 @@ from ._attrs import AttrError, ConstArray, make_attrs
 from ._errors import ShapeError, TorchleanError
 from ._graph import Context, GraphData, IndexInput, Leaf, LeafKind, Node, valid_name
 from ._registry import get_op, has_op
-from ._types import DType, IndexType, TensorType, as_dtype, as_shape
+from ._types import DType, IndexType, TensorType, as_dtype, as_shape, format_shape
 
 #: Directories whose frames are skipped when reporting the user's call site. Front ends built on
 #: the builder add their own package directory with :func:`add_internal_dir`.
@@ -39,23 +42,51 @@ _INTERNAL_DIRS: set[str] = {os.path.dirname(os.path.abspath(__file__))}
 def add_internal_dir(path: str) -> None:
     """Treat frames from files under ``path`` as library code when reporting call sites."""
     _INTERNAL_DIRS.add(os.path.dirname(os.path.abspath(path)) if os.path.isfile(path) else path)
+    _is_internal.cache_clear()
+
+
+@functools.lru_cache(maxsize=1024)
+def _is_internal(filename: str) -> bool:
+    fname = os.path.abspath(filename)
+    return any(fname.startswith(d + os.sep) for d in _INTERNAL_DIRS)
+
+
+def _call_site(frame: FrameType | None) -> str:
+    while frame is not None:
+        if not _is_internal(frame.f_code.co_filename):
+            return f"{frame.f_code.co_filename}:{frame.f_lineno}"
+        frame = frame.f_back
+    return "<unknown>"
 
 
 def user_call_site() -> str:
     """``file:line`` of the innermost frame outside the library."""
-    frame = sys._getframe(1)
-    while frame is not None:
-        fname = os.path.abspath(frame.f_code.co_filename)
-        if not any(fname.startswith(d + os.sep) for d in _INTERNAL_DIRS):
-            return f"{frame.f_code.co_filename}:{frame.f_lineno}"
-        frame = frame.f_back  # type: ignore[assignment]
-    return "<unknown>"
+    return _call_site(sys._getframe(1))
+
+
+class _Site:
+    """The user's call site, found only when an error message needs it (``f"at {site}"``)."""
+
+    __slots__ = ("frame",)
+
+    def __init__(self, frame: FrameType) -> None:
+        self.frame = frame
+
+    def __str__(self) -> str:
+        return _call_site(self.frame)
+
+
+def _is_number(v: object) -> bool:
+    """A Python or NumPy real scalar (not a bool): what ``Var`` arithmetic accepts as a constant."""
+    return isinstance(v, numbers.Real) and not isinstance(v, bool | np.bool_)
 
 
 class Var:
     """A value being built: a leaf or a node output of a :class:`GraphBuilder`."""
 
     __slots__ = ("_builder", "_handle", "type")
+    # NumPy scalars on the left (``np.float32(2) * x``) defer to Var's reflected operators.
+    __array_ufunc__ = None
 
     def __init__(self, builder: GraphBuilder, handle: tuple[str, int], type: TensorType) -> None:
         self._builder = builder
@@ -92,7 +123,7 @@ class Var:
     def _lift(self, other: Any) -> Var:
         if isinstance(other, Var):
             return other
-        if isinstance(other, int | float) and not isinstance(other, bool):
+        if _is_number(other):
             return self._builder.full(self.shape, float(other))
         raise TypeError(f"cannot combine a Var with {type(other).__name__}")
 
@@ -109,7 +140,7 @@ class Var:
         return self._builder.apply("sub", self._lift(o), self)
 
     def __mul__(self, o: Any) -> Var:
-        if isinstance(o, int | float) and not isinstance(o, bool):
+        if _is_number(o):
             return self._builder.apply("scale", self, c=float(o))
         return self._builder.apply("mul", self, o)
 
@@ -117,7 +148,7 @@ class Var:
         return self.__mul__(o)
 
     def __truediv__(self, o: Any) -> Var:
-        if isinstance(o, int | float) and not isinstance(o, bool):
+        if _is_number(o):
             return self._builder.apply("scale", self, c=1.0 / float(o))
         return self._builder.apply("mul", self, self._builder.apply("inv", o))
 
@@ -180,7 +211,7 @@ class GraphBuilder:
     def _new_name(self, name: str) -> str:
         if not valid_name(name):
             raise TorchleanError(
-                f"invalid name {name!r}: use an identifier (letters, digits, '_', '.') "
+                f"invalid name {name!r}: use an identifier (letters, digits, '_', '.'), "
                 f"at {user_call_site()}"
             )
         if name in self._names:
@@ -214,9 +245,11 @@ class GraphBuilder:
         static = None
         if value is not None:
             arr = np.asarray(value)
+            if arr.size == 0 and arr.shape == shape:
+                arr = arr.astype(np.int64)  # [] is a float array to NumPy
             if arr.shape != shape or not np.issubdtype(arr.dtype, np.integer) or np.any(arr < 0):
                 raise TorchleanError(
-                    f"index {name!r}: value must be nat{list(shape)} of non-negative ints, "
+                    f"index {name!r}: value must be nat{format_shape(shape)} of non-negative ints, "
                     f"got {value!r}, at {user_call_site()}"
                 )
             static = tuple(int(v) for v in arr.reshape(-1))
@@ -238,7 +271,7 @@ class GraphBuilder:
 
     def apply(self, op_name: str, *args: Var | IndexVar, **attrs: Any) -> Var:
         """Apply the registered op ``op_name`` to tensor ``Var`` s and ``IndexVar`` s."""
-        site = user_call_site()
+        site = _Site(sys._getframe(1))
         try:
             op = get_op(op_name)
         except TorchleanError as e:
@@ -337,4 +370,3 @@ class GraphBuilder:
                 )
         ctx = Context(tuple(self._leaves), tuple(self._index_inputs))
         return GraphData(ctx, nodes, tuple(vid(o._handle) for o in outs))
-

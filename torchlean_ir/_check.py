@@ -13,6 +13,7 @@ from ._graph import GraphData, valid_name
 from ._printer import format_node
 from ._registry import get_op
 from ._types import DType, IndexType, TensorType
+from ._util import gc_paused
 
 
 def _node_error(graph: GraphData, j: int, message: str) -> GraphCheckError:
@@ -20,7 +21,7 @@ def _node_error(graph: GraphData, j: int, message: str) -> GraphCheckError:
         shown = format_node(graph, j)
     except Exception:  # a node too broken to print still gets a message
         shown = repr(graph.nodes[j])
-    return GraphCheckError(f"node {j} (`{shown}`): {message}", node=j)
+    return GraphCheckError(f"node {j} (`{shown}`): {message}", node=j, detail=message)
 
 
 def _check_type(t: object, what: str) -> TensorType:
@@ -39,6 +40,11 @@ def _check_type(t: object, what: str) -> TensorType:
 
 def check(graph: GraphData) -> GraphData:
     """Validate ``graph``; return it unchanged, or raise :class:`GraphCheckError`."""
+    with gc_paused():
+        return _check(graph)
+
+
+def _check(graph: GraphData) -> GraphData:
     ctx = graph.context
     seen: dict[str, str] = {}
     for i, leaf in enumerate(ctx.leaves):
@@ -72,7 +78,7 @@ def check(graph: GraphData) -> GraphData:
             )
             if not ok:
                 raise GraphCheckError(
-                    f"{where}: a static value must be {ix.type.size} non-negative ints, "
+                    f"{where}: a static value must be a tuple of {ix.type.size} naturals, "
                     f"got {ix.value!r}"
                 )
 
@@ -97,7 +103,8 @@ def check(graph: GraphData) -> GraphData:
                 raise _node_error(
                     graph,
                     j,
-                    f"index argument {p} refers to #{a}, but there are {n_index} index inputs",
+                    f"index argument {p} refers to #{a}, but the graph declares "
+                    f"{n_index} index input{'' if n_index == 1 else 's'}",
                 )
         if not isinstance(node.attrs, Attrs):
             raise _node_error(graph, j, "attrs must be an Attrs record")

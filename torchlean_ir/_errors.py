@@ -22,9 +22,11 @@ class AttrError(TorchleanError):
 class GraphCheckError(TorchleanError):
     """A graph failed :func:`torchlean_ir.check` (bad reference, bad attribute, wrong shape)."""
 
-    def __init__(self, message: str, *, node: int | None = None) -> None:
+    def __init__(self, message: str, *, node: int | None = None, detail: str | None = None) -> None:
         super().__init__(message)
         self.node = node
+        #: The message without the ``node j (`...`):`` prefix.
+        self.detail = message if detail is None else detail
 
 
 class GraphFormatError(TorchleanError):
@@ -33,6 +35,20 @@ class GraphFormatError(TorchleanError):
     def __init__(self, message: str, *, path: str | None = None) -> None:
         super().__init__(message)
         self.path = path
+
+
+class GraphParseError(GraphFormatError):
+    """The text form of a graph (see :func:`torchlean_ir.parse_graph`) could not be parsed.
+
+    ``str()`` is one line, ``line:column: message``; :attr:`line` and :attr:`column` are 1-based.
+    """
+
+    def __init__(self, message: str, *, line: int, column: int, source: str | None = None) -> None:
+        where = f"{line}:{column}" if source is None else f"{source}:{line}:{column}"
+        super().__init__(f"{where}: {message}", path=where)
+        self.line = line
+        self.column = column
+        self.message = message
 
 
 class EvalError(TorchleanError):

@@ -1,45 +1,86 @@
 """The graph file format: versioned JSON (``"format": "torchlean_ir.graph"``, ``"version": 1``).
 
 See ``docs/ir-format.md`` for the specification and ``schema/graph-v1.schema.json`` for the JSON
-Schema. Loading never evaluates or unpickles anything: it parses JSON (with size and count
-limits), builds the records, and runs :func:`~torchlean_ir.check`. Every error is a one-line
-:class:`GraphFormatError` naming the JSON path (``$.nodes[3].attrs.axis``) or the node.
+Schema. Loading never evaluates or unpickles anything: it parses JSON (within size, count and
+nesting limits), builds the records, and runs :func:`~torchlean_ir.check`. Every error is a
+one-line :class:`GraphFormatError` naming the JSON path (``$.nodes[3].attrs.axis``) or the node.
 """
 
 from __future__ import annotations
 
 import base64
+import binascii
+import dataclasses
 import hashlib
 import json
 import math
 import os
+import re
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from ._attrs import AttrSpec, ConstArray, make_attrs
+from ._attrs import INLINE_LIMIT, Attrs, AttrSpec, ConstArray, float_text, make_attrs
 from ._check import check
 from ._errors import AttrError, GraphCheckError, GraphFormatError, UnknownOpError
-from ._graph import Context, GraphData, IndexInput, Leaf, Node
+from ._graph import Context, GraphData, IndexInput, Leaf, Node, valid_name
+from ._printer import format_node
 from ._registry import get_op
 from ._types import DType, IndexType, TensorType
+from ._util import gc_paused
 
 FORMAT = "torchlean_ir.graph"
 VERSION = 1
-#: Tensor literals with more elements than this are stored as base64 little-endian bytes.
-INLINE_LIMIT = 64
+#: The JSON Schema of this version, relative to the package directory.
+SCHEMA_FILE = "schema/graph-v1.schema.json"
+
+__all__ = [
+    "DEFAULT_LIMITS",
+    "FORMAT",
+    "INLINE_LIMIT",
+    "VERSION",
+    "Limits",
+    "content_hash",
+    "dumps",
+    "graph_from_dict",
+    "graph_schema",
+    "graph_to_dict",
+    "load",
+    "loads",
+    "save",
+]
 
 
 @dataclass(frozen=True)
 class Limits:
-    """Limits applied when loading a file (override any of them per call)."""
+    """Limits applied when reading a graph (from a file or text); override any of them.
 
+    ``Limits(max_nodes=10_000)`` or ``DEFAULT_LIMITS.replace(max_bytes=1 << 20)``.
+    """
+
+    #: Size of the file (bytes) or text (characters).
     max_bytes: int = 256 * 1024 * 1024
+    #: Number of nodes.
     max_nodes: int = 1_000_000
+    #: Number of leaves (params and inputs); index inputs count separately, with the same limit.
     max_leaves: int = 100_000
+    #: Rank of any shape.
     max_rank: int = 8
-    max_elements: int = 1 << 28  # elements of any one value or literal
+    #: Elements of any one value or literal (the product of its shape).
+    max_elements: int = 1 << 28
+    #: Nesting depth of the JSON document (a valid graph file needs 6).
+    max_depth: int = 32
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            v = getattr(self, f.name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"Limits.{f.name} must be a positive int, got {v!r}")
+
+    def replace(self, **changes: int) -> Limits:
+        """A copy with some limits changed."""
+        return dataclasses.replace(self, **changes)
 
 
 DEFAULT_LIMITS = Limits()
@@ -48,6 +89,8 @@ DEFAULT_LIMITS = Limits()
 
 
 def _enc_float(f: float) -> float | str:
+    """A float attribute value: a JSON number, or ``"inf"`` / ``"-inf"`` (JSON has none)."""
+    f = float(f) + 0.0  # -0.0 -> 0.0, as make_attrs does
     if math.isinf(f):
         return "inf" if f > 0 else "-inf"
     return f
@@ -55,29 +98,50 @@ def _enc_float(f: float) -> float | str:
 
 def _enc_array(a: ConstArray) -> dict[str, Any]:
     out: dict[str, Any] = {"dtype": a.dtype.value, "shape": list(a.shape)}
-    arr = a.to_numpy()
-    if arr.size <= INLINE_LIMIT:
-        flat = arr.reshape(-1).tolist()
-        out["data"] = flat if a.dtype == DType.BOOL else [_enc_float(float(x)) for x in flat]
-    else:
+    n = math.prod(a.shape)
+    if n > INLINE_LIMIT:
         out["base64"] = base64.b64encode(a.data).decode("ascii")
+    elif a.dtype == DType.BOOL:
+        out["data"] = [bool(x) for x in a.to_numpy().reshape(-1)]
+    else:
+        # float(float_text(x)) is the shortest float64 that reads back as x (rounded to f32 for
+        # f32 literals): exact and readable (0.1, not 0.10000000149011612).
+        out["data"] = [float(float_text(x, a.dtype)) for x in a.to_numpy().reshape(-1).tolist()]
     return out
 
 
-def _enc_attr(spec: AttrSpec, v: Any) -> Any:
-    if spec.kind in ("array", "bool_array"):
+def _enc_attr(spec: AttrSpec | None, v: Any) -> Any:
+    """The JSON value of attribute ``v`` of kind ``spec.kind`` (canonical: equal attributes
+    encode equally, so equal graphs hash equally)."""
+    kind = spec.kind if spec is not None else None
+    if isinstance(v, ConstArray):
         return _enc_array(v)
-    if spec.kind == "float":
+    if kind == "float":
         return _enc_float(v)
-    if spec.kind == "floats":
+    if kind == "floats":
         return [_enc_float(x) for x in v]
-    if isinstance(v, tuple):
-        return list(v)
+    if kind in ("int", "nat"):
+        return int(v)
+    if kind in ("ints", "nats", "shape"):
+        return [int(x) for x in v]
+    if isinstance(v, tuple | list):
+        return [_enc_attr(None, x) for x in v]
+    if isinstance(v, bool | np.bool_):
+        return bool(v)
+    if isinstance(v, int | np.integer):
+        return int(v)
+    if isinstance(v, float | np.floating):
+        return _enc_float(v)
     return v
 
 
 def graph_to_dict(graph: GraphData) -> dict[str, Any]:
     """The JSON-ready dict of a graph (the canonical encoding; its hash is the content hash)."""
+    with gc_paused():
+        return _graph_to_dict(graph)
+
+
+def _graph_to_dict(graph: GraphData) -> dict[str, Any]:
     nodes = []
     for node in graph.nodes:
         op = get_op(node.op)
@@ -85,7 +149,7 @@ def graph_to_dict(graph: GraphData) -> dict[str, Any]:
         if node.index_args:
             entry["index_args"] = list(node.index_args)
         if node.attrs:
-            entry["attrs"] = {k: _enc_attr(op.attrs[k], v) for k, v in node.attrs.items()}
+            entry["attrs"] = {k: _enc_attr(op.attrs.get(k), v) for k, v in node.attrs.items()}
         entry["shape"] = list(node.type.shape)
         entry["dtype"] = node.type.dtype.value
         nodes.append(entry)
@@ -112,29 +176,55 @@ def graph_to_dict(graph: GraphData) -> dict[str, Any]:
     }
 
 
+def _dump_items(items: list[Any]) -> str:
+    if not items:
+        return "[]"
+    lines = ",\n".join(
+        "    " + json.dumps(x, allow_nan=False, separators=(", ", ": ")) for x in items
+    )
+    return "[\n" + lines + "\n  ]"
+
+
 def dumps(graph: GraphData, *, indent: int | None = None) -> str:
-    """The JSON text of a graph (one node per line when ``indent`` is None)."""
+    """The JSON text of a graph.
+
+    The default layout (``indent=None``) is the canonical file layout: one leaf, index input or
+    node per line, keys in a fixed order, a final newline. ``indent=n`` pretty-prints fully.
+    """
     d = graph_to_dict(graph)
     if indent is not None:
-        return json.dumps(d, indent=indent, allow_nan=False)
-    head = {k: v for k, v in d.items() if k != "nodes"}
-    lines = ",\n".join(
-        "    " + json.dumps(n, allow_nan=False, separators=(", ", ": ")) for n in d["nodes"]
+        return json.dumps(d, indent=indent, allow_nan=False) + "\n"
+    return (
+        "{\n"
+        f'  "format": {json.dumps(d["format"])},\n'
+        f'  "version": {d["version"]},\n'
+        f'  "leaves": {_dump_items(d["leaves"])},\n'
+        f'  "index_inputs": {_dump_items(d["index_inputs"])},\n'
+        f'  "nodes": {_dump_items(d["nodes"])},\n'
+        f'  "outputs": {json.dumps(d["outputs"])}\n'
+        "}\n"
     )
-    text = json.dumps(head, allow_nan=False)
-    return text[:-1] + ', "nodes": [\n' + lines + "\n]}\n"
 
 
 def save(graph: GraphData, path: str | os.PathLike[str]) -> None:
-    """Write a graph file (checks the graph first)."""
+    """Write a graph file (checks the graph first; UTF-8, ``\\n`` line ends)."""
     check(graph)
-    text = dumps(graph)
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(text)
+    with open(path, "wb") as f:
+        f.write(dumps(graph).encode("utf-8"))
+
+
+def graph_schema() -> dict[str, Any]:
+    """The JSON Schema (draft 2020-12) of version 1 of the file format, shipped with the package
+    as ``torchlean_ir/schema/graph-v1.schema.json``. It checks structure only; :func:`loads`
+    checks everything (references, attributes, shapes, names, limits)."""
+    from importlib.resources import files
+
+    return json.loads(files("torchlean_ir").joinpath(SCHEMA_FILE).read_text(encoding="utf-8"))
 
 
 def content_hash(graph: GraphData) -> str:
-    """SHA-256 of the canonical (sorted-key, compact) JSON encoding."""
+    """SHA-256 (hex) of the canonical encoding: :func:`graph_to_dict` as compact JSON with sorted
+    keys (``json.dumps(d, sort_keys=True, separators=(",", ":"))``), UTF-8."""
     text = json.dumps(graph_to_dict(graph), sort_keys=True, separators=(",", ":"), allow_nan=False)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
@@ -143,24 +233,108 @@ def content_hash(graph: GraphData) -> str:
 
 
 class _Path:
-    """A JSON path being walked, for error messages (``$.nodes[3].attrs.axis``)."""
+    """A JSON path being walked, for error messages (``$.nodes[3].attrs.axis``); its text is
+    only built when an error needs it."""
 
-    def __init__(self, text: str = "$") -> None:
-        self.text = text
+    __slots__ = ("parent", "part")
+
+    def __init__(self, parent: _Path | None = None, part: str | int = "$") -> None:
+        self.parent = parent
+        self.part = part
 
     def key(self, k: str) -> _Path:
-        return _Path(f"{self.text}.{k}")
+        return _Path(self, k)
 
     def item(self, i: int) -> _Path:
-        return _Path(f"{self.text}[{i}]")
+        return _Path(self, i)
+
+    @property
+    def text(self) -> str:
+        parts: list[str] = []
+        p: _Path | None = self
+        while p is not None:
+            if p.parent is None:
+                parts.append("$")
+            elif isinstance(p.part, int):
+                parts.append(f"[{p.part}]")
+            elif _KEY_RE.fullmatch(p.part):
+                parts.append(f".{p.part}")
+            else:
+                parts.append(f"[{_short(p.part)}]")
+            p = p.parent
+        return "".join(reversed(parts))
 
     def fail(self, message: str) -> GraphFormatError:
-        return GraphFormatError(f"{self.text}: {message}", path=self.text)
+        text = self.text
+        return GraphFormatError(f"{text}: {message}", path=text)
+
+
+_KEY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
+
+
+def _short(v: Any, limit: int = 60) -> str:
+    """A one-line, bounded ``repr`` for messages."""
+    text = repr(v)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _clip(text: str, limit: int = 60) -> str:
+    """``text`` on one line, at most ``limit`` characters."""
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+class _Obj(dict):  # type: ignore[type-arg]
+    """A decoded JSON object that remembers its first duplicate key, if any."""
+
+    __slots__ = ("duplicate",)
+
+
+def _object_pairs(pairs: list[tuple[str, Any]]) -> _Obj:
+    obj = _Obj(pairs)
+    obj.duplicate = None
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        for k, _ in pairs:
+            if k in seen:
+                obj.duplicate = k
+                break
+            seen.add(k)
+    return obj
+
+
+class _BadNumber(str):
+    """A JSON number Python cannot hold as a finite float or a bounded int (``1e400``), or one
+    of the non-JSON constants ``NaN``, ``Infinity`` that Python's parser would accept."""
+
+    __slots__ = ("why",)
+
+
+def _bad_number(text: str, why: str) -> _BadNumber:
+    b = _BadNumber(text)
+    b.why = why
+    return b
+
+
+def _parse_float(text: str) -> float | _BadNumber:
+    f = float(text)
+    return _bad_number(text, "out of range") if math.isinf(f) else f
+
+
+def _parse_int(text: str) -> int | _BadNumber:
+    return _bad_number(text, "too long") if len(text.lstrip("-")) > 400 else int(text)
+
+
+def _parse_constant(text: str) -> _BadNumber:
+    return _bad_number(text, "not valid JSON")
 
 
 def _typename(v: Any) -> str:
+    if isinstance(v, _BadNumber):
+        return f"{_clip(str(v), 30)} ({v.why})"
+    if isinstance(v, dict):
+        return "an object"
     return {
-        dict: "an object",
         list: "an array",
         str: "a string",
         bool: "a boolean",
@@ -175,12 +349,15 @@ def _obj(
 ) -> dict[str, Any]:
     if not isinstance(v, dict):
         raise p.fail(f"expected an object, got {_typename(v)}")
+    dup = getattr(v, "duplicate", None)
+    if dup is not None:
+        raise p.fail(f"duplicate key {_short(dup)}")
     for k in required:
         if k not in v:
             raise p.fail(f"missing key {k!r}")
     extra = sorted(set(v) - set(required) - set(optional))
     if extra:
-        raise p.fail(f"unknown key {extra[0]!r}")
+        raise p.fail(f"unknown key {_short(extra[0])}")
     return v
 
 
@@ -190,19 +367,39 @@ def _list(v: Any, p: _Path) -> list[Any]:
     return v
 
 
-def _int(v: Any, p: _Path, lo: int = 0, hi: int | None = None) -> int:
-    if isinstance(v, bool) or not isinstance(v, int):
+def _int(v: Any, p: _Path, lo: int | None = 0, hi: int | None = None) -> int:
+    if isinstance(v, bool) or not isinstance(v, int) or isinstance(v, _BadNumber):
         raise p.fail(f"expected an integer, got {_typename(v)}")
-    if v < lo or (hi is not None and v > hi):
+    if (lo is not None and v < lo) or (hi is not None and v > hi):
         rng = f">= {lo}" if hi is None else f"in {lo}..{hi}"
         raise p.fail(f"expected an integer {rng}, got {v}")
     return v
 
 
+def _ref(v: Any, p: _Path, n: int, what: str) -> int:
+    """A reference to one of the ``n`` values (or index inputs) available at ``p``."""
+    if isinstance(v, bool) or not isinstance(v, int) or isinstance(v, _BadNumber):
+        raise p.fail(f"expected an integer (a {what} id), got {_typename(v)}")
+    if not 0 <= v < n:
+        avail = f"ids 0..{n - 1} are available" if n else f"there is no {what} to refer to"
+        raise p.fail(f"refers to {what} {v}, but {avail}")
+    return v
+
+
 def _str(v: Any, p: _Path) -> str:
-    if not isinstance(v, str):
+    if not isinstance(v, str) or isinstance(v, _BadNumber):
         raise p.fail(f"expected a string, got {_typename(v)}")
     return v
+
+
+def _name(v: Any, p: _Path, seen: dict[str, _Path]) -> str:
+    name = _str(v, p)
+    if not valid_name(name):
+        raise p.fail(f"invalid name {_short(name)} (an identifier; dots allowed; 256 chars max)")
+    if name in seen:
+        raise p.fail(f"name {name!r} is already used by {seen[name].text}")
+    seen[name] = p.parent or p
+    return name
 
 
 def _shape(v: Any, p: _Path, lim: Limits) -> tuple[int, ...]:
@@ -218,18 +415,21 @@ def _shape(v: Any, p: _Path, lim: Limits) -> tuple[int, ...]:
 def _float_dtype(v: Any, p: _Path) -> DType:
     s = _str(v, p)
     if s not in ("f32", "f64"):
-        raise p.fail(f"expected dtype 'f32' or 'f64', got {s!r}")
+        raise p.fail(f"expected dtype 'f32' or 'f64', got {_short(s)}")
     return DType(s)
 
 
 def _dec_float(v: Any, p: _Path) -> float:
-    if isinstance(v, str):
+    if isinstance(v, str) and not isinstance(v, _BadNumber):
         if v in ("inf", "-inf"):
             return float(v)
-        raise p.fail(f"expected a number, 'inf' or '-inf', got {v!r}")
-    if isinstance(v, bool) or not isinstance(v, int | float):
+        raise p.fail(f"expected a number, 'inf' or '-inf', got {_short(v)}")
+    if isinstance(v, bool) or not isinstance(v, int | float) or isinstance(v, _BadNumber):
         raise p.fail(f"expected a number, got {_typename(v)}")
-    return float(v)
+    try:
+        return float(v)
+    except OverflowError:
+        raise p.fail(f"number {_short(v)} is out of range") from None
 
 
 def _dec_array(v: Any, p: _Path, lim: Limits, want_bool: bool) -> ConstArray:
@@ -237,7 +437,7 @@ def _dec_array(v: Any, p: _Path, lim: Limits, want_bool: bool) -> ConstArray:
     dt = _str(d["dtype"], p.key("dtype"))
     allowed = ("bool",) if want_bool else ("f32", "f64")
     if dt not in allowed:
-        raise p.key("dtype").fail(f"expected {' or '.join(map(repr, allowed))}, got {dt!r}")
+        raise p.key("dtype").fail(f"expected {' or '.join(map(repr, allowed))}, got {_short(dt)}")
     dtype = DType(dt)
     shape = _shape(d["shape"], p.key("shape"), lim)
     n = math.prod(shape)
@@ -255,95 +455,170 @@ def _dec_array(v: Any, p: _Path, lim: Limits, want_bool: bool) -> ConstArray:
                     raise p.key("data").item(i).fail(f"expected a boolean, got {_typename(x)}")
             arr = np.asarray(data, dtype=bool)
         else:
-            arr = np.asarray([_dec_float(x, p.key("data").item(i)) for i, x in enumerate(data)])
+            vals = [_dec_float(x, p.key("data").item(i)) for i, x in enumerate(data)]
+            with np.errstate(over="ignore"):
+                arr = np.asarray(vals, dtype=dtype.numpy_name)
+            bad = np.flatnonzero(~np.isfinite(arr))
+            if bad.size:
+                i = int(bad[0])
+                raise (
+                    p.key("data")
+                    .item(i)
+                    .fail(f"element {_short(data[i])} is not a finite {dt} (literals are finite)")
+                )
         return ConstArray.from_numpy(arr.reshape(shape), dtype)
     text = _str(d["base64"], p.key("base64"))
     try:
         raw = base64.b64decode(text.encode("ascii"), validate=True)
-    except (ValueError, UnicodeEncodeError):
+    except (binascii.Error, ValueError, UnicodeEncodeError):
         raise p.key("base64").fail("invalid base64") from None
     itemsize = np.dtype(dtype.numpy_name).itemsize
     if len(raw) != n * itemsize:
         raise p.key("base64").fail(
             f"expected {n * itemsize} bytes for {dt}{list(shape)}, got {len(raw)}"
         )
-    return ConstArray(dtype, shape, raw)
+    try:
+        return ConstArray(dtype, shape, raw)
+    except AttrError as e:
+        raise p.key("base64").fail(str(e)) from None
 
 
 def _dec_attr(spec: AttrSpec, v: Any, p: _Path, lim: Limits) -> Any:
+    """The raw value of one attribute (``make_attrs`` validates and canonicalises it)."""
     if spec.kind in ("array", "bool_array"):
         return _dec_array(v, p, lim, spec.kind == "bool_array")
     if spec.kind == "float":
         return _dec_float(v, p)
-    if spec.kind == "floats":
-        return [_dec_float(x, p.item(i)) for i, x in enumerate(_list(v, p))]
-    if spec.kind in ("ints", "nats", "shape"):
+    if spec.kind in ("floats", "ints", "nats", "shape"):
         items = _list(v, p)
         if len(items) > max(lim.max_rank, 64):
-            raise p.fail(f"{len(items)} entries exceed the limit")
-        return items
+            raise p.fail(f"{len(items)} entries exceed the limit {max(lim.max_rank, 64)}")
+        if spec.kind == "floats":
+            return [_dec_float(x, p.item(i)) for i, x in enumerate(items)]
+        return [_int(x, p.item(i), lo=None) for i, x in enumerate(items)]
+    if spec.kind in ("int", "nat"):
+        return _int(v, p, lo=None)
+    if isinstance(v, _BadNumber):
+        raise p.fail(f"expected {spec.words}, got {_typename(v)}")
     return v
 
 
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")
+_STRING_RE = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_BRACKET = np.zeros(256, dtype=np.int8)
+_BRACKET[[ord("["), ord("{")]] = 1
+_BRACKET[[ord("]"), ord("}")]] = -1
+_CHUNK = 1 << 22
+
+
+def _first_too_deep(data: bytes, limit: int) -> int | None:
+    """The byte offset where the nesting of arrays/objects first exceeds ``limit``, or None
+    (``data`` with its strings blanked out)."""
+    depth = 0
+    for start in range(0, len(data), _CHUNK):
+        count = min(_CHUNK, len(data) - start)
+        steps = _BRACKET[np.frombuffer(data, dtype=np.uint8, count=count, offset=start)]
+        running = np.cumsum(steps, dtype=np.int64) + depth
+        over = np.flatnonzero(running > limit)
+        if over.size:
+            return start + int(over[0])
+        depth = int(running[-1])
+    return None
+
+
+def _too_deep(data: bytes, limit: int) -> int | None:
+    """The byte offset where the JSON text ``data`` first nests deeper than ``limit``, or None.
+    Brackets inside strings do not count."""
+    if _first_too_deep(_STRING_RE.sub(b'""', data), limit) is None:  # fast; offsets shift
+        return None
+    return _first_too_deep(_STRING_RE.sub(lambda m: b" " * (m.end() - m.start()), data), limit)
+
+
+def _line_col(data: bytes, offset: int) -> str:
+    line = data.count(b"\n", 0, offset) + 1
+    col = offset - (data.rfind(b"\n", 0, offset) + 1) + 1
+    return f"line {line} column {col}"
 
 
 def loads(text: str | bytes, *, limits: Limits = DEFAULT_LIMITS) -> GraphData:
-    """Parse and validate a graph from JSON text."""
-    if isinstance(text, bytes):
-        if len(text) > limits.max_bytes:
+    """Parse and validate a graph from JSON text (``str`` or UTF-8 ``bytes``)."""
+    if isinstance(text, bytes | bytearray | memoryview):
+        data = bytes(text)
+        if len(data) > limits.max_bytes:
             raise GraphFormatError(
-                f"$: file of {len(text)} bytes exceeds the limit {limits.max_bytes}", path="$"
+                f"$: {len(data)} bytes exceed the limit {limits.max_bytes}", path="$"
             )
         try:
-            text = text.decode("utf-8")
+            text = data.decode("utf-8")
         except UnicodeDecodeError as e:
-            raise GraphFormatError(f"$: not UTF-8 text (byte {e.start})", path="$") from None
-    if len(text) > limits.max_bytes:
+            raise GraphFormatError(
+                f"$: not UTF-8 text (bad byte at {_line_col(data, e.start)})", path="$"
+            ) from None
+    elif isinstance(text, str):
+        if len(text) > limits.max_bytes:
+            raise GraphFormatError(
+                f"$: {len(text)} characters exceed the limit {limits.max_bytes}", path="$"
+            )
+        data = text.encode("utf-8", "surrogatepass")
+    else:
+        raise TypeError(f"loads expects str or bytes, got {type(text).__name__}")
+    at = _too_deep(data, limits.max_depth)
+    if at is not None:
         raise GraphFormatError(
-            f"$: text of {len(text)} characters exceeds the limit {limits.max_bytes}", path="$"
+            f"$: JSON nested deeper than {limits.max_depth} levels (at {_line_col(data, at)})",
+            path="$",
         )
     try:
-        raw = json.loads(text, parse_constant=_reject_constant)
+        with gc_paused():
+            raw = json.loads(
+                text,
+                object_pairs_hook=_object_pairs,
+                parse_float=_parse_float,
+                parse_int=_parse_int,
+                parse_constant=_parse_constant,
+            )
     except json.JSONDecodeError as e:
         raise GraphFormatError(
             f"$: invalid JSON at line {e.lineno} column {e.colno}: {e.msg}", path="$"
         ) from None
     except (ValueError, RecursionError) as e:
-        raise GraphFormatError(f"$: invalid JSON: {e}", path="$") from None
+        raise GraphFormatError(f"$: invalid JSON: {_clip(str(e), 120)}", path="$") from None
     return graph_from_dict(raw, limits=limits)
 
 
 def load(path: str | os.PathLike[str], *, limits: Limits = DEFAULT_LIMITS) -> GraphData:
     """Read, parse and validate a graph file."""
-    try:
-        size = os.path.getsize(path)
-    except OSError as e:
-        raise GraphFormatError(f"cannot read {os.fspath(path)!r}: {e.strerror}") from None
-    if size > limits.max_bytes:
-        raise GraphFormatError(
-            f"$: file of {size} bytes exceeds the limit {limits.max_bytes}", path="$"
-        )
+    shown = _short(os.fspath(path), 200)
     try:
         with open(path, "rb") as f:
-            data = f.read()
+            size = os.fstat(f.fileno()).st_size
+            if size > limits.max_bytes:
+                raise GraphFormatError(
+                    f"$: file of {size} bytes exceeds the limit {limits.max_bytes}", path="$"
+                )
+            data = f.read(limits.max_bytes + 1)
     except OSError as e:
-        raise GraphFormatError(f"cannot read {os.fspath(path)!r}: {e.strerror}") from None
+        raise GraphFormatError(f"cannot read {shown}: {e.strerror or e}") from None
     return loads(data, limits=limits)
 
 
 def graph_from_dict(raw: Any, *, limits: Limits = DEFAULT_LIMITS) -> GraphData:
-    """Build and check a graph from its decoded JSON value."""
+    """Build and check a graph from its decoded JSON value (as :func:`json.loads` returns it)."""
+    with gc_paused():
+        return _graph_from_dict(raw, limits)
+
+
+def _graph_from_dict(raw: Any, limits: Limits) -> GraphData:
     root = _Path()
     d = _obj(raw, root, ("format", "version", "leaves", "nodes", "outputs"), ("index_inputs",))
-    if d["format"] != FORMAT:
-        raise root.key("format").fail(f"expected {FORMAT!r}, got {d['format']!r}")
+    fmt = d["format"]
+    if not isinstance(fmt, str) or isinstance(fmt, _BadNumber) or fmt != FORMAT:
+        got = _short(fmt) if isinstance(fmt, str) and not isinstance(fmt, _BadNumber) else None
+        raise root.key("format").fail(f"expected {FORMAT!r}, got {got or _typename(fmt)}")
     version = d["version"]
-    if version != VERSION or isinstance(version, bool):
-        raise root.key("version").fail(
-            f"unsupported version {version!r} (this reader knows {VERSION})"
-        )
+    if isinstance(version, bool) or not isinstance(version, int) or version != VERSION:
+        got = _typename(version) if isinstance(version, _BadNumber) else _short(version)
+        raise root.key("version").fail(f"unsupported version {got} (this reader knows {VERSION})")
+    seen: dict[str, _Path] = {}
 
     leaves_raw = _list(d["leaves"], root.key("leaves"))
     if len(leaves_raw) > limits.max_leaves:
@@ -354,103 +629,112 @@ def graph_from_dict(raw: Any, *, limits: Limits = DEFAULT_LIMITS) -> GraphData:
     for i, lv in enumerate(leaves_raw):
         p = root.key("leaves").item(i)
         e = _obj(lv, p, ("name", "kind", "shape", "dtype"), ("requires_grad",))
+        name = _name(e["name"], p.key("name"), seen)
         kind = _str(e["kind"], p.key("kind"))
         if kind not in ("param", "input"):
-            raise p.key("kind").fail(f"expected 'param' or 'input', got {kind!r}")
+            raise p.key("kind").fail(f"expected 'param' or 'input', got {_short(kind)}")
         rg = e.get("requires_grad", kind == "param")
         if not isinstance(rg, bool):
             raise p.key("requires_grad").fail(f"expected a boolean, got {_typename(rg)}")
         shape = _shape(e["shape"], p.key("shape"), limits)
-        leaves.append(
-            Leaf(
-                _str(e["name"], p.key("name")),
-                TensorType(shape, _float_dtype(e["dtype"], p.key("dtype"))),
-                kind,
-                rg,
-            )  # type: ignore[arg-type]
-        )
+        dtype = _float_dtype(e["dtype"], p.key("dtype"))
+        leaves.append(Leaf(name, TensorType(shape, dtype), kind, rg))  # type: ignore[arg-type]
 
+    index_raw = _list(d.get("index_inputs", []), root.key("index_inputs"))
+    if len(index_raw) > limits.max_leaves:
+        raise root.key("index_inputs").fail(
+            f"{len(index_raw)} index inputs exceed the limit {limits.max_leaves}"
+        )
     index_inputs = []
-    for i, ixr in enumerate(_list(d.get("index_inputs", []), root.key("index_inputs"))):
+    for i, ixr in enumerate(index_raw):
         p = root.key("index_inputs").item(i)
         e = _obj(ixr, p, ("name", "shape"), ("value",))
+        name = _name(e["name"], p.key("name"), seen)
         shape = _shape(e["shape"], p.key("shape"), limits)
         if len(shape) > 1:
             raise p.key("shape").fail(
                 f"an index input is a nat scalar or vector, got rank {len(shape)}"
             )
         value = None
-        if "value" in e and e["value"] is not None:
+        if "value" in e:
             vals = _list(e["value"], p.key("value"))
             if len(vals) != math.prod(shape):
                 raise p.key("value").fail(f"expected {math.prod(shape)} naturals, got {len(vals)}")
             value = tuple(_int(x, p.key("value").item(k)) for k, x in enumerate(vals))
-        index_inputs.append(IndexInput(_str(e["name"], p.key("name")), IndexType(shape), value))
+        index_inputs.append(IndexInput(name, IndexType(shape), value))
 
     nodes_raw = _list(d["nodes"], root.key("nodes"))
     if len(nodes_raw) > limits.max_nodes:
         raise root.key("nodes").fail(f"{len(nodes_raw)} nodes exceed the limit {limits.max_nodes}")
-    n_leaves = len(leaves)
+    n_leaves, n_index = len(leaves), len(index_inputs)
+    nodes_path = root.key("nodes")
     nodes = []
+    no_attrs: dict[str, Attrs] = {}  # op -> its default attributes (nodes without "attrs")
+    types: dict[tuple[tuple[int, ...], DType], TensorType] = {}  # shared, equal types
     for j, nr in enumerate(nodes_raw):
-        p = root.key("nodes").item(j)
+        p = nodes_path.item(j)
         e = _obj(nr, p, ("op", "args", "shape", "dtype"), ("index_args", "attrs"))
         name = _str(e["op"], p.key("op"))
         try:
             op = get_op(name)
-        except UnknownOpError as err:
-            raise p.key("op").fail(str(err)) from None
+        except UnknownOpError:
+            raise p.key("op").fail(f"unknown op {_short(name)}") from None
+        pa = p.key("args")
         args = tuple(
-            _int(a, p.key("args").item(k), 0, n_leaves + j - 1)
-            for k, a in enumerate(_list(e["args"], p.key("args")))
+            _ref(a, pa.item(k), n_leaves + j, "value") for k, a in enumerate(_list(e["args"], pa))
         )
+        pi = p.key("index_args")
         index_args = tuple(
-            _int(a, p.key("index_args").item(k), 0, max(len(index_inputs) - 1, -1))
-            if index_inputs
-            else _fail_no_index(p.key("index_args").item(k))
-            for k, a in enumerate(_list(e.get("index_args", []), p.key("index_args")))
+            _ref(a, pi.item(k), n_index, "index input")
+            for k, a in enumerate(_list(e.get("index_args", []), pi))
         )
-        attrs_raw = e.get("attrs", {})
-        if not isinstance(attrs_raw, dict):
-            raise p.key("attrs").fail(f"expected an object, got {_typename(attrs_raw)}")
-        decoded: dict[str, Any] = {}
-        for k, v in attrs_raw.items():
-            if k not in op.attrs:
-                allowed = ", ".join(sorted(op.attrs)) or "none"
-                raise (
-                    p.key("attrs").key(k).fail(f"unknown attribute of {name} (allowed: {allowed})")
-                )
-            decoded[k] = _dec_attr(op.attrs[k], v, p.key("attrs").key(k), limits)
-        try:
-            attrs = make_attrs(name, op.attrs, decoded)
-        except AttrError as err:
-            raise p.key("attrs").fail(str(err)) from None
+        if "attrs" in e or name not in no_attrs:
+            attrs = _dec_attrs(op.name, op.attrs, e.get("attrs", {}), p.key("attrs"), limits)
+            if "attrs" not in e:
+                no_attrs[name] = attrs  # the defaults: the same for every node of this op
+        else:
+            attrs = no_attrs[name]
         shape = _shape(e["shape"], p.key("shape"), limits)
-        nodes.append(
-            Node(
-                name,
-                args,
-                TensorType(shape, _float_dtype(e["dtype"], p.key("dtype"))),
-                attrs,
-                index_args,
-            )
-        )
+        dtype = _float_dtype(e["dtype"], p.key("dtype"))
+        typ = types.get((shape, dtype))
+        if typ is None:
+            typ = types[(shape, dtype)] = TensorType(shape, dtype)
+        nodes.append(Node(name, args, typ, attrs, index_args))
 
     n_values = n_leaves + len(nodes)
-    outs_raw = _list(d["outputs"], root.key("outputs"))
+    po = root.key("outputs")
+    outs_raw = _list(d["outputs"], po)
     if not outs_raw:
-        raise root.key("outputs").fail("a graph needs at least one output")
-    outputs = tuple(
-        _int(o, root.key("outputs").item(k), 0, n_values - 1) for k, o in enumerate(outs_raw)
-    )
+        raise po.fail("a graph needs at least one output")
+    outputs = tuple(_ref(o, po.item(k), n_values, "value") for k, o in enumerate(outs_raw))
     graph = GraphData(Context(tuple(leaves), tuple(index_inputs)), tuple(nodes), outputs)
     try:
         check(graph)
     except GraphCheckError as err:
-        where = f"$.nodes[{err.node}]" if err.node is not None else "$"
-        raise GraphFormatError(f"{where}: {err}", path=where) from None
+        if err.node is None:
+            raise GraphFormatError(f"$: {err}", path="$") from None
+        where = f"$.nodes[{err.node}]"
+        shown = format_node(graph, err.node)
+        raise GraphFormatError(f"{where} (`{shown}`): {err.detail}", path=where) from None
     return graph
 
 
-def _fail_no_index(p: _Path) -> int:
-    raise p.fail("refers to an index input, but the graph declares none")
+def _dec_attrs(op: str, schema: dict[str, AttrSpec], raw: Any, p: _Path, limits: Limits) -> Any:
+    if not isinstance(raw, dict):
+        raise p.fail(f"expected an object, got {_typename(raw)}")
+    _obj(raw, p, (), tuple(raw))  # duplicate keys
+    decoded: dict[str, Any] = {}
+    for k, v in raw.items():
+        pk = p.key(k)
+        if k not in schema:
+            allowed = ", ".join(sorted(schema)) or "none"
+            raise pk.fail(f"unknown attribute of {op} (allowed: {allowed})")
+        decoded[k] = _dec_attr(schema[k], v, pk, limits)
+        try:
+            make_attrs(op, {k: schema[k]}, {k: decoded[k]})
+        except AttrError as err:
+            raise pk.fail(str(err)) from None
+    try:
+        return make_attrs(op, schema, decoded)
+    except AttrError as err:
+        raise p.fail(str(err)) from None

@@ -17,12 +17,12 @@ from ._attrs import Attrs
 from ._types import IndexType, TensorType
 
 LeafKind = Literal["param", "input"]
-_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*$")
+_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
 
 
 def valid_name(name: object) -> bool:
     """Leaf and index-input names: an identifier, dots allowed (``layer1.weight``)."""
-    return isinstance(name, str) and len(name) <= 256 and bool(_NAME_RE.match(name))
+    return isinstance(name, str) and len(name) <= 256 and _NAME_RE.fullmatch(name) is not None
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,6 +12,12 @@
 Leaves are named ``%<name>``, nodes ``%<value id>``, index inputs ``#<name>``. A leaf that
 differs from its kind's default ``requires_grad`` (params: true, inputs: false) says so with
 ``grad`` / ``nograd``; a static index input shows its value (``#i: nat[] = 3``).
+
+The text form is exact: :func:`~torchlean_ir.parse_graph` reads it back to an equal graph
+(floats print as their shortest exact decimal, tensor literals as ``f32[2] [1.5, -2.0]`` or,
+above 64 elements, as ``f32[100] b64"..."`` little-endian bytes). ``short=True`` abbreviates
+literals above 8 elements (``f32[100] [...]``) for messages and display; that form does not
+parse. The grammar is in ``docs/ir-format.md``.
 """
 
 from __future__ import annotations
@@ -47,7 +53,9 @@ def format_index_input(ix: IndexInput) -> str:
     return text
 
 
-def format_node_rhs(graph: GraphData, node: Node) -> str:
+def format_node_rhs(graph: GraphData, node: Node, *, short: bool = False) -> str:
+    """The right-hand side of a node line: ``op(args; index args){attrs}``."""
+
     def vname(a: int) -> str:
         if 0 <= a < graph.num_values:
             return value_name(graph, a)
@@ -58,22 +66,26 @@ def format_node_rhs(graph: GraphData, node: Node) -> str:
         args += "; " + ", ".join(index_name(graph, i) for i in node.index_args)
     text = f"{node.op}({args})"
     if node.attrs:
-        text += "{" + ", ".join(f"{k}={format_attr_value(v)}" for k, v in node.attrs.items()) + "}"
+        shown = (f"{k}={format_attr_value(v, short=short)}" for k, v in node.attrs.items())
+        text += "{" + ", ".join(shown) + "}"
     return text
 
 
-def format_node(graph: GraphData, j: int) -> str:
-    """One node line: ``%5: f32[] = sum(%4)`` (``j`` is the node's index in ``graph.nodes``)."""
+def format_node(graph: GraphData, j: int, *, short: bool = True) -> str:
+    """One node line, ``%5: f32[] = sum(%4)`` (``j`` is the node's index in ``graph.nodes``).
+
+    Short by default: this is the form error messages show."""
     node = graph.nodes[j]
-    return f"%{graph.num_leaves + j}: {node.type} = {format_node_rhs(graph, node)}"
+    return f"%{graph.num_leaves + j}: {node.type} = {format_node_rhs(graph, node, short=short)}"
 
 
-def format_graph(graph: GraphData) -> str:
+def format_graph(graph: GraphData, *, short: bool = False) -> str:
+    """The text form of ``graph`` (exact and parseable unless ``short``)."""
     params = ", ".join(format_leaf(leaf) for leaf in graph.leaves)
     if graph.index_inputs:
         params += "; " + ", ".join(format_index_input(ix) for ix in graph.index_inputs)
     lines = [f"graph({params}) {{"]
-    lines += ["  " + format_node(graph, j) for j in range(len(graph.nodes))]
+    lines += ["  " + format_node(graph, j, short=short) for j in range(len(graph.nodes))]
     outs = ", ".join(value_name(graph, v) for v in graph.outputs)
     lines.append(f"  return {outs}")
     lines.append("}")

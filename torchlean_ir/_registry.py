@@ -199,12 +199,12 @@ class Op:
         n = len(arg_types)
         if self.variadic:
             if n < self.min_args:
-                raise ShapeError(f"expects at least {self.min_args} arguments, got {n}")
+                raise ShapeError(f"expects at least {_count(self.min_args, 'argument')}, got {n}")
         elif n != len(self.arg_names):
-            raise ShapeError(f"expects {len(self.arg_names)} arguments, got {n}")
+            raise ShapeError(f"expects {_count(len(self.arg_names), 'argument')}, got {n}")
         if len(index_types) != len(self.index_args):
             raise ShapeError(
-                f"expects {len(self.index_args)} index arguments, got {len(index_types)}"
+                f"expects {_count(len(self.index_args), 'index argument')}, got {len(index_types)}"
             )
         for spec, t in zip(self.index_args, index_types, strict=True):
             if not spec.accepts(t):
@@ -226,6 +226,10 @@ class Op:
 
     def __repr__(self) -> str:
         return f"<Op {self.name}>"
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 _REGISTRY: dict[str, Op] = {}

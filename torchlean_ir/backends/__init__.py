@@ -3,11 +3,17 @@
 * :data:`NUMPY` - NumPy float64, the reference semantics;
 * :func:`jax_backend` - ``jax.numpy`` in a chosen float dtype, the compiler's lowering;
 * :data:`SYM` - exact symengine arrays, the verifier's symbolic semantics.
+
+The seeded generator of the random ops (SplitMix64, ``docs/ops-notes.md``) is every backend's
+``rand_uniform(seed, counter, shape)``; its NumPy reference functions are re-exported here
+(:func:`splitmix64`, :func:`random_bits`, :func:`uniform_from_bits`) for the eager session and
+tests.
 """
 
 from typing import Any
 
 from ._numpy import NUMPY, NumpyBackend
+from ._random import random_bits, splitmix64, uniform_from_bits
 from ._sym import SYM, SymArray, SymBackend, exact, symbols
 
 __all__ = [
@@ -19,7 +25,10 @@ __all__ = [
     "SymBackend",
     "exact",
     "jax_backend",
+    "random_bits",
+    "splitmix64",
     "symbols",
+    "uniform_from_bits",
 ]
 
 

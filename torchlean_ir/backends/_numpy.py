@@ -16,10 +16,10 @@ def _first_max_onehot(xp: Any, x: Any, axis: int, valid: Any = None) -> Any:
     xm = x if valid is None else xp.where(valid, x, -np.inf)
     arg = xp.argmax(xm, axis=axis)
     ar = xp.arange(x.shape[axis]).reshape((-1,) + (1,) * (x.ndim - axis - 1))
-    onehot = xp.expand_dims(arg, axis) == ar
-    if valid is not None:
-        onehot = xp.logical_and(onehot, valid)
-    return onehot.astype(x.dtype)
+    onehot = (xp.expand_dims(arg, axis) == ar).astype(x.dtype)
+    if valid is not None:  # zero where the mask excludes (a slice with no valid entry: all 0)
+        onehot = onehot * np.asarray(valid, dtype=onehot.dtype)
+    return onehot
 
 
 def _any_valid(valid: Any, shape: tuple[int, ...], axis: int) -> np.ndarray:
@@ -29,11 +29,15 @@ def _any_valid(valid: Any, shape: tuple[int, ...], axis: int) -> np.ndarray:
 
 def _shifted_exp(xp: Any, x: Any, axis: int, valid: Any, stop: Any) -> tuple[Any, Any]:
     """``(exp(x - m), m)`` with ``m`` the (stopped) maximum of the valid entries along ``axis``
-    (0 where there is none); invalid entries are exactly 0."""
-    xm = x if valid is None else xp.where(valid, x, -np.inf)
-    m = xp.max(xm, axis=axis, keepdims=True)
-    m = stop(xp.where(xp.isfinite(m), m, 0.0))
-    return xp.exp(xm - m), m
+    (0 for a slice the static mask leaves empty); invalid entries are exactly 0. As in the core
+    softmax, the shift assumes finite inputs (an infinite one gives NaN)."""
+    if valid is None:
+        m = xp.max(x, axis=axis, keepdims=True)
+    else:
+        x = xp.where(valid, x, -np.inf)
+        m = xp.where(_any_valid(valid, x.shape, axis), xp.max(x, axis=axis, keepdims=True), 0.0)
+    m = stop(m)
+    return xp.exp(x - m), m
 
 
 def _logsumexp(xp: Any, x: Any, axis: int, keepdims: bool, valid: Any, stop: Any) -> Any:

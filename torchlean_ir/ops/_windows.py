@@ -44,13 +44,20 @@ def window_view(xp: Any, off: Ints, stride: Ints, out: Ints) -> Any:
     return xp[(slice(None), *idx)]
 
 
+def stack(B: Any, xs: Sequence[Any], axis: int) -> Any:
+    """``B.stack`` spelled as a concatenation of expanded arrays: the lowered jaxpr then uses
+    only ``broadcast_in_dim`` / ``concatenate`` (JAX 0.10 traces ``jnp.stack`` to a ``stack``
+    primitive, which the verifier's jaxpr interpreter does not read yet)."""
+    return B.concatenate([B.expand_dims(x, axis) for x in xs], axis=axis)
+
+
 def _dilate(B: Any, a: Any, axis: int, step: int) -> Any:
     """Insert ``step - 1`` zeros between consecutive entries along ``axis``."""
     n = a.shape[axis]
     if step == 1 or n <= 1:
         return a
     z = B.zeros_like(a)
-    stacked = B.stack([a] + [z] * (step - 1), axis=axis + 1)
+    stacked = stack(B, [a] + [z] * (step - 1), axis + 1)
     long = B.reshape(stacked, a.shape[:axis] + (n * step,) + a.shape[axis + 1 :])
     keep = [slice(None)] * a.ndim
     keep[axis] = slice(0, (n - 1) * step + 1)
@@ -71,7 +78,7 @@ def place(B: Any, a: Any, off: Ints, stride: Ints, full: Ints) -> Any:
 
 def windows(B: Any, xp: Any, kernel: Ints, stride: Ints, out: Ints) -> Any:
     """Every window of the padded input: ``(C, O..., prod(kernel))``, row-major in the window."""
-    return B.stack([window_view(xp, off, stride, out) for off in offsets(kernel)], axis=-1)
+    return stack(B, [window_view(xp, off, stride, out) for off in offsets(kernel)], -1)
 
 
 def unwindows(B: Any, w: Any, kernel: Ints, stride: Ints, full: Ints) -> Any:

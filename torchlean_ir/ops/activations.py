@@ -53,7 +53,8 @@ def safe_log_vjp(B: Any, args: tuple, out: Any, ct: Any, *, eps: float) -> tuple
 # -- gelu (tanh approximation), silu ---------------------------------------------------------
 
 #: The constants of the tanh approximation, as float64 (the symbolic backend reads them as the
-#: exact rationals of these floats, in the forward and the derivative alike).
+#: exact rationals of these floats, in the forward and the derivative alike: write
+#: ``GELU_A * x * 3``, never ``3 * GELU_A``, which would round the product in float64).
 GELU_C = math.sqrt(2 / math.pi)
 GELU_A = 0.044715
 
@@ -64,7 +65,7 @@ def _gelu_forward(B: Any, x: Any) -> Any:
 
 def _gelu_deriv(B: Any, x: Any, y: Any) -> Any:
     t = B.tanh(GELU_C * (x + GELU_A * x * x * x))
-    return (1 + t) / 2 + x * (1 - t * t) * GELU_C * (1 + 3 * GELU_A * x * x) / 2
+    return (1 + t) / 2 + x * (1 - t * t) * GELU_C * (1 + GELU_A * x * x * 3) / 2
 
 
 gelu = defunary(

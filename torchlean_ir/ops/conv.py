@@ -26,6 +26,7 @@ from ._windows import (
     per_dim,
     place,
     spatial_letters,
+    stack,
     window_view,
 )
 
@@ -36,7 +37,7 @@ def _positive(v: int | tuple[int, ...]) -> str | None:
 
 
 def _geometry(
-    x: TensorType, W: TensorType, b: TensorType, stride: Any, padding: Any, *, two_d: bool
+    x: TensorType, W: TensorType, stride: Any, padding: Any, *, two_d: bool
 ) -> tuple[int, Ints, Ints]:
     """Check the argument ranks and attribute lengths shared by conv and conv_transpose."""
     if two_d and x.rank != 3:
@@ -107,9 +108,8 @@ def _conv_vjp(B: Any, args: tuple, ct: Any, S: Ints, P: Ints) -> tuple:
     xp = pad_spatial(B, x, P)
     O = ct.shape[1:]
     K = W.shape[2:]
-    gW = B.stack(
-        [B.einsum(f"f{sp},c{sp}->fc", ct, window_view(xp, off, S, O)) for off in offsets(K)],
-        axis=-1,
+    gW = stack(
+        B, [B.einsum(f"f{sp},c{sp}->fc", ct, window_view(xp, off, S, O)) for off in offsets(K)], -1
     )
     gxp = None
     for off in offsets(K):
@@ -193,7 +193,7 @@ def _conv_transpose_vjp(B: Any, args: tuple, ct: Any, S: Ints, P: Ints) -> tuple
         term = B.einsum(f"cf,f{sp}->c{sp}", W[(slice(None), slice(None), *off)], view)
         gx = term if gx is None else gx + term
         gW.append(B.einsum(f"c{sp},f{sp}->cf", x, view))
-    gW_ = B.reshape(B.stack(gW, axis=-1), W.shape)
+    gW_ = B.reshape(stack(B, gW, -1), W.shape)
     return (gW_, B.sum(ct, axis=tuple(range(1, d + 1))), gx)
 
 
@@ -256,7 +256,7 @@ def _defconv(name: str, kind: str, *, two_d: bool) -> Op:
     op = Op(name, args=("W", "b", "x"), attrs=attrs, family="conv", doc=doc)
 
     def shape(W: TensorType, b: TensorType, x: TensorType, *, stride: Any, padding: Any) -> Shape:
-        _, S, P = _geometry(x, W, b, stride, padding, two_d=two_d)
+        _, S, P = _geometry(x, W, stride, padding, two_d=two_d)
         return out_rule(x, W, b, S, P)
 
     def geo(x: Any, stride: Any, padding: Any) -> tuple[Ints, Ints]:

@@ -172,7 +172,7 @@ def _smooth_vjp(B: Any, x: Any, ct: Any, g: _Geometry, beta: float) -> Any:
     return g.unwindows(B, _smooth_weights(B, x, g, beta) * B.expand_dims(ct, -1))
 
 
-def _max_kinks(rng: np.random.Generator, x: TensorType, **attrs: Any) -> list:
+def _max_kinks(rng: np.random.Generator, x: TensorType) -> list:
     """Ties everywhere: values on a coarse grid (many equal cells per window), and all equal."""
     ties = rng.integers(-2, 3, size=x.shape).astype(np.float64) / 2
     return [(ties,), (np.zeros(x.shape),)]
@@ -243,7 +243,10 @@ def _defpool(name: str, kind: str, *, two_d: bool, padding: bool) -> Op:
         def lower(B: Any, x: Any, **attrs: Any) -> Any:
             return _max_lower(B, x, geo(x.shape, attrs))
 
-        rules.update(forward=forward, sym=sym, jvp=jvp, vjp=vjp, lower=lower, kinks=_max_kinks)
+        def kinks(rng: np.random.Generator, x: TensorType, **attrs: Any) -> list:
+            return _max_kinks(rng, x)
+
+        rules.update(forward=forward, sym=sym, jvp=jvp, vjp=vjp, lower=lower, kinks=kinks)
     elif kind == "avg":
 
         def forward(B: Any, x: Any, **attrs: Any) -> Any:
@@ -270,8 +273,7 @@ def _defpool(name: str, kind: str, *, two_d: bool, padding: bool) -> Op:
         rules.update(forward=forward, jvp=jvp, vjp=vjp)
 
     for rule, fn in rules.items():
-        if rule != "kinks":
-            fn.__name__ = fn.__qualname__ = f"{name}_{rule}"
+        fn.__name__ = fn.__qualname__ = f"{name}_{rule}"
         getattr(op, f"def_{rule}")(fn)
     if kind == "avg":
         deflinear(op)

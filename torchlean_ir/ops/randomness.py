@@ -18,7 +18,7 @@ from .._types import DType, Shape, TensorType
 _SEED = AttrSpec(
     "nat",
     check=lambda s: None if s < 1 << 64 else "must be below 2^64",
-    doc="the seed (a 64-bit natural); the node's position is added to it",
+    doc="the seed (a 64-bit natural); the node's position is added to it modulo 2^64",
 )
 
 rand_uniform = Op(

@@ -1,0 +1,256 @@
+"""The ``torchlean`` command line (``torchlean_ir.cli``), run as a subprocess the way users run it
+(``python -m torchlean_ir.cli``), with exact stdout, stderr and exit codes."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import torchlean_ir as tl
+from torchlean_ir import cli
+
+from .strategies import graphs
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = sorted((ROOT / "examples" / "graphs").glob("*.json"))
+
+
+def run(*args: str, first: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """``python -m torchlean_ir.cli ARGS`` from the repository root, or with ``first`` as the
+    working directory (``-m`` puts it first on ``sys.path``, ahead of the checkout)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run(
+        [sys.executable, "-m", "torchlean_ir.cli", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=first or ROOT,
+        check=False,
+    )
+
+
+def summary_line(path: str, g: tl.GraphData) -> str:
+    return f"{path}: ok: {cli.summary(g)}\n"
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
+def test_check_examples(path: Path) -> None:
+    rel = str(path.relative_to(ROOT))
+    proc = run("check", rel)
+    assert (proc.returncode, proc.stderr) == (0, "")
+    assert proc.stdout == summary_line(rel, tl.load(path))
+
+
+def test_check_summary_wording() -> None:
+    g = tl.load(ROOT / "examples" / "graphs" / "softmax_classifier.json")
+    assert cli.summary(g) == (f"6 nodes, 5 leaves, 1 index input, 1 output, hash {g.content_hash}")
+
+
+def test_show_prints_the_exact_text_form() -> None:
+    path = ROOT / "examples" / "graphs" / "attention_block.json"
+    proc = run("show", str(path))
+    assert (proc.returncode, proc.stderr) == (0, "")
+    assert proc.stdout == tl.format_graph(tl.load(path)) + "\n"
+    assert tl.parse_graph(proc.stdout) == tl.load(path)
+
+
+def test_show_short(tmp_path: Path) -> None:
+    b = tl.GraphBuilder()
+    g = b.build(b.sum(b.const(np.ones(100))))
+    tl.save(g, tmp_path / "g.json")
+    proc = run("show", "--short", str(tmp_path / "g.json"))
+    assert proc.stdout == (
+        "graph() {\n"
+        "  %0: f32[100] = const(){value=f32[100] [...]}\n"
+        "  %1: f32[] = sum(%0)\n"
+        "  return %1\n"
+        "}\n"
+    )
+
+
+def test_python_dash_m_package_works_too() -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(
+        [sys.executable, "-m", "torchlean_ir", "--version"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    assert (proc.returncode, proc.stdout, proc.stderr) == (0, f"torchlean {tl.__version__}\n", "")
+
+
+def _good_text() -> str:
+    b = tl.GraphBuilder()
+    x = b.input("x", (3,))
+    return tl.dumps(b.build(b.sum(b.tanh(x))))
+
+
+def test_bad_files_exit_2_with_one_line(tmp_path: Path) -> None:
+    good = _good_text()
+    cases = {
+        "truncated.json": (
+            good[:100],
+            "$: invalid JSON at line 5 column 35: "
+            "Expecting property name enclosed in double quotes",
+        ),
+        "typo.json": (
+            good.replace('"op": "tanh"', '"op": "tahn"'),
+            "$.nodes[0].op: unknown op 'tahn'",
+        ),
+        "shape.json": (
+            good.replace('"args": [1], "shape": []', '"args": [1], "shape": [1]'),
+            "$.nodes[1] (`%2: f32[1] = sum(%1)`): recorded type f32[1] but the shape rule of "
+            "sum gives f32[]",
+        ),
+        "ref.json": (
+            good.replace('"outputs": [2]', '"outputs": [7]'),
+            "$.outputs[0]: refers to value 7, but ids 0..2 are available",
+        ),
+        "binary.json": ("\x00\x01garbage", "$: invalid JSON at line 1 column 1: Expecting value"),
+    }
+    for name, (text, message) in cases.items():
+        path = tmp_path / name
+        path.write_text(text)
+        for command in ("check", "show"):
+            proc = run(command, str(path))
+            assert (proc.returncode, proc.stdout) == (2, ""), (name, proc)
+            assert proc.stderr == f"torchlean: error: {path}: {message}\n", name
+
+
+def test_unreadable_file_and_limits(tmp_path: Path) -> None:
+    missing = tmp_path / "missing.json"
+    proc = run("check", str(missing))
+    assert (proc.returncode, proc.stdout) == (2, "")
+    assert proc.stderr == (
+        f"torchlean: error: cannot read {str(missing)!r}: No such file or directory\n"
+    )
+    path = tmp_path / "g.json"
+    path.write_text(_good_text())
+    proc = run("check", str(path), "--max-nodes", "1")
+    assert (proc.returncode, proc.stdout) == (2, "")
+    assert proc.stderr == f"torchlean: error: {path}: $.nodes: 2 nodes exceed the limit 1\n"
+    size = path.stat().st_size
+    proc = run("check", "--max-bytes", "64", str(path))
+    assert proc.stderr == (
+        f"torchlean: error: {path}: $: file of {size} bytes exceeds the limit 64\n"
+    )
+    proc = run("check", str(path), "--max-nodes", "2", "--max-bytes", str(size))
+    assert (proc.returncode, proc.stderr) == (0, "")
+
+
+def test_usage_errors_exit_2() -> None:
+    proc = run()
+    assert (proc.returncode, proc.stdout) == (2, "")
+    assert proc.stderr == (
+        "usage: torchlean [-h] [--version] COMMAND ...\n"
+        "torchlean: error: the following arguments are required: COMMAND\n"
+    )
+    proc = run("check")
+    assert (proc.returncode, proc.stdout) == (2, "")
+    assert proc.stderr == (
+        "usage: torchlean check [-h] [--max-nodes N] [--max-bytes N] GRAPH.json\n"
+        "torchlean check: error: the following arguments are required: GRAPH.json\n"
+    )
+    proc = run("check", "x.json", "--max-nodes", "-3")
+    assert (proc.returncode, proc.stdout) == (2, "")
+    assert proc.stderr.endswith(
+        "torchlean check: error: argument --max-nodes: expected a positive integer, got '-3'\n"
+    )
+    proc = run("frobnicate")
+    assert (proc.returncode, proc.stdout) == (2, "")
+    assert "torchlean: error: argument COMMAND: invalid choice: 'frobnicate'" in proc.stderr
+
+
+def test_help_lists_every_command() -> None:
+    proc = run("--help")
+    assert proc.returncode == 0
+    for name in ("check", "show", *cli.PLUGINS):
+        assert f"    {name} " in proc.stdout
+    assert "Exit codes: 0 ok; 2 bad input or usage" in proc.stdout
+
+
+def _fake_verify(tmp_path: Path, cli_source: str | None) -> Path:
+    pkg = tmp_path / "verify"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    if cli_source is not None:
+        (pkg / "cli.py").write_text(cli_source)
+    return tmp_path
+
+
+def test_verify_forwards_to_verify_cli(tmp_path: Path) -> None:
+    fake = _fake_verify(
+        tmp_path,
+        "import sys\n"
+        "def main(argv):\n"
+        "    print('verify got', argv)\n"
+        "    print('to stderr', file=sys.stderr)\n"
+        "    return 3\n",
+    )
+    proc = run("verify", "g.json", "--all", "-x", first=fake)
+    assert proc.returncode == 3
+    assert proc.stdout == "verify got ['g.json', '--all', '-x']\n"
+    assert proc.stderr == "to stderr\n"
+
+
+def test_verify_says_so_when_it_is_missing(tmp_path: Path) -> None:
+    fake = _fake_verify(tmp_path, None)  # a verify package without verify.cli
+    proc = run("verify", "g.json", first=fake)
+    assert (proc.returncode, proc.stdout) == (2, "")
+    assert proc.stderr == (
+        "torchlean: error: 'verify' is not available: module verify.cli cannot be found "
+        "(is the package installed?)\n"
+    )
+
+
+def test_verify_reports_a_broken_verifier(tmp_path: Path) -> None:
+    fake = _fake_verify(tmp_path, "import no_such_dependency_xyz\n")
+    proc = run("verify", first=fake)
+    assert (proc.returncode, proc.stdout) == (2, "")
+    assert proc.stderr == (
+        "torchlean: error: 'verify' is not available: importing verify.cli failed: "
+        "No module named 'no_such_dependency_xyz'\n"
+    )
+
+
+def test_main_returns_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "g.json"
+    path.write_text(_good_text())
+    assert cli.main(["check", str(path)]) == 0
+    assert capsys.readouterr().out.startswith(f"{path}: ok: 2 nodes")
+    path.write_text("{")
+    assert cli.main(["show", str(path)]) == 2
+    assert capsys.readouterr().err.startswith(f"torchlean: error: {path}: $: invalid JSON")
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@given(graphs(), st.data())
+def test_random_corruptions_never_traceback(
+    tmp_path_factory: pytest.TempPathFactory, g: tl.GraphData, data: st.DataObject
+) -> None:
+    text = bytearray(tl.dumps(g).encode())
+    if data.draw(st.booleans()):
+        text = text[: data.draw(st.integers(0, len(text) - 3))]
+    else:
+        text[data.draw(st.integers(0, len(text) - 1))] = data.draw(st.integers(0, 255))
+    path = tmp_path_factory.mktemp("corrupt") / "g.json"
+    path.write_bytes(bytes(text))
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = cli.main(["check", str(path)])
+    if code == 0:
+        assert out.getvalue().startswith(f"{path}: ok: ") and err.getvalue() == ""
+    else:
+        assert code == 2 and out.getvalue() == ""
+        lines = err.getvalue().splitlines()
+        assert len(lines) == 1 and lines[0].startswith(f"torchlean: error: {path}: $")
