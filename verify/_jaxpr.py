@@ -76,15 +76,24 @@ def _kind(aval: Any) -> str:
     raise Unsupported(f"dtype {dt}")
 
 
+def _scalar(v: Any) -> Any:
+    """A concrete NumPy scalar as what symbolic code mixes with: booleans as symengine's."""
+    if isinstance(v, bool | np.bool_):
+        return se.true if v else se.false
+    if isinstance(v, np.integer):
+        return int(v)
+    return v
+
+
 def _obj(a: Any) -> np.ndarray:
     if isinstance(a, np.ndarray) and a.dtype == object:
         return a
     out = np.empty(np.shape(a), dtype=object)
     if isinstance(a, np.ndarray):
         for ix in np.ndindex(a.shape):
-            out[ix] = a[ix]
+            out[ix] = _scalar(a[ix])
     else:
-        out[()] = a
+        out[()] = _scalar(a)
     return out
 
 
@@ -377,6 +386,19 @@ def _rounding(kind: str) -> Callable[..., Any]:
 _RULES["floor"] = _rounding("floor")
 _RULES["ceil"] = _rounding("ceil")
 _RULES["round"] = _rounding("round")
+
+
+_INFINITE = (se.oo, -se.oo, se.zoo, se.nan)
+
+
+@rule("is_finite")
+def _is_finite(it: Interpreter, eqn: Any, invals: list, **_: Any) -> np.ndarray:
+    """Symbolic values are finite (inputs are finite reals inside the ops' domains); only the
+    infinities and NaN themselves are not."""
+    (a,) = invals
+    if _concrete(a):
+        return np.isfinite(a)
+    return _ew(lambda x: se.false if any(x == v for v in _INFINITE) else se.true, a)
 
 
 @rule("stop_gradient", "copy", "copy_p", "reduce_precision", "optimization_barrier")
@@ -700,6 +722,11 @@ def _same_kind(arrays: Sequence[np.ndarray], k: str) -> list[np.ndarray]:
 @rule("concatenate")
 def _concatenate(it: Interpreter, eqn: Any, invals: list, *, dimension: int) -> np.ndarray:
     return np.concatenate(_same_kind(invals, _out_kind(eqn)), axis=dimension)
+
+
+@rule("stack")
+def _stack(it: Interpreter, eqn: Any, invals: list, *, axis: int, **_: Any) -> np.ndarray:
+    return np.stack(_same_kind(invals, _out_kind(eqn)), axis=axis)
 
 
 @rule("split")
