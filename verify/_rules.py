@@ -32,6 +32,7 @@ import symengine as se
 import torchlean_ir as tl
 from torchlean_ir.backends import SYM, SymArray
 
+from . import _abstract
 from ._cases import flat_pieces
 from ._decide import Decision, decide_equal
 from ._report import Check, Counterexample, Link, Method
@@ -309,15 +310,20 @@ def _jacobian(F: SymArray, X: list[SymArray], diff_args: list[int]) -> tuple[Sym
     partial derivatives by flat element index (differentiable arguments only)."""
     Fc = SymArray(smap(conventional, F.a))
     wrt = {s: (p, k) for p in diff_args for k, s in enumerate(X[p].a.reshape(-1))}
+    table = _abstract.current()
+    memo: dict[tuple[Any, Any], Any] = {}
     rows: Rows = []
     for e in Fc.a.reshape(-1):
         row: list[dict[int, Any]] = [{} for _ in X]
         if isinstance(e, se.Basic):
-            for s in e.free_symbols:
+            deps = e.free_symbols if table is None else _abstract.depends_on(e, table)
+            for s in deps:
                 pk = wrt.get(s)
                 if pk is None:
                     continue
-                d = flat_pieces(e.diff(s))
+                d = flat_pieces(
+                    e.diff(s) if table is None else _abstract.total_diff(e, s, table, memo)
+                )
                 if d != 0:
                     row[pk[0]][pk[1]] = d
         rows.append(row)
@@ -383,8 +389,38 @@ def check_signature(
             ["kinks"] if kinks and op.kinks_rule is not None else []
         )
     }  # fmt: skip
-    coverage: dict[str, str] = {}
     st = _setup(op, sig)
+    try:
+        with _abstract.abstraction() as table:
+            trial = {name: Collector("rule", name) for name in cols}
+            coverage = _check_plan(op, sig, st, plan, trial, max_elements)
+    except _abstract.LemmaError:
+        table, trial = None, {}
+    if table is not None and (not table.used or all(_abstract.clean(c) for c in trial.values())):
+        cols = trial
+        if table.used:
+            for c in cols.values():
+                c.hows[table.note()] = 1
+    else:  # not proved under the abstraction: the explicit form decides (and finds mismatches)
+        coverage = _check_plan(op, sig, st, plan, cols, max_elements)
+    out = []
+    for name, col in cols.items():
+        cov = coverage.get(name, "")
+        if plan.coverage:
+            cov = f"{cov}; {plan.coverage}" if cov else plan.coverage
+        out.append(col.check(cov))
+    return out
+
+
+def _check_plan(
+    op: tl.Op,
+    sig: Signature,
+    st: _Setup,
+    plan: Any,
+    cols: dict[str, Collector],
+    max_elements: int,
+) -> dict[str, str]:
+    coverage: dict[str, str] = {}
     for index in plan.assignments:
         params = rule_params(sig, index)
         fixed = {
@@ -400,13 +436,7 @@ def check_signature(
                     break
         if any(c.failed for c in cols.values()):
             break
-    out = []
-    for name, col in cols.items():
-        cov = coverage.get(name, "")
-        if plan.coverage:
-            cov = f"{cov}; {plan.coverage}" if cov else plan.coverage
-        out.append(col.check(cov))
-    return out
+    return coverage
 
 
 def _check_one(
