@@ -34,13 +34,17 @@ import numpy as np
 import symengine as se
 
 from torchlean_ir.backends import SymArray
-from torchlean_ir.backends._sym import SOFTMAX_HOOK
+from torchlean_ir.backends._sym import PRODUCT_HOOK, SOFTMAX_HOOK
 
-from ._decide import decide_equal
+from ._decide import Decision, decide_equal
 
 
 class LemmaError(Exception):
     """A softmax identity the abstraction relies on could not be proved exactly."""
+
+
+class Abandon(Exception):
+    """A comparison under the abstraction was not proved exactly: redo it explicitly."""
 
 
 @dataclass(frozen=True)
@@ -59,10 +63,29 @@ class Table:
     rows: dict[tuple[Any, ...], Row] = field(default_factory=dict)
     of_symbol: dict[Any, tuple[Row, int]] = field(default_factory=dict)
     calls: int = 0  # compiled tl_softmax calls read as rows
+    products: bool = False  # abstract matmul / einsum results of primal values too
+    perturbations: set[Any] = field(default_factory=set)  # tangent and cotangent symbols
+    values: dict[Any, Any] = field(default_factory=dict)  # expanded expression -> symbol
+    defs: dict[Any, Any] = field(default_factory=dict)  # symbol -> its expression
 
     @property
     def used(self) -> bool:
-        return bool(self.rows) or self.calls > 0
+        return bool(self.rows) or self.calls > 0 or bool(self.values)
+
+    def value(self, e: Any) -> Any:
+        """``e`` as a symbol standing for it, when it is a product of primal values (no
+        tangent or cotangent in it); ``e`` itself otherwise."""
+        e = se.sympify(e)
+        free = e.free_symbols
+        if not free or isinstance(e, se.Symbol) or free & self.perturbations:
+            return e
+        key = se.expand(e)
+        hit = self.values.get(key)
+        if hit is None:
+            hit = se.Symbol(f"value{len(self.values)}")
+            self.values[key] = hit
+            self.defs[hit] = key
+        return hit
 
     def row(self, args: list[Any]) -> tuple[Any, ...]:
         key = tuple(se.expand(a) for a in args)
@@ -78,12 +101,23 @@ class Table:
         return hit.symbols
 
     def note(self) -> str:
-        lengths = sorted({len(r.args) for r in self.rows.values()})
-        calls = f", {self.calls} compiled tl_softmax calls proved equal to it" if self.calls else ""
-        return (
-            f"softmax abstracted: {len(self.rows)} rows as symbols (d softmax = softmax "
-            f"(delta - softmax) proved for rows of length {', '.join(map(str, lengths))}{calls})"
-        )
+        parts = []
+        if self.rows:
+            lengths = sorted({len(r.args) for r in self.rows.values()})
+            calls = (
+                f", {self.calls} compiled tl_softmax calls proved equal to it" if self.calls else ""
+            )
+            parts.append(
+                f"softmax abstracted: {len(self.rows)} rows as symbols (d softmax = softmax "
+                f"(delta - softmax) proved for rows of length {', '.join(map(str, lengths))}"
+                f"{calls})"
+            )
+        if self.values:
+            parts.append(
+                f"{len(self.values)} primal matmul / einsum values as symbols, differentiated "
+                "through their definitions"
+            )
+        return "; ".join(parts)
 
 
 _TABLE: contextvars.ContextVar[Table | None] = contextvars.ContextVar(
@@ -97,16 +131,29 @@ def current() -> Table | None:
 
 
 @contextmanager
-def abstraction() -> Iterator[Table]:
-    """Within the block, symbolic softmaxes are rows of symbols (see the module doc)."""
-    table = Table()
+def abstraction(products: bool = False) -> Iterator[Table]:
+    """Within the block, symbolic softmaxes are rows of symbols (see the module doc); with
+    ``products``, so are the results of matmul / einsum on primal values."""
+    table = Table(products=products)
     t1 = _TABLE.set(table)
     t2 = SOFTMAX_HOOK.set(_hook)
+    t3 = PRODUCT_HOOK.set(_product_hook if products else None)
     try:
         yield table
     finally:
+        PRODUCT_HOOK.reset(t3)
         SOFTMAX_HOOK.reset(t2)
         _TABLE.reset(t1)
+
+
+def _product_hook(a: np.ndarray) -> np.ndarray:
+    table = current()
+    if table is None or not table.products:
+        return a
+    out = np.empty(a.shape, dtype=object)
+    for ix in np.ndindex(*a.shape):
+        out[ix] = table.value(a[ix])
+    return out
 
 
 @contextmanager
@@ -114,9 +161,11 @@ def explicit() -> Iterator[None]:
     """Within the block, softmax is the explicit exponential form again."""
     t1 = _TABLE.set(None)
     t2 = SOFTMAX_HOOK.set(None)
+    t3 = PRODUCT_HOOK.set(None)
     try:
         yield
     finally:
+        PRODUCT_HOOK.reset(t3)
         SOFTMAX_HOOK.reset(t2)
         _TABLE.reset(t1)
 
@@ -171,11 +220,13 @@ def depends_on(e: Any, table: Table) -> set[Any]:
             continue
         seen.add(s)
         hit = table.of_symbol.get(s)
-        if hit is None:
-            out.add(s)
-        else:
+        if hit is not None:
             for a in hit[0].args:
                 todo.extend(a.free_symbols)
+        elif s in table.defs:
+            todo.extend(table.defs[s].free_symbols)
+        else:
+            out.add(s)
     return out
 
 
@@ -189,9 +240,12 @@ def total_diff(e: Any, s: Any, table: Table, memo: dict[tuple[Any, Any], Any]) -
     d = e.diff(s)
     for p in e.free_symbols:
         row = table.of_symbol.get(p)
-        if row is None:
+        if row is not None:
+            dp = _symbol_diff(row[0], row[1], s, table, memo)
+        elif p in table.defs:
+            dp = total_diff(table.defs[p], s, table, memo)
+        else:
             continue
-        dp = _symbol_diff(row[0], row[1], s, table, memo)
         if dp != 0:
             d = d + e.diff(p) * dp
     memo[key] = d
@@ -273,3 +327,16 @@ def softmax_call(eqn: Any, invals: list[Any]) -> list[np.ndarray] | None:
 def clean(col: Any) -> bool:
     """Whether a collector holds only exact passes."""
     return not col.failed and not col.undecided and all(m == "exact" for m in col.methods)
+
+
+def decide_polynomial(got: Any, expected: Any) -> Decision:
+    """Under the abstraction both sides are polynomials (or quotients the usual procedure takes)
+    in leaf, tangent, cotangent and abstract symbols: decide by expanding the difference; an
+    expansion that is not 0 or a non-polynomial goes to :func:`decide_equal`."""
+    got, expected = se.sympify(got), se.sympify(expected)
+    if got == expected:
+        return Decision(True, "exact", "identical")
+    diff = se.expand(got - expected)
+    if diff == 0:
+        return Decision(True, "exact", "expanded difference is 0 (abstract symbols free)")
+    return decide_equal(got, expected)

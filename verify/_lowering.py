@@ -137,7 +137,7 @@ def compare_lowered(
     try:
         with _abstract.abstraction() as table:
             cov = _compare_lowered(trial, op, sig, low, params, names, fixed, max_elements, interp)
-    except _abstract.LemmaError:
+    except (_abstract.LemmaError, _abstract.Abandon):
         table = None
     if table is not None and (not table.used or _abstract.clean(trial)):
         col.merge(trial)

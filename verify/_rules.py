@@ -215,7 +215,12 @@ def compare_arrays(
         col.fail(f"{label}: shape {list(g.shape)}, expected {list(x.shape)}")
         return
     for ix in elements if elements is not None else iter_elements(g.shape):
-        d = decide_memo(g.a[ix], x.a[ix], domains, seed)
+        if _abstract.current() is not None:
+            d = _abstract.decide_polynomial(g.a[ix], x.a[ix])
+        else:
+            d = decide_memo(g.a[ix], x.a[ix], domains, seed)
+        if _abstract.current() is not None and not (d.equal is True and d.method == "exact"):
+            raise _abstract.Abandon(f"{label}{_ix(ix)}: {d.how}")
         col.add(f"{label}{_ix(ix)}", d, fixed_inputs)
         if col.failed:
             return
@@ -391,10 +396,12 @@ def check_signature(
     }  # fmt: skip
     st = _setup(op, sig)
     try:
-        with _abstract.abstraction() as table:
+        with _abstract.abstraction(products=True) as table:
+            for t in st.T:
+                table.perturbations.update(se.sympify(v) for v in t.a.reshape(-1))
             trial = {name: Collector("rule", name) for name in cols}
             coverage = _check_plan(op, sig, st, plan, trial, max_elements)
-    except _abstract.LemmaError:
+    except (_abstract.LemmaError, _abstract.Abandon):
         table, trial = None, {}
     if table is not None and (not table.used or all(_abstract.clean(c) for c in trial.values())):
         cols = trial
@@ -473,6 +480,9 @@ def _check_one(
     # VJP
     col = cols["vjp = adjoint"]
     ct = named_symbols("ct", F.shape)
+    table = _abstract.current()
+    if table is not None:
+        table.perturbations.update(ct.a.reshape(-1))
     G = _call(op.vjp_rule, "vjp", SYM, tuple(st.X), F, ct, **params)
     G = tuple(G) if isinstance(G, tuple | list) else (G,)
     if len(G) != len(st.X):

@@ -112,6 +112,16 @@ SOFTMAX_HOOK: contextvars.ContextVar[Callable[[np.ndarray, int, Any], Any] | Non
 )
 """A hook :meth:`SymBackend.softmax` consults first (set by ``verify``'s softmax abstraction;
 ``None``, the default, means the explicit exponential form)."""
+PRODUCT_HOOK: contextvars.ContextVar[Callable[[np.ndarray], np.ndarray] | None] = (
+    contextvars.ContextVar("torchlean_sym_product_hook", default=None)
+)
+"""A hook the results of :meth:`SymBackend.matmul` and :meth:`SymBackend.einsum` pass through
+(the verifier's abstraction of intermediate values; ``None``, the default, leaves them)."""
+
+
+def _product(a: np.ndarray) -> SymArray:
+    hook = PRODUCT_HOOK.get()
+    return SymArray(a if hook is None else hook(a))
 
 
 class SymArray:
@@ -353,10 +363,10 @@ class SymBackend:
         return SymArray(out)
 
     def matmul(self, a: Any, b: Any) -> SymArray:
-        return SymArray(_obj(np.matmul(_lift(a), _lift(b))))
+        return _product(_obj(np.matmul(_lift(a), _lift(b))))
 
     def einsum(self, subscripts: str, *operands: Any) -> SymArray:
-        return SymArray(_obj(np.einsum(subscripts, *[_lift(o) for o in operands])))
+        return _product(_obj(np.einsum(subscripts, *[_lift(o) for o in operands])))
 
     def first_max_onehot(self, x: Any, axis: int = -1, valid: Any = None) -> SymArray:
         """Piecewise 0/1: element k wins when it beats every earlier element strictly and every
