@@ -27,7 +27,7 @@ import random
 from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Literal
+from typing import Any, Literal
 
 import symengine as se
 import sympy as sp
@@ -46,6 +46,10 @@ ZERO_TOL = Fraction(1, 10**50)
 SAMPLES = 12
 #: Beyond this many operations, sympy's ``simplify`` is not attempted.
 SIMPLIFY_MAX_OPS = 400
+#: Beyond this many operations (as a tree) in ``got`` plus ``expected``, exact algebra is not
+#: attempted (its normal forms would swell past memory): random points only, fewer of them.
+ALGEBRA_MAX_TREE = 20000
+BIG_SAMPLES = 4
 
 
 @dataclass(frozen=True)
@@ -76,14 +80,72 @@ def _size_ok(e: se.Basic, limit: int = 20000) -> bool:
 
 
 def split_exp(e: se.Basic) -> se.Basic:
-    """``exp(a + b)`` as ``exp(a) * exp(b)``, everywhere in ``e``."""
+    """``exp(a + c * Max(...))`` as ``exp(a) * exp(c * Max(...))`` and ``exp(a + c * log(u))``
+    as ``exp(a) * u**c``, everywhere in ``e``: the max shift of softmax-like forms and the log
+    of a normaliser come out as factors. Polynomial exponents stay whole (splitting them into
+    monomials would only make the expressions grow)."""
     if not isinstance(e, se.Basic) or not e.args:
         return e
     args = [split_exp(a) for a in e.args]
     if isinstance(e, se.Pow) and args[0] == se.E:
         terms = args[1].args if isinstance(args[1], se.Add) else (args[1],)
-        return se.Mul(*[_exp_term(t) for t in terms])
+        special = [t for t in terms if _splittable(t)]
+        if special:
+            rest = [t for t in terms if not _splittable(t)]
+            factors = [_exp_term(t) for t in special]
+            if rest:
+                factors.append(se.exp(se.Add(*rest)))
+            return se.Mul(*factors)
+        return se.exp(args[1])
     return e.func(*args)
+
+
+def normalize(e: se.Basic, memo: dict[Any, Any] | None = None) -> se.Basic:
+    """A cheap normal form for large expressions (shared subterms visited once): exp of sums
+    split as in :func:`split_exp`, and a factor ``exp(c * Max(...))`` common to every term of a
+    sum taken out of it, so that a max-shifted softmax ``exp(s - M) / sum(exp(s_k - M))``
+    becomes ``exp(s) / sum(exp(s_k))`` (the factors cancel in the product)."""
+    memo = {} if memo is None else memo
+    if not isinstance(e, se.Basic) or not e.args:
+        return e
+    hit = memo.get(e)
+    if hit is not None:
+        return hit
+    args = [normalize(a, memo) for a in e.args]
+    if isinstance(e, se.Pow) and args[0] == se.E:
+        out = split_exp(se.exp(args[1]))
+    elif isinstance(e, se.Add):
+        out = _factor_shifts(args)
+    else:
+        out = e.func(*args)
+    memo[e] = out
+    return out
+
+
+def _shift_factors(t: se.Basic) -> list[se.Basic]:
+    parts = t.args if isinstance(t, se.Mul) else (t,)
+    return [
+        p for p in parts if isinstance(p, se.Pow) and p.args[0] == se.E and _splittable(p.args[1])
+    ]
+
+
+def _factor_shifts(terms: list[se.Basic]) -> se.Basic:
+    common = _shift_factors(terms[0])
+    for t in terms[1:]:
+        if not common:
+            break
+        have = _shift_factors(t)
+        common = [f for f in common if f in have]
+    total = se.Add(*terms)
+    if not common:
+        return total
+    f = se.Mul(*common)
+    return f * se.Add(*[t / f for t in terms])
+
+
+def _splittable(t: se.Basic) -> bool:
+    core = [a for a in t.args if not isinstance(a, se.Number)] if isinstance(t, se.Mul) else [t]
+    return len(core) == 1 and isinstance(core[0], se.log | se.Max | se.Min)
 
 
 def _exp_term(t: se.Basic) -> se.Basic:
@@ -307,6 +369,13 @@ def decide_equal(
     got, expected = se.sympify(got), se.sympify(expected)
     if got == expected:
         return Decision(True, "exact", "identical")
+    memo: dict[Any, int] = {}
+    size = tree_size(got, memo) + tree_size(expected, memo)
+    if size > ALGEBRA_MAX_TREE:
+        norm: dict[Any, Any] = {}
+        if normalize(got, norm) == normalize(expected, norm):
+            return Decision(True, "exact", "identical after normalisation")
+        return _sample_big(got, expected, size, domains, random.Random(seed))
     diff = se.expand(got - expected)
     if diff == 0:
         return Decision(True, "exact", "symengine expand")
@@ -335,11 +404,86 @@ def decide_equal(
         differ, g, x, ev = evaluate_at(got, expected, point)
         if differ:
             return Decision(False, _mismatch_method(ev), "random point", point, g, x, ev)
+    if diff.atoms(se.Piecewise, se.Max, se.Min):
+        d = _cases_decide(got, expected, diff, free, seed)
+        if d is not None:
+            return d
     if use_sympy and _size_ok(diff):
         d = _sympy_decide(got, expected, diff, free, domains, rng)
         if d is not None:
             return d
     return _sample(got, expected, diff, free, domains, rng)
+
+
+def _leaf_zero(e: se.Basic) -> bool:
+    """A smooth difference (no Piecewise) is 0: symengine normal forms, then sympy."""
+    e = se.expand(e)
+    if e == 0 or se_zero(e):
+        return True
+    if not _size_ok(e, 5000):
+        return False
+    try:
+        s, _ = _to_sympy(e, {})
+    except Exception:
+        return False
+    return _smooth_zero(s)
+
+
+def _cases_decide(
+    got: se.Basic, expected: se.Basic, diff: se.Basic, free: list[str], seed: int
+) -> Decision | None:
+    """Case splitting on the Piecewise conditions (:mod:`verify._cases`)."""
+    from ._cases import decide_cases
+
+    found: dict[str, tuple[str, str, str]] = {}
+
+    def differ(pt: dict[str, Fraction]) -> bool:
+        d, g, x, ev = evaluate_at(got, expected, pt)
+        if d:
+            found["ce"] = (g, x, ev)
+        return bool(d)
+
+    res = decide_cases(diff, free, [], _leaf_zero, differ, seed)
+    if res is None:
+        return None
+    if res.counterexample is not None:
+        g, x, ev = found["ce"]
+        return Decision(False, _mismatch_method(ev), "case split", res.counterexample, g, x, ev)
+    if res.proved:
+        return Decision(True, "exact", "case split")
+    return None
+
+
+def tree_size(e: Any, memo: dict[Any, int]) -> int:
+    """Operations in ``e`` as a tree (a shared subterm counts each time it occurs)."""
+    args = getattr(e, "args", ())
+    if not args:
+        return 1
+    got = memo.get(e)
+    if got is None:
+        got = memo[e] = 1 + sum(tree_size(a, memo) for a in args)
+    return got
+
+
+def _sample_big(
+    got: se.Basic, expected: se.Basic, size: int, domains: Mapping[str, Domain], rng: random.Random
+) -> Decision:
+    free = sorted(s.name for s in (got.free_symbols | expected.free_symbols))
+    bad = 0
+    for _ in range(BIG_SAMPLES):
+        pt = _random_point(free, domains, rng)
+        differ, g, x, ev = evaluate_at(got, expected, pt)
+        if differ:
+            return Decision(False, _mismatch_method(ev), "random point", pt, g, x, ev)
+        bad += differ is None
+    if bad == BIG_SAMPLES:
+        return Decision(None, "not verified", "no point evaluated to a real number")
+    return Decision(
+        True,
+        "probabilistic",
+        f"{BIG_SAMPLES - bad} random rational points at {PREC_BITS} bits (expressions of "
+        f"{size} operations: too large for exact algebra)",
+    )
 
 
 def _mismatch_method(evidence: str) -> Method:

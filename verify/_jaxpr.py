@@ -20,12 +20,15 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
 import symengine as se
 
 from torchlean_ir.backends import SYM, SymArray, exact
+
+from ._abstract import softmax_call
 
 #: ``while`` loops with a concrete condition are unrolled up to this many iterations.
 MAX_WHILE = 100_000
@@ -75,15 +78,24 @@ def _kind(aval: Any) -> str:
     raise Unsupported(f"dtype {dt}")
 
 
+def _scalar(v: Any) -> Any:
+    """A concrete NumPy scalar as what symbolic code mixes with: booleans as symengine's."""
+    if isinstance(v, bool | np.bool_):
+        return se.true if v else se.false
+    if isinstance(v, np.integer):
+        return int(v)
+    return v
+
+
 def _obj(a: Any) -> np.ndarray:
     if isinstance(a, np.ndarray) and a.dtype == object:
         return a
     out = np.empty(np.shape(a), dtype=object)
     if isinstance(a, np.ndarray):
         for ix in np.ndindex(a.shape):
-            out[ix] = a[ix]
+            out[ix] = _scalar(a[ix])
     else:
-        out[()] = a
+        out[()] = _scalar(a)
     return out
 
 
@@ -204,8 +216,10 @@ class Interpreter:
     def eqn(self, eqn: Any, invals: list[np.ndarray]) -> list[np.ndarray]:
         name = eqn.primitive.name
         self.primitives.add(name)
-        if name in ("jit", "pjit") and self.call_hook is not None:
-            out = self.call_hook(eqn, invals)
+        if name in ("jit", "pjit"):
+            out = softmax_call(eqn, invals)  # only inside the softmax abstraction
+            if out is None and self.call_hook is not None:
+                out = self.call_hook(eqn, invals)
             if out is not None:
                 return out
         rule = _RULES.get(name)
@@ -346,6 +360,49 @@ _RULES["sin"] = _float_unary(lambda x: SymArray(_ew(se.sin, x.a)))
 _RULES["cos"] = _float_unary(lambda x: SymArray(_ew(se.cos, x.a)))
 _RULES["erf"] = _float_unary(lambda x: SymArray(_ew(se.erf, x.a)))
 _RULES["square"] = _float_unary(lambda x: x * x)
+
+
+def _rounding(kind: str) -> Callable[..., Any]:
+    def one(x: Any, method: int) -> Any:
+        if isinstance(x, se.Integer | se.Rational):
+            f = Fraction(str(x))
+            if kind == "floor":
+                return se.Integer(math.floor(f))
+            if kind == "ceil":
+                return se.Integer(math.ceil(f))
+            if method == 1:  # to nearest, ties to even
+                return se.Integer(round(f))
+            lo = math.floor(abs(f) + Fraction(1, 2))  # away from zero
+            return se.Integer(lo if f >= 0 else -lo)
+        if kind == "floor":
+            return se.floor(x)
+        if kind == "ceil":
+            return se.ceiling(x)
+        raise Unsupported("round of a symbolic value")
+
+    def impl(it: Interpreter, eqn: Any, invals: list, **p: Any) -> np.ndarray:
+        method = int(getattr(p.get("rounding_method", 0), "value", p.get("rounding_method", 0)))
+        return _ew(lambda x: one(x, method), to_float_array(invals[0]))
+
+    return impl
+
+
+_RULES["floor"] = _rounding("floor")
+_RULES["ceil"] = _rounding("ceil")
+_RULES["round"] = _rounding("round")
+
+
+_INFINITE = (se.oo, -se.oo, se.zoo, se.nan)
+
+
+@rule("is_finite")
+def _is_finite(it: Interpreter, eqn: Any, invals: list, **_: Any) -> np.ndarray:
+    """Symbolic values are finite (inputs are finite reals inside the ops' domains); only the
+    infinities and NaN themselves are not."""
+    (a,) = invals
+    if _concrete(a):
+        return np.isfinite(a)
+    return _ew(lambda x: se.false if any(x == v for v in _INFINITE) else se.true, a)
 
 
 @rule("stop_gradient", "copy", "copy_p", "reduce_precision", "optimization_barrier")
@@ -669,6 +726,11 @@ def _same_kind(arrays: Sequence[np.ndarray], k: str) -> list[np.ndarray]:
 @rule("concatenate")
 def _concatenate(it: Interpreter, eqn: Any, invals: list, *, dimension: int) -> np.ndarray:
     return np.concatenate(_same_kind(invals, _out_kind(eqn)), axis=dimension)
+
+
+@rule("stack")
+def _stack(it: Interpreter, eqn: Any, invals: list, *, axis: int, **_: Any) -> np.ndarray:
+    return np.stack(_same_kind(invals, _out_kind(eqn)), axis=axis)
 
 
 @rule("split")

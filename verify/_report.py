@@ -257,6 +257,6 @@ def render_text(report: Report, *, max_rows: int = 60) -> str:
         where = f"node {node}" if node is not None else "graph"
         lines.append(f"  {c.result.upper()} {where}: {c.name}: {c.how}")
         if c.counterexample is not None:
-            lines.append("    " + c.counterexample.describe())
+            lines.append("    counterexample: " + c.counterexample.describe())
     lines.append(report.summary().splitlines()[0])
     return "\n".join(lines)

@@ -32,6 +32,8 @@ import symengine as se
 import torchlean_ir as tl
 from torchlean_ir.backends import SYM, SymArray
 
+from . import _abstract
+from ._cases import flat_pieces
 from ._decide import Decision, decide_equal
 from ._report import Check, Counterexample, Link, Method
 from ._sig import IndexPlan, Signature, index_plan, iter_elements, named_symbols, rule_params
@@ -213,7 +215,14 @@ def compare_arrays(
         col.fail(f"{label}: shape {list(g.shape)}, expected {list(x.shape)}")
         return
     for ix in elements if elements is not None else iter_elements(g.shape):
-        d = decide_memo(g.a[ix], x.a[ix], domains, seed)
+        table = _abstract.current()
+        abstract = table is not None and table.used
+        if abstract:
+            d = _abstract.decide_polynomial(g.a[ix], x.a[ix])
+        else:
+            d = decide_memo(g.a[ix], x.a[ix], domains, seed)
+        if abstract and not (d.equal is True and d.method == "exact"):
+            raise _abstract.Abandon(f"{label}{_ix(ix)}: {d.how}")
         col.add(f"{label}{_ix(ix)}", d, fixed_inputs)
         if col.failed:
             return
@@ -223,31 +232,48 @@ _MEMO: dict[tuple, Decision] = {}
 _MEMO_MAX = 20000
 
 
+def _parse(name: str) -> tuple[str, tuple[int, ...]]:
+    """``"x[1,2]"`` as ``("x", (1, 2))``; ``"x"`` as ``("x", ())``."""
+    if name.endswith("]") and "[" in name:
+        base, rest = name[:-1].split("[", 1)
+        try:
+            return base, tuple(int(v) for v in rest.split(",")) if rest else ()
+        except ValueError:
+            return name, ()
+    return name, ()
+
+
 def decide_memo(got: Any, expected: Any, domains: dict[str, str], seed: int) -> Decision:
-    """:func:`decide_equal`, memoised up to renaming: when every symbol of both sides carries
-    the same index suffix (``a[3]``, ``da[3]``, ``ct[3]``: an elementwise rule), the suffix is
-    dropped, so the elements of an elementwise op are decided once."""
+    """:func:`decide_equal`, memoised up to a renaming of symbols: per base name (``x`` of
+    ``x[i,j]``), symbols are renumbered by the rank of their index, so the elements of an
+    elementwise op, or the windows of a pooling op, are decided once per shape of expression."""
     got, expected = se.sympify(got), se.sympify(expected)
     if got == expected:
         return decide_equal(got, expected)
     syms = got.free_symbols | expected.free_symbols
-    names = [sym.name for sym in syms]
-    suffixes = {n[n.index("[") :] if "[" in n else "" for n in names}
-    if len(suffixes) != 1:
-        return decide_equal(got, expected, domains=domains, seed=seed)  # type: ignore[arg-type]
-    (suf,) = suffixes
-    cut = len(suf)
-    repl = {sym: se.Symbol(sym.name[: len(sym.name) - cut]) for sym in syms} if cut else {}
-    cg, cx = (got.subs(repl), expected.subs(repl)) if repl else (got, expected)
-    cdom = {n[: len(n) - cut]: domains.get(n, "real") for n in names}
+    by_base: dict[str, list[tuple[tuple[int, ...], Any]]] = {}
+    for sym in syms:
+        base, ix = _parse(sym.name)
+        by_base.setdefault(base, []).append((ix, sym))
+    repl: dict[Any, Any] = {}
+    back: dict[str, str] = {}
+    cdom: dict[str, str] = {}
+    for base, items in by_base.items():
+        items.sort(key=lambda t: t[0])
+        for rank, (_, sym) in enumerate(items):
+            new = f"{base}#{rank}"
+            repl[sym] = se.Symbol(new)
+            back[new] = sym.name
+            cdom[new] = domains.get(sym.name, "real")
+    cg, cx = got.subs(repl), expected.subs(repl)
     key = (cg, cx, tuple(sorted(cdom.items())), seed)
     d = _MEMO.get(key)
     if d is None:
         d = decide_equal(cg, cx, domains=cdom, seed=seed)  # type: ignore[arg-type]
         if len(_MEMO) < _MEMO_MAX:
             _MEMO[key] = d
-    if d.point and cut:
-        d = replace(d, point={k + suf: v for k, v in d.point.items()})
+    if d.point:
+        d = replace(d, point={back.get(k, k): v for k, v in d.point.items()})
     return d
 
 
@@ -291,15 +317,20 @@ def _jacobian(F: SymArray, X: list[SymArray], diff_args: list[int]) -> tuple[Sym
     partial derivatives by flat element index (differentiable arguments only)."""
     Fc = SymArray(smap(conventional, F.a))
     wrt = {s: (p, k) for p in diff_args for k, s in enumerate(X[p].a.reshape(-1))}
+    table = _abstract.current()
+    memo: dict[tuple[Any, Any], Any] = {}
     rows: Rows = []
     for e in Fc.a.reshape(-1):
         row: list[dict[int, Any]] = [{} for _ in X]
         if isinstance(e, se.Basic):
-            for s in e.free_symbols:
+            deps = e.free_symbols if table is None else _abstract.depends_on(e, table)
+            for s in deps:
                 pk = wrt.get(s)
                 if pk is None:
                     continue
-                d = e.diff(s)
+                d = flat_pieces(
+                    e.diff(s) if table is None else _abstract.total_diff(e, s, table, memo)
+                )
                 if d != 0:
                     row[pk[0]][pk[1]] = d
         rows.append(row)
@@ -365,8 +396,40 @@ def check_signature(
             ["kinks"] if kinks and op.kinks_rule is not None else []
         )
     }  # fmt: skip
-    coverage: dict[str, str] = {}
     st = _setup(op, sig)
+    try:
+        with _abstract.abstraction(products=True) as table:
+            for t in st.T:
+                table.perturbations.update(se.sympify(v) for v in t.a.reshape(-1))
+            trial = {name: Collector("rule", name) for name in cols}
+            coverage = _check_plan(op, sig, st, plan, trial, max_elements)
+    except (_abstract.LemmaError, _abstract.Abandon):
+        table, trial = None, {}
+    if table is not None and (not table.used or all(_abstract.clean(c) for c in trial.values())):
+        cols = trial
+        if table.used:
+            for c in cols.values():
+                c.hows[table.note()] = 1
+    else:  # not proved under the abstraction: the explicit form decides (and finds mismatches)
+        coverage = _check_plan(op, sig, st, plan, cols, max_elements)
+    out = []
+    for name, col in cols.items():
+        cov = coverage.get(name, "")
+        if plan.coverage:
+            cov = f"{cov}; {plan.coverage}" if cov else plan.coverage
+        out.append(col.check(cov))
+    return out
+
+
+def _check_plan(
+    op: tl.Op,
+    sig: Signature,
+    st: _Setup,
+    plan: Any,
+    cols: dict[str, Collector],
+    max_elements: int,
+) -> dict[str, str]:
+    coverage: dict[str, str] = {}
     for index in plan.assignments:
         params = rule_params(sig, index)
         fixed = {
@@ -382,13 +445,7 @@ def check_signature(
                     break
         if any(c.failed for c in cols.values()):
             break
-    out = []
-    for name, col in cols.items():
-        cov = coverage.get(name, "")
-        if plan.coverage:
-            cov = f"{cov}; {plan.coverage}" if cov else plan.coverage
-        out.append(col.check(cov))
-    return out
+    return coverage
 
 
 def _check_one(
@@ -425,6 +482,9 @@ def _check_one(
     # VJP
     col = cols["vjp = adjoint"]
     ct = named_symbols("ct", F.shape)
+    table = _abstract.current()
+    if table is not None:
+        table.perturbations.update(ct.a.reshape(-1))
     G = _call(op.vjp_rule, "vjp", SYM, tuple(st.X), F, ct, **params)
     G = tuple(G) if isinstance(G, tuple | list) else (G,)
     if len(G) != len(st.X):

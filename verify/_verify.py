@@ -23,6 +23,7 @@ import numpy as np
 
 import torchlean_ir as tl
 
+from ._decide import tree_size
 from ._report import Check, NodeReport, Report
 from ._rules import MAX_ELEMENTS, check_signature
 from ._sig import Signature
@@ -253,6 +254,12 @@ def _compiled_checks(
     from ._tape import ContractError, call_key, check_call, check_end_to_end, check_wiring
 
     notes: list[str] = []
+    if opts.dtype == "float32":
+        notes.append(
+            "float32 compilation: its jaxprs are checked in exact arithmetic against the "
+            "reference with float attributes rounded to float32; float32 rounding of each "
+            "operation is not modelled"
+        )
     try:
         cg = compile_graph(graph, opts.dtype)
         progress("tracing", 0, 3)
@@ -331,7 +338,8 @@ def _compiled_checks(
         progress("end to end", 0, 1)
         graph_checks += check_end_to_end(graph, jaxprs, runtime_index,
                                          index_sets=_e2e_index_sets(graph),
-                                         max_elements=opts.max_elements)  # fmt: skip
+                                         max_elements=opts.max_elements,
+                                         dtype=opts.dtype)  # fmt: skip
         progress("end to end", 1, 1)
     elif total >= 0:
         notes.append(
@@ -361,7 +369,7 @@ def _forward_tree_size(graph: tl.GraphData) -> int:
     for v in vals[graph.num_leaves :]:
         a = v.a if hasattr(v, "a") else np.asarray(v, dtype=object)
         for e in a.reshape(-1)[:4]:
-            worst = max(worst, _tree_size(e, memo))
+            worst = max(worst, tree_size(e, memo))
             if worst > E2E_MAX_TREE:
                 return worst
     return worst
@@ -371,16 +379,6 @@ def _sym_backend() -> Any:
     from torchlean_ir.backends import SYM
 
     return SYM
-
-
-def _tree_size(e: Any, memo: dict[Any, int]) -> int:
-    args = getattr(e, "args", ())
-    if not args:
-        return 1
-    got = memo.get(e)
-    if got is None:
-        got = memo[e] = 1 + sum(_tree_size(a, memo) for a in args)
-    return got
 
 
 def _e2e_index_sets(graph: tl.GraphData) -> list[dict[str, np.ndarray]]:

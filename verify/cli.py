@@ -207,6 +207,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     json_stdout = args.json == "-"
     out = Console(file=sys.stderr if json_stdout else sys.stdout, highlight=False)
+    if not out.is_terminal:  # a log or a pipe: wide enough that signatures do not wrap
+        out = Console(file=out.file, highlight=False, width=160)
     from ._rules import MAX_ELEMENTS
     from ._verify import verify_graph
 

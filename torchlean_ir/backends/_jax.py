@@ -15,6 +15,19 @@ from . import _random
 from ._numpy import _first_max_onehot, _logsumexp, _softmax, _softplus
 
 
+@cache
+def _softmax_call(valid_key: tuple[bytes, tuple[int, ...]] | None) -> Any:
+    """A jitted ``tl_softmax`` over the last axis for one static mask (``None``: no mask)."""
+    valid = None
+    if valid_key is not None:
+        valid = np.frombuffer(valid_key[0], dtype=bool).reshape(valid_key[1])
+
+    def tl_softmax(x: Any) -> Any:
+        return _softmax(jnp, x, -1, valid, jax.lax.stop_gradient)
+
+    return jax.jit(tl_softmax)
+
+
 class JaxBackend:
     """The same functions as :class:`~torchlean_ir.backends.NumpyBackend`, on ``jax.numpy``
     arrays of one float dtype, traceable under ``jax.jit``."""
@@ -126,7 +139,18 @@ class JaxBackend:
         return _logsumexp(jnp, x, axis, keepdims, valid, self.stop_gradient)
 
     def softmax(self, x: Any, axis: int = -1, valid: Any = None) -> Any:
-        return _softmax(jnp, x, axis, valid, self.stop_gradient)
+        """The max-shifted softmax, as one nested call named ``tl_softmax`` (over the last
+        axis, the mask baked in): the verifier proves that call's body equal to
+        ``exp(x_j) / sum_k exp(x_k)`` once per shape and mask, then reasons about its outputs
+        by the softmax's derivative identity instead of re-expanding exponentials."""
+        x = jnp.asarray(x)
+        axis = axis % x.ndim if x.ndim else 0
+        key = None
+        if valid is not None:
+            v = np.moveaxis(np.broadcast_to(np.asarray(valid, bool), x.shape), axis, -1)
+            key = (v.tobytes(), v.shape)
+        out = _softmax_call(key)(jnp.moveaxis(x, axis, -1))
+        return jnp.moveaxis(out, -1, axis)
 
     # -- shape ----------------------------------------------------------------------------
     def reshape(self, x: Any, shape: Sequence[int]) -> Any:

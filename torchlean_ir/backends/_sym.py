@@ -11,6 +11,7 @@ everything folds to numbers, which is how kink conventions are checked at exact 
 
 from __future__ import annotations
 
+import contextvars
 import math
 from collections.abc import Callable, Iterator, Sequence
 from fractions import Fraction
@@ -104,6 +105,23 @@ def _piecewise(c: Any, a: Any, b: Any) -> Any:
     if a == b:
         return a
     return se.Piecewise((a, c), (b, True))
+
+
+SOFTMAX_HOOK: contextvars.ContextVar[Callable[[np.ndarray, int, Any], Any] | None] = (
+    contextvars.ContextVar("torchlean_sym_softmax_hook", default=None)
+)
+"""A hook :meth:`SymBackend.softmax` consults first (set by ``verify``'s softmax abstraction;
+``None``, the default, means the explicit exponential form)."""
+PRODUCT_HOOK: contextvars.ContextVar[Callable[[np.ndarray], np.ndarray] | None] = (
+    contextvars.ContextVar("torchlean_sym_product_hook", default=None)
+)
+"""A hook the results of :meth:`SymBackend.matmul` and :meth:`SymBackend.einsum` pass through
+(the verifier's abstraction of intermediate values; ``None``, the default, leaves them)."""
+
+
+def _product(a: np.ndarray) -> SymArray:
+    hook = PRODUCT_HOOK.get()
+    return SymArray(a if hook is None else hook(a))
 
 
 class SymArray:
@@ -345,10 +363,10 @@ class SymBackend:
         return SymArray(out)
 
     def matmul(self, a: Any, b: Any) -> SymArray:
-        return SymArray(_obj(np.matmul(_lift(a), _lift(b))))
+        return _product(_obj(np.matmul(_lift(a), _lift(b))))
 
     def einsum(self, subscripts: str, *operands: Any) -> SymArray:
-        return SymArray(_obj(np.einsum(subscripts, *[_lift(o) for o in operands])))
+        return _product(_obj(np.einsum(subscripts, *[_lift(o) for o in operands])))
 
     def first_max_onehot(self, x: Any, axis: int = -1, valid: Any = None) -> SymArray:
         """Piecewise 0/1: element k wins when it beats every earlier element strictly and every
@@ -388,7 +406,15 @@ class SymBackend:
         return self.log(self.sum(self._valid_exp(x, valid), axis=axis, keepdims=keepdims))
 
     def softmax(self, x: Any, axis: int = -1, valid: Any = None) -> SymArray:
-        """``exp(x) / sum(exp(x))`` over the valid entries; the others are exactly 0."""
+        """``exp(x) / sum(exp(x))`` over the valid entries; the others are exactly 0.
+
+        While :data:`SOFTMAX_HOOK` holds a function (the verifier's softmax abstraction), that
+        function is asked first; it returns the result or ``None`` to fall through."""
+        hook = SOFTMAX_HOOK.get()
+        if hook is not None:
+            out = hook(_lift(x), axis, valid)
+            if out is not None:
+                return out
         e = self._valid_exp(x, valid)
         s = self.sum(e, axis=axis, keepdims=True)
         if valid is not None:

@@ -1,0 +1,431 @@
+"""Injected bugs: wrong rules, wrong lowerings and a wrong tape, each with a graph it shows in.
+
+Shared by ``test_mutations.py`` (every mutant must be detected, with a counterexample) and
+``benchmarks/verify_power.py`` (the same mutants against gradcheck and check_grads). A mutant is
+applied by monkeypatching a rule, a lowering or the compiler's tape, and restored afterwards;
+the compiler's caches and the verifier's are cleared on both sides.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+import torchlean_ir as tl
+
+
+@dataclass(frozen=True)
+class Mutant:
+    """One injected bug: where it is (``rule``, ``lowering`` or ``tape``), the graph and the
+    index values it is exercised on, and the patch."""
+
+    name: str
+    where: str
+    graph: Callable[[], tl.GraphData]
+    patch: Callable[[], Iterator[None]]
+    index: dict[str, Any] = field(default_factory=dict)
+    note: str = ""
+
+
+def _clear() -> None:
+    import compiler
+    import verify
+
+    compiler.clear_cache()
+    verify.clear_caches()
+
+
+@contextmanager
+def applied(m: Mutant) -> Iterator[None]:
+    """Apply ``m`` for the duration of the block (caches cleared before and after)."""
+    _clear()
+    with contextmanager(m.patch)():
+        try:
+            yield
+        finally:
+            _clear()
+
+
+@contextmanager
+def _patched(obj: Any, attr: str, value: Any) -> Iterator[None]:
+    old = getattr(obj, attr)
+    setattr(obj, attr, value)
+    try:
+        yield
+    finally:
+        setattr(obj, attr, old)
+
+
+def _set(obj: Any, attr: str, value: Any) -> Iterator[None]:
+    old = getattr(obj, attr)
+    setattr(obj, attr, value)
+    try:
+        yield
+    finally:
+        setattr(obj, attr, old)
+
+
+def _rule(op: str, slot: str, fn: Callable[..., Any]) -> Callable[[], Iterator[None]]:
+    def patch() -> Iterator[None]:
+        yield from _set(tl.get_op(op), slot, fn)
+
+    return patch
+
+
+# -- graphs ------------------------------------------------------------------------------------
+
+
+def _unary(op: str, xs: tuple[int, ...] = (4,), **attrs: Any) -> Callable[[], tl.GraphData]:
+    def build() -> tl.GraphData:
+        b = tl.GraphBuilder("f64")
+        x = b.param("x", xs)
+        y = b.apply(op, x, **attrs)
+        return b.build(b.sum(y * y))  # a non-uniform cotangent, so no bug is masked
+
+    return build
+
+
+def _binary(op: str, sa: tuple[int, ...], sb: tuple[int, ...]) -> Callable[[], tl.GraphData]:
+    def build() -> tl.GraphData:
+        b = tl.GraphBuilder("f64")
+        x, y = b.param("a", sa), b.param("b", sb)
+        out = b.apply(op, x, y)
+        return b.build(out if out.shape == () else b.sum(out * out))
+
+    return build
+
+
+def _mlp() -> tl.GraphData:
+    b = tl.GraphBuilder("f64")
+    x = b.input("x", (3,))
+    W, bias = b.param("W", (3, 3)), b.param("b", (3,))
+    h = b.linear(W, bias, x).tanh()
+    return b.build(b.sum(h * h))
+
+
+def _fanout() -> tl.GraphData:
+    b = tl.GraphBuilder("f64")
+    x = b.param("x", (3,))
+    h = x.tanh()
+    return b.build(b.sum(h * h + h))
+
+
+def _detach() -> tl.GraphData:
+    b = tl.GraphBuilder("f64")
+    x = b.param("x", (3,))
+    h = x.tanh()
+    return b.build(b.sum(h * h.detach()))
+
+
+def _gather() -> tl.GraphData:
+    b = tl.GraphBuilder("f64")
+    x = b.param("x", (3, 2))
+    idx = b.index("idx", 3)
+    g = b.gather_rows_nat(x, idx)
+    return b.build(b.sum(g * g))
+
+
+def _layer_norm() -> tl.GraphData:
+    b = tl.GraphBuilder("f64")
+    x = b.param("x", (2, 3))
+    gamma, beta = b.param("gamma", (3,)), b.param("beta", (3,))
+    return b.build(b.sum(b.layer_norm(x, gamma, beta, eps=1e-5).tanh()))
+
+
+def _matmul32() -> tl.GraphData:
+    b = tl.GraphBuilder("f64")
+    x, y = b.param("a", (32, 32)), b.param("b", (32, 32))
+    return b.build(b.sum(b.mul(x, y)))
+
+
+# -- the mutants -------------------------------------------------------------------------------
+
+
+def _sub_vjp_sign(B: Any, args: tuple, out: Any, ct: Any) -> tuple:
+    return (ct, ct)
+
+
+def _mse_vjp_no_2(B: Any, args: tuple, out: Any, ct: Any) -> tuple:
+    d = args[0] - args[1]
+    g = d * (ct / d.size)
+    return (g, -g)
+
+
+def _matmul_vjp_transposed(B: Any, args: tuple, out: Any, ct: Any) -> tuple:
+    a, b = args
+    return (B.matmul(ct, b), B.matmul(B.transpose(a, (1, 0)), ct))
+
+
+def _broadcast_vjp_wrong_axis(B: Any, args: tuple, out: Any, ct: Any, *, shape: Any) -> tuple:
+    # (3, 1) -> (3, 3) stretches axis 1; this sums over axis 0 (the shapes still fit).
+    return (B.reshape(B.sum(ct, axis=0, keepdims=True), args[0].shape),)
+
+
+def _slice_vjp_off_by_one(
+    B: Any, args: tuple, out: Any, ct: Any, *, start: int, length: int
+) -> tuple:
+    n = args[0].shape[0]
+    widths = [(start + 1, n - start - length - 1)] + [(0, 0)] * (ct.ndim - 1)
+    return (B.pad(ct, widths),)
+
+
+def _softmax_jvp_axis0(B: Any, args: tuple, tangents: tuple, out: Any) -> Any:
+    t = tangents[0]
+    return out * (t - B.sum(out * t, axis=0, keepdims=True))
+
+
+def _relu_vjp_at_zero(B: Any, args: tuple, out: Any, ct: Any) -> tuple:
+    return (B.to_float(args[0] >= 0) * ct,)
+
+
+def _max_vjp_tie_to_a(B: Any, args: tuple, out: Any, ct: Any) -> tuple:
+    a, b = args
+    zero = B.zeros_like(ct)
+    return (B.where(a >= b, ct, zero), B.where(b > a, ct, zero))
+
+
+def _tanh_vjp_scaled(B: Any, args: tuple, out: Any, ct: Any) -> tuple:
+    return ((1 - out * out) * ct * 1.0005,)
+
+
+def _mul_vjp_one_element(B: Any, args: tuple, out: Any, ct: Any) -> tuple:
+    a, b = args
+    bump = np.zeros(a.shape)
+    bump[17, 5] = 1e-3
+    return (ct * b + ct * b * B.asarray(bump), ct * a)
+
+
+def _gather_vjp_clip(B: Any, args: tuple, out: Any, ct: Any, *, idx: Any) -> tuple:
+    n = args[0].shape[0]
+    clipped = np.minimum(np.asarray(idx), n - 1)  # an out-of-range index sends to the last row
+    return (B.scatter_add(B.zeros_like(args[0]), clipped, ct, axis=0),)
+
+
+_LAYER_NORM_VJP = tl.get_op("layer_norm").vjp_rule
+
+
+def _layer_norm_vjp_eps(B: Any, args: tuple, out: Any, ct: Any, *, eps: float) -> tuple:
+    return _LAYER_NORM_VJP(B, args, out, ct, eps=1e-6)  # type: ignore[misc]
+
+
+def _sigmoid_jvp_sign(B: Any, args: tuple, tangents: tuple, out: Any) -> Any:
+    return out * (1 + out) * tangents[0]
+
+
+def _clamp_vjp_bounds(B: Any, args: tuple, out: Any, ct: Any, *, lo: float, hi: float) -> tuple:
+    x = args[0]
+    return (B.to_float(B.logical_and(x >= lo, x <= hi)) * ct,)
+
+
+def _sqrt_vjp_at_zero(B: Any, args: tuple, out: Any, ct: Any) -> tuple:
+    x = args[0]
+    nonneg = x >= 0
+    return (B.where(nonneg, 0.5 / B.where(x > 0, out, 1.0), 0.0) * ct,)
+
+
+def _abs_vjp_jax(B: Any, args: tuple, out: Any, ct: Any) -> tuple:
+    return (B.where(args[0] >= 0, B.ones_like(ct), -B.ones_like(ct)) * ct,)
+
+
+def _log_softmax_vjp_no_exp(B: Any, args: tuple, out: Any, ct: Any) -> tuple:
+    return (ct - out * B.sum(ct, axis=-1, keepdims=True),)
+
+
+def _reduce_mean_vjp_wrong_n(B: Any, args: tuple, out: Any, ct: Any, *, axis: int) -> tuple:
+    shape = args[0].shape
+    n = shape[1 - axis]
+    return (B.broadcast_to(B.expand_dims(ct / n, axis), shape),)
+
+
+def _concat_vjp_swapped(B: Any, args: tuple, out: Any, ct: Any) -> tuple:
+    n0 = args[0].shape[0]
+    n1 = args[1].shape[0]
+    return (ct[n1 : n1 + n0], ct[:n1])
+
+
+def _linear_vjp_bias_twice(B: Any, args: tuple, out: Any, ct: Any) -> tuple:
+    W, _, x = args
+    return (B.einsum("i,j->ij", ct, x), ct * 2, B.matmul(B.transpose(W, (1, 0)), ct))
+
+
+# lowering-only bugs: the reference rules stay right, what is compiled is wrong
+
+
+def _tanh_lower_vjp(B: Any, args: tuple, out: Any, ct: Any) -> tuple:
+    return ((1 - out) * ct,)
+
+
+def _relu_lower_jvp(B: Any, args: tuple, tangents: tuple, out: Any) -> Any:
+    import jax.numpy as jnp
+
+    return jnp.where(args[0] >= 0, tangents[0], 0.0)
+
+
+def _softmax_lower(B: Any, x: Any) -> Any:
+    import jax
+
+    return jax.nn.softmax(x, axis=0)
+
+
+def _gather_lower_vjp(B: Any, args: tuple, out: Any, ct: Any, *, idx: Any) -> tuple:
+    import jax.numpy as jnp
+
+    x = args[0]
+    n = x.shape[0]
+    return (jnp.zeros_like(x).at[jnp.minimum(idx, n - 1)].add(ct),)
+
+
+# tape bugs: the per-node rules are right, the wiring between them is not
+
+
+def _tape_overwrite() -> Iterator[None]:
+    from compiler import _lower
+
+    def acc(cts: list, v: int, g: Any) -> None:
+        cts[v] = g
+
+    yield from _set(_lower, "_acc", acc)
+
+
+class _DiffDetach:
+    """The detach op as the compiler would see it if it forgot that detach stops gradient."""
+
+    def __init__(self, op: tl.Op) -> None:
+        self._op = op
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._op, name)
+
+    def is_diff_arg(self, i: int) -> bool:
+        return True
+
+
+def _tape_detach_leak() -> Iterator[None]:
+    import jax.numpy as jnp
+
+    from compiler import _tape
+
+    real_get_op = _tape.get_op
+
+    def get_op(name: str) -> Any:
+        op = real_get_op(name)
+        return _DiffDetach(op) if name == "detach" else op
+
+    op = tl.get_op("detach")
+    with ExitStack() as stack:
+        stack.enter_context(_patched(_tape, "get_op", get_op))
+        stack.enter_context(_patched(op, "lower_vjp_rule", lambda B, a, o, ct: (jnp.asarray(ct),)))
+        stack.enter_context(_patched(op, "lower_jvp_rule", lambda B, a, t, o: t[0]))
+        yield
+
+
+def _tape_swap_parents() -> Iterator[None]:
+    from compiler import _tape
+
+    prop = _tape.TapeEntry.receiving_parents
+
+    def swapped(self: Any) -> tuple[int, ...]:
+        got = prop.fget(self)
+        return tuple(reversed(got)) if self.op == "sub" else got
+
+    yield from _set(_tape.TapeEntry, "receiving_parents", property(swapped))
+
+
+def _tape_drop_vjp() -> Iterator[None]:
+    import dataclasses
+
+    from compiler import _compiled
+
+    real = _compiled.build_tape
+
+    def build(*args: Any, **kw: Any) -> Any:
+        tape = real(*args, **kw)
+        # the first node's VJP is skipped: its parents get nothing from it
+        return (dataclasses.replace(tape[0], vjp=None), *tape[1:])
+
+    yield from _set(_compiled, "build_tape", build)
+
+
+def _tape_seed_twice() -> Iterator[None]:
+    from compiler import _lower
+
+    real = _lower._acc
+    seen: set[int] = set()
+
+    def acc(cts: list, v: int, g: Any) -> None:
+        real(cts, v, g)
+        if v not in seen and cts[v] is g:  # the first contribution to each value counts twice
+            seen.add(v)
+            real(cts, v, g)
+
+    yield from _set(_lower, "_acc", acc)
+
+
+def _sub_graph() -> tl.GraphData:
+    b = tl.GraphBuilder("f64")
+    x, y = b.param("a", (3,)), b.param("b", (3,))
+    d = b.sub(x.tanh(), y)
+    return b.build(b.sum(d * d))
+
+
+MUTANTS: list[Mutant] = [
+    Mutant("sub vjp sign flip", "rule", _binary("sub", (3,), (3,)),
+           _rule("sub", "vjp_rule", _sub_vjp_sign)),
+    Mutant("mse_loss vjp missing factor 2", "rule", _binary("mse_loss", (2, 3), (2, 3)),
+           _rule("mse_loss", "vjp_rule", _mse_vjp_no_2)),
+    Mutant("matmul vjp transposed", "rule", _binary("matmul", (3, 3), (3, 3)),
+           _rule("matmul", "vjp_rule", _matmul_vjp_transposed)),
+    Mutant("broadcast_to vjp wrong axis", "rule", _unary("broadcast_to", (3, 1), shape=(3, 3)),
+           _rule("broadcast_to", "vjp_rule", _broadcast_vjp_wrong_axis)),
+    Mutant("slice vjp off by one", "rule", _unary("slice", (5, 2), start=1, length=2),
+           _rule("slice", "vjp_rule", _slice_vjp_off_by_one)),
+    Mutant("softmax jvp over the wrong axis", "rule", _unary("softmax", (2, 3)),
+           _rule("softmax", "jvp_rule", _softmax_jvp_axis0)),
+    Mutant("relu'(0) = 1", "rule", _unary("relu", (4,)),
+           _rule("relu", "vjp_rule", _relu_vjp_at_zero), note="only at the kink x = 0"),
+    Mutant("max tie sent all to one side", "rule", _binary("max", (3,), (3,)),
+           _rule("max", "vjp_rule", _max_vjp_tie_to_a), note="only at ties a = b"),
+    Mutant("tanh vjp 0.05% scale error", "rule", _unary("tanh", (4,)),
+           _rule("tanh", "vjp_rule", _tanh_vjp_scaled)),
+    Mutant("one wrong element in a 32x32 gradient", "rule", _matmul32,
+           _rule("mul", "vjp_rule", _mul_vjp_one_element), note="element [17, 5], 0.1%"),
+    Mutant("gradient to an out-of-range gather index", "rule", _gather,
+           _rule("gather_rows_nat", "vjp_rule", _gather_vjp_clip), index={"idx": [0, 5, 1]},
+           note="index values 3 and beyond"),
+    Mutant("layer_norm vjp with eps 1e-6", "rule", _layer_norm,
+           _rule("layer_norm", "vjp_rule", _layer_norm_vjp_eps)),
+    Mutant("sigmoid jvp sign error", "rule", _unary("sigmoid", (3,)),
+           _rule("sigmoid", "jvp_rule", _sigmoid_jvp_sign)),
+    Mutant("clamp derivative 1 at the bounds", "rule", _unary("clamp", (4,), lo=-0.5, hi=0.5),
+           _rule("clamp", "vjp_rule", _clamp_vjp_bounds), note="only at x = lo, hi"),
+    Mutant("sqrt'(0) = 1/2", "rule", _unary("sqrt", (3,)),
+           _rule("sqrt", "vjp_rule", _sqrt_vjp_at_zero), note="only at x = 0"),
+    Mutant("abs'(0) = 1 (JAX convention)", "rule", _unary("abs", (3,)),
+           _rule("abs", "vjp_rule", _abs_vjp_jax), note="only at x = 0"),
+    Mutant("log_softmax vjp missing exp", "rule", _unary("log_softmax", (2, 3)),
+           _rule("log_softmax", "vjp_rule", _log_softmax_vjp_no_exp)),
+    Mutant("reduce_mean vjp divides by the wrong n", "rule", _unary("reduce_mean", (2, 3), axis=0),
+           _rule("reduce_mean", "vjp_rule", _reduce_mean_vjp_wrong_n)),
+    Mutant("concat vjp slices swapped", "rule", _binary("concat", (2,), (2,)),
+           _rule("concat", "vjp_rule", _concat_vjp_swapped)),
+    Mutant("linear vjp bias gradient doubled", "rule", _mlp,
+           _rule("linear", "vjp_rule", _linear_vjp_bias_twice)),
+    Mutant("tanh lowered vjp 1 - y", "lowering", _unary("tanh", (3,)),
+           _rule("tanh", "lower_vjp_rule", _tanh_lower_vjp)),
+    Mutant("relu lowered jvp with x >= 0", "lowering", _unary("relu", (3,)),
+           _rule("relu", "lower_jvp_rule", _relu_lower_jvp), note="only at x = 0"),
+    Mutant("softmax lowered over axis 0", "lowering", _unary("softmax", (2, 3)),
+           _rule("softmax", "lower_rule", _softmax_lower)),
+    Mutant("gather lowered vjp clips indices", "lowering", _gather,
+           _rule("gather_rows_nat", "lower_vjp_rule", _gather_lower_vjp), index={"idx": [0, 5, 1]},
+           note="index values 3 and beyond"),
+    Mutant("tape overwrites on fan-out", "tape", _fanout, _tape_overwrite),
+    Mutant("tape leaks gradient through detach", "tape", _detach, _tape_detach_leak),
+    Mutant("tape swaps the cotangents of sub", "tape", _sub_graph, _tape_swap_parents),
+    Mutant("tape skips a node's vjp", "tape", _mlp, _tape_drop_vjp),
+    Mutant("tape counts a contribution twice", "tape", _fanout, _tape_seed_twice),
+]  # fmt: skip

@@ -1,0 +1,141 @@
+"""The equality decision procedure: each step decides what it should, with the right label."""
+
+from __future__ import annotations
+
+import random
+from fractions import Fraction
+
+import pytest
+import symengine as se
+
+from verify import _linear as lin
+from verify import decide_equal
+from verify._cases import first_max_pieces
+
+x, y, t = se.symbols("x y t")
+
+
+def _half_tie_max(a: se.Basic, b: se.Basic) -> se.Basic:
+    return se.Piecewise((a, a > b), (se.Piecewise((b, a < b), ((a + b) / 2, True)), True))
+
+
+@pytest.mark.parametrize(
+    "got,expected,how",
+    [
+        ((x + 1) ** 2, x**2 + 2 * x + 1, "symengine expand"),
+        # softmax with and without the max shift: exp of sums split, then the numerator
+        (
+            se.exp(x - se.Max(x, y)) / (se.exp(x - se.Max(x, y)) + se.exp(y - se.Max(x, y))),
+            se.exp(x) / (se.exp(x) + se.exp(y)),
+            "symengine normal form",
+        ),
+        # log_softmax: exp(d) = 1
+        (
+            x - se.Max(x, y) - se.log(se.exp(x - se.Max(x, y)) + se.exp(y - se.Max(x, y))),
+            x - se.log(se.exp(x) + se.exp(y)),
+            "symengine exp(d) = 1",
+        ),
+        # sigmoid as tanh against the exp form: sympy's rewriting
+        ((1 + se.tanh(x / 2)) / 2, se.exp(x) / (1 + se.exp(x)), "sympy rewriting"),
+        # a tie convention against Max: case splitting, the tie a == b substituted
+        (se.Max(x, y), _half_tie_max(x, y), "case split"),
+    ],
+)
+def test_proved_exactly(got: se.Basic, expected: se.Basic, how: str) -> None:
+    d = decide_equal(got, expected)
+    assert d.equal is True
+    assert d.method == "exact"
+    assert d.how == how
+
+
+def test_rational_mismatch_is_exact_with_a_counterexample() -> None:
+    d = decide_equal(x * y + 1, x * y)
+    assert d.equal is False and d.method == "exact"
+    assert d.evidence == "exact rational arithmetic"
+    assert d.got is not None and d.expected is not None
+    assert set(d.point) == {"x", "y"}
+
+
+def test_mismatch_on_a_boundary_only_is_found_there() -> None:
+    """relu'(0) = 1 instead of 0: different only at x = 0, which random points never hit."""
+    got = se.Piecewise((1, x >= 0), (0, True)) * t
+    expected = se.Piecewise((1, x > 0), (0, True)) * t
+    d = decide_equal(got, expected)
+    assert d.equal is False and d.method == "exact"
+    assert d.point["x"] == 0 and d.point["t"] != 0
+
+
+def test_tie_mismatch_is_found_on_the_tie() -> None:
+    got = se.Piecewise((t, x >= y), (0, True))  # a tie sends everything to x
+    expected = se.Piecewise((t, x > y), (se.Piecewise((0, x < y), (t / 2, True)), True))
+    d = decide_equal(got, expected)
+    assert d.equal is False and d.method == "exact"
+    assert d.point["x"] == d.point["y"]
+
+
+def test_transcendental_mismatch_is_proved_by_interval_arithmetic() -> None:
+    """A 0.05% scale error on tanh: nonzero at the point, proved by an enclosure."""
+    d = decide_equal((1 - se.tanh(x) ** 2) * se.Rational(10005, 10000), 1 - se.tanh(x) ** 2)
+    assert d.equal is False
+    assert d.method == "exact"
+    assert d.evidence.startswith("interval arithmetic")
+
+
+def test_undecided_by_algebra_is_labelled_probabilistic_never_exact() -> None:
+    """Without sympy, tanh against its exp form is not proved: sampled, and labelled so."""
+    d = decide_equal(se.tanh(x), (se.exp(2 * x) - 1) / (se.exp(2 * x) + 1), use_sympy=False)
+    assert d.equal is True
+    assert d.method == "probabilistic"
+    assert "random rational points" in d.how
+
+
+def test_domains_are_respected_when_sampling() -> None:
+    # log(x*y) = log x + log y holds for positive x, y (the declared domain of log)
+    d = decide_equal(
+        se.log(x * y), se.log(x) + se.log(y), domains={"x": "positive", "y": "positive"}
+    )
+    assert d.equal is True and d.method == "exact"
+
+
+def test_first_max_pieces_keeps_the_value() -> None:
+    e = first_max_pieces(se.Max(x, y, t))
+    for vals in [(1, 2, 3), (3, 3, 1), (2, 2, 2), (-1, 5, 5)]:
+        sub = dict(zip((x, y, t), map(se.Integer, vals), strict=True))
+        assert e.subs(sub) == max(vals)
+
+
+# -- exact linear reasoning ---------------------------------------------------------------------
+
+
+def _lin(coeffs: dict[str, int], const: int, kind: str) -> lin.Lin:
+    return lin._make({k: Fraction(v) for k, v in coeffs.items()}, Fraction(const), kind)  # type: ignore[arg-type]
+
+
+def test_fourier_motzkin_infeasible_and_witness() -> None:
+    rng = random.Random(0)
+    assert lin.solve([_lin({"x": 1}, 0, ">"), _lin({"x": -1}, 0, ">")], ["x"], rng) is None
+    cons = [_lin({"x": 1, "y": -1}, 0, ">"), _lin({"y": 1}, -1, ">="), _lin({"x": -1}, 3, ">")]
+    pt = lin.solve(cons, ["x", "y"], rng)
+    assert isinstance(pt, dict) and all(c.holds(pt) for c in cons)
+
+
+def test_random_feasible_systems_get_valid_witnesses() -> None:
+    rng = random.Random(1)
+    for _ in range(200):
+        names = ["a", "b", "c"]
+        p = {n: Fraction(rng.randint(-8, 8), 4) for n in names}
+        cons = []
+        for _ in range(rng.randint(1, 6)):
+            co = {n: Fraction(rng.randint(-3, 3)) for n in names}
+            val = sum(co[n] * p[n] for n in names)
+            kind = rng.choice([">", ">=", "=="])
+            const = -val + (Fraction(rng.randint(1, 4), 4) if kind == ">" else 0)
+            cons.append(lin._make(co, const, kind))  # satisfied at p by construction
+        pt = lin.solve(cons, names, rng)
+        assert isinstance(pt, dict), cons
+        assert all(c.holds(pt) for c in cons)
+
+
+def test_tighten_finds_implicit_equalities() -> None:
+    cons = [_lin({"x": 1, "y": -1}, 0, ">="), _lin({"x": -1, "y": 1}, 0, ">=")]
+    assert {c.kind for c in lin.tighten(cons)} == {"=="}

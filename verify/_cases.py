@@ -1,0 +1,305 @@
+"""Deciding piecewise equalities by case splitting with exact linear reasoning (symengine).
+
+``got - expected`` containing ``Piecewise`` (and ``Max`` / ``Min``, read as the piecewise
+"first maximal argument" form, an identity of values) is decided like a small SMT solver:
+
+* the context is a conjunction of linear constraints (exact rationals, :mod:`verify._linear`);
+* every ``Piecewise`` whose branch the context determines is replaced by that branch (the
+  context implies its condition: the negation is infeasible; earlier conditions contradicted);
+* otherwise the first undetermined ``Piecewise`` is split: one case per branch and per term of
+  its effective condition in disjunctive normal form; infeasible cases are dropped;
+* at a leaf (no ``Piecewise`` left) the context's equalities are substituted (ties such as
+  ``a == b``, implicit ones made explicit) and the smooth difference is decided by symengine's
+  normal forms, then sympy's rewriting; a leaf that stays nonzero is evaluated at an exact
+  witness point of its case: a counterexample, or "not proved here".
+
+Conditions that are not linear with rational coefficients end the attempt (``None``): the
+caller falls back to the next method.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+import symengine as se
+
+from . import _linear as lin
+
+#: Give up past this many leaves (cases) for one equality.
+MAX_LEAVES = 4096
+
+
+class _GiveUp(Exception):
+    pass
+
+
+def _frac(v: Any) -> Fraction:
+    if isinstance(v, se.Integer | se.Rational):
+        return Fraction(str(v))
+    raise lin.Nonlinear(str(v))
+
+
+def linearize(e: Any) -> tuple[dict[str, Fraction], Fraction]:
+    """A symengine expression as linear coefficients by symbol name and a constant."""
+    e = se.expand(e)
+    coeffs: dict[str, Fraction] = {}
+    const = Fraction(0)
+    terms = e.args if isinstance(e, se.Add) else (e,)
+    for t in terms:
+        if isinstance(t, se.Number):
+            const += _frac(t)
+        elif isinstance(t, se.Symbol):
+            coeffs[t.name] = coeffs.get(t.name, Fraction(0)) + 1
+        elif isinstance(t, se.Mul):
+            nums = [a for a in t.args if isinstance(a, se.Number)]
+            syms = [a for a in t.args if not isinstance(a, se.Number)]
+            if len(syms) != 1 or not isinstance(syms[0], se.Symbol) or len(nums) != 1:
+                raise lin.Nonlinear(str(t))
+            name = syms[0].name
+            coeffs[name] = coeffs.get(name, Fraction(0)) + _frac(nums[0])
+        else:
+            raise lin.Nonlinear(str(t))
+    return {k: v for k, v in coeffs.items() if v != 0}, const
+
+
+def _rel(kind: lin.Kind, d: Any) -> lin.Lin:
+    co, c = linearize(d)
+    return lin._make(co, c, kind)
+
+
+def dnf(c: Any, negate: bool = False, max_terms: int = 256) -> list[list[lin.Lin]]:
+    """A symengine boolean of linear relations (negated if asked) in disjunctive normal form."""
+    name = type(c).__name__
+    if c == se.true or name == "BooleanTrue":
+        return [] if negate else [[]]
+    if c == se.false or name == "BooleanFalse":
+        return [[]] if negate else []
+    if name == "Not":
+        return dnf(c.args[0], not negate, max_terms)
+    if name in ("And", "Or"):
+        conj = (name == "And") != negate
+        parts = [dnf(a, negate, max_terms) for a in c.args]
+        if not conj:
+            out = [t for p in parts for t in p]
+        else:
+            out = [[]]
+            for p in parts:
+                out = [x + y for x in out for y in p]
+                if len(out) > max_terms:
+                    raise lin.Nonlinear("condition too large")
+        if len(out) > max_terms:
+            raise lin.Nonlinear("condition too large")
+        return out
+    if name in ("StrictLessThan", "LessThan", "Equality", "Unequality"):
+        lhs, rhs = c.args
+        d = rhs - lhs  # lhs < rhs  <=>  rhs - lhs > 0
+        if name == "StrictLessThan":
+            return [[_rel(">=", -d)]] if negate else [[_rel(">", d)]]
+        if name == "LessThan":
+            return [[_rel(">", -d)]] if negate else [[_rel(">=", d)]]
+        eq = name == "Equality"
+        if eq != negate:
+            return [[_rel("==", d)]]
+        return [[_rel(">", d)], [_rel(">", -d)]]
+    raise lin.Nonlinear(name)
+
+
+def first_max_pieces(e: Any) -> Any:
+    """``Max`` / ``Min`` atoms as ``Piecewise`` (the first maximal argument): the same value."""
+    atoms = list(e.atoms(se.Max, se.Min)) if isinstance(e, se.Basic) else []
+    if not atoms:
+        return e
+    atoms.sort(key=lambda a: len(str(a)))
+    for a in atoms:
+        # Symbols in index order (row-major: a pooling window's order), so that the pieces
+        # match first-maximum indicators written over the same window; the value is the same
+        # in any order.
+        big = isinstance(a, se.Max)
+        neutral = -se.oo if big else se.oo  # Max(-oo, a, ...) = Max(a, ...)
+        args = sorted((first_max_pieces(x) for x in a.args if x != neutral), key=_order)
+        if len(args) == 1:
+            e = e.xreplace({a: args[0]})
+            continue
+        if not args:
+            e = e.xreplace({a: neutral})
+            continue
+        pieces = []
+        for k, x in enumerate(args):
+            cs = [(x > y if big else x < y) for y in args[:k]]
+            cs += [(x >= y if big else x <= y) for y in args[k + 1 :]]
+            pieces.append((x, se.And(*cs) if len(cs) > 1 else cs[0]))
+        # Every piece keeps its own condition (they are exclusive and exhaustive): a final
+        # "otherwise" would make the last case the negation of all the others.
+        e = e.xreplace({a: se.Piecewise(*pieces)})
+    return e
+
+
+def _order(x: Any) -> tuple:
+    if isinstance(x, se.Symbol):
+        name = x.name
+        if name.endswith("]") and "[" in name:
+            base, rest = name[:-1].split("[", 1)
+            try:
+                return (0, base, tuple(int(v) for v in rest.split(",")))
+            except ValueError:
+                pass
+        return (0, name, ())
+    return (1, "", ())
+
+
+@dataclass
+class _State:
+    names: list[str]
+    rng: random.Random
+    leaves: int = 0
+    unproved: list[dict[str, Fraction]] = field(default_factory=list)
+    counterexample: dict[str, Fraction] | None = None
+
+
+def flat_pieces(e: Any) -> Any:
+    """``Piecewise`` atoms whose branches all have the same value, replaced by it (what
+    differentiating a piecewise constant gives: ``Piecewise((0, c), (0, True))``)."""
+    if not isinstance(e, se.Basic):
+        return e
+    for _ in range(16):
+        repl = {}
+        for p in e.atoms(se.Piecewise):
+            values = p.args[::2]
+            if all(v == values[0] for v in values[1:]):
+                repl[p] = values[0]
+        if not repl:
+            return e
+        e = e.xreplace(repl)
+    return e
+
+
+def _feasible(ctx: list[lin.Lin], st: _State) -> dict[str, Fraction] | None:
+    pt = lin.solve(ctx, st.names, st.rng)
+    if pt == "unknown":
+        raise _GiveUp
+    return pt  # type: ignore[return-value]
+
+
+def _implied(ctx: list[lin.Lin], cond: Any, st: _State) -> bool:
+    """The context implies ``cond``: every term of ``not cond`` is infeasible with it."""
+    return all(_feasible(ctx + t, st) is None for t in dnf(cond, negate=True))
+
+
+def _possible(ctx: list[lin.Lin], cond: Any, st: _State) -> bool:
+    return any(_feasible(ctx + t, st) is not None for t in dnf(cond))
+
+
+def _pieces(p: Any) -> list[tuple[Any, Any]]:
+    a = p.args
+    return [(a[k], a[k + 1]) for k in range(0, len(a), 2)]
+
+
+def _resolve(e: Any, ctx: list[lin.Lin], st: _State) -> Any:
+    """Replace every Piecewise whose branch the context determines, to a fixed point."""
+    for _ in range(64):
+        repl = {}
+        for p in e.atoms(se.Piecewise):
+            values = p.args[::2]
+            if all(v == values[0] for v in values[1:]):
+                repl[p] = values[0]
+                continue
+            for value, cond in _pieces(p):
+                if _implied(ctx, cond, st):
+                    repl[p] = value
+                    break
+                if _possible(ctx, cond, st):
+                    break  # undetermined: keep it
+        if not repl:
+            return e
+        e = e.xreplace(repl)
+    return e
+
+
+def _substitute(e: Any, ctx: list[lin.Lin]) -> Any:
+    sub = {}
+    for var, (co, c0) in lin.equality_substitution(lin.tighten(ctx)).items():
+        expr = se.Rational(c0.numerator, c0.denominator)
+        for k, v in co.items():
+            expr += se.Rational(v.numerator, v.denominator) * se.Symbol(k)
+        sub[se.Symbol(var)] = expr
+    return e.subs(sub) if sub else e
+
+
+def _split(e: Any, ctx: list[lin.Lin], st: _State, leaf_zero: Any, differ: Any) -> None:
+    e = _resolve(e, ctx, st)
+    pws = list(e.atoms(se.Piecewise))
+    if not pws:
+        st.leaves += 1
+        if st.leaves > MAX_LEAVES:
+            raise _GiveUp
+        if leaf_zero(_substitute(e, ctx)):
+            return
+        pt = _feasible(ctx, st)
+        if pt is not None:
+            if differ(pt):
+                st.counterexample = pt
+                raise _GiveUp
+            st.unproved.append(pt)
+        return
+    # The Piecewise with the most branches first: its cases usually determine the others.
+    p = max(pws, key=lambda q: len(q.args))
+    pieces = _pieces(p)
+    for i, (value, cond) in enumerate(pieces):
+        for ctx2 in _cases_of(ctx, cond, [c for _, c in pieces[:i]], st):
+            _split(e.xreplace({p: value}), ctx2, st, leaf_zero, differ)
+
+
+def _cases_of(ctx: list[lin.Lin], cond: Any, earlier: list[Any], st: _State) -> list[list[lin.Lin]]:
+    """The feasible contexts where ``cond`` holds and no earlier condition does. An earlier
+    condition that the context already excludes adds nothing (exclusive branches, such as
+    first-maximum conditions, need no negation)."""
+    contexts = [ctx + t for t in dnf(cond)]
+    contexts = [c for c in contexts if _feasible(c, st) is not None]
+    for c_j in earlier:
+        out = []
+        for cx in contexts:
+            if not _possible(cx, c_j, st):
+                out.append(cx)
+                continue
+            for t in dnf(c_j, negate=True):
+                cx2 = cx + t
+                if _feasible(cx2, st) is not None:
+                    out.append(cx2)
+        contexts = out
+        if len(contexts) > 256:
+            raise _GiveUp
+    return contexts
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    """``proved``: every case is 0; else ``counterexample`` (a point) or ``unproved`` cases."""
+
+    proved: bool
+    leaves: int
+    counterexample: dict[str, Fraction] | None = None
+    unproved: tuple[dict[str, Fraction], ...] = ()
+
+
+def decide_cases(
+    diff: Any,
+    names: list[str],
+    base: list[lin.Lin],
+    leaf_zero: Any,
+    differ: Any,
+    seed: int = 0,
+) -> CaseResult | None:
+    """Case-split ``diff`` (see the module doc); ``None`` when conditions are out of reach."""
+    st = _State(names, random.Random(seed))
+    try:
+        _split(first_max_pieces(diff), list(base), st, leaf_zero, differ)
+    except _GiveUp:
+        if st.counterexample is not None:
+            return CaseResult(False, st.leaves, st.counterexample)
+        return None
+    except lin.Nonlinear:
+        return None
+    return CaseResult(not st.unproved, st.leaves, None, tuple(st.unproved))
