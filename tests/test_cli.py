@@ -203,9 +203,22 @@ def test_verify_forwards_to_verify_cli(tmp_path: Path) -> None:
     assert proc.stderr == "to stderr\n"
 
 
-def test_verify_says_so_when_it_is_missing(tmp_path: Path) -> None:
-    fake = _fake_verify(tmp_path, None)  # a verify package without verify.cli
-    proc = run("verify", "g.json", first=fake)
+def test_verify_says_so_when_it_is_missing() -> None:
+    # ``None`` in ``sys.modules`` makes ``import verify.cli`` fail exactly as an absent module
+    # does, whichever finder (a checkout, an editable install's mapping) would have found it.
+    code = (
+        "import sys; sys.modules['verify.cli'] = None\n"
+        "from torchlean_ir.cli import main\n"
+        "sys.exit(main(['verify', 'g.json']))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        cwd=ROOT,
+        check=False,
+    )
     assert (proc.returncode, proc.stdout) == (2, "")
     assert proc.stderr == (
         "torchlean: error: 'verify' is not available: module verify.cli cannot be found "

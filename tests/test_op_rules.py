@@ -212,3 +212,19 @@ def test_shape_errors_name_op_shapes_and_call_site(
     assert expect in msg
     assert "test_op_rules.py:" in msg  # the caller's own file:line
     assert "\n" not in msg
+
+
+def test_sigmoid_keeps_relative_accuracy_on_both_tails() -> None:
+    """sigmoid(-50) is about 2e-22, not 0 (a (1 + tanh(x/2)) / 2 form underflows below -37),
+    in the reference and in the JAX lowering; large x gives exactly 1 with no overflow."""
+    import compiler
+
+    b = tl.GraphBuilder()
+    x = b.input("x", (4,))
+    g = b.build(x.sigmoid())
+    xs = np.array([-50.0, -700.0, 0.0, 800.0])
+    want = np.array([np.exp(-50.0) / (1 + np.exp(-50.0)), np.exp(-700.0), 0.5, 1.0])
+    (ref,) = tl.eval_graph(g, {"x": xs})
+    np.testing.assert_allclose(ref, want, rtol=1e-15, atol=0)
+    got = compiler.compile(g, dtype="float64").forward({"x": xs})
+    np.testing.assert_allclose(np.asarray(got), want, rtol=1e-14, atol=0)

@@ -280,9 +280,10 @@ def sqrt_sym(B: Any, x: Any) -> Any:
 
 sigmoid = defunary(
     "sigmoid",
-    lambda B, x: (1 + B.tanh(x / 2)) / 2,
+    lambda B, x: B.sigmoid(x),
     lambda B, x, y: y * (1 - y),
-    doc="1 / (1 + exp(-x)), computed as (1 + tanh(x/2)) / 2 (stable for every x).",
+    doc="1 / (1 + exp(-x)), computed without overflow and with full relative accuracy on both "
+    "tails (exp(-|x|) / (1 + exp(-|x|)) for x < 0).",
 )
 
 tanh = defunary(
