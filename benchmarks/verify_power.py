@@ -138,7 +138,7 @@ class Harness:
         try:
             check_grads(f_rev, args, order=1, modes=("rev",))
             check_grads(f_fwd, args, order=1, modes=("fwd",))
-        except AssertionError:
+        except Exception:  # a mismatch, or a mutated rule JAX cannot even trace: caught
             return True
         return False
 

@@ -3,7 +3,7 @@ derivative of tanh (1 - tanh^2) instead of tanh. The JVP is right, so only the a
 fails; the verifier reports it with a counterexample::
 
     torchlean-verify examples/custom_op_graph.json --plugin examples/custom_op_plugin_wrong.py
-    # exit 1: node 3: vjp = adjoint: grad x[0] expected ..., got ... at x[0] = ..., ct[0] = ...
+    # exit 1: node 3: vjp = adjoint: grad x[0] expected ..., got ... at ct[0] = ..., x[0] = ...
 """
 
 from __future__ import annotations

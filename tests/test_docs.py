@@ -46,7 +46,7 @@ def test_ops_md_is_generated_from_the_registry() -> None:
 def test_readme_opens_with_the_two_commands() -> None:
     first, second = _read("README.md").splitlines()[:2]
     assert first.strip() == (
-        "python3 -m pip install -e . && torchlean check examples/graphs/mlp_regression.json"
+        "python3 -m pip install -e . && torchlean-verify examples/graphs/mlp_regression.json"
     )
     assert second.strip() == "python3 -m pip install -e '.[test]' && python3 -m pytest -n auto -q"
     assert _read(".ci/run").rstrip().splitlines()[-1] == second.strip()
