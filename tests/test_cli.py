@@ -179,12 +179,11 @@ def test_help_lists_every_command() -> None:
     assert "Exit codes: 0 ok; 2 bad input or usage" in proc.stdout
 
 
-def _fake_verify(tmp_path: Path, cli_source: str | None) -> Path:
+def _fake_verify(tmp_path: Path, cli_source: str) -> Path:
     pkg = tmp_path / "verify"
     pkg.mkdir()
     (pkg / "__init__.py").write_text("")
-    if cli_source is not None:
-        (pkg / "cli.py").write_text(cli_source)
+    (pkg / "cli.py").write_text(cli_source)
     return tmp_path
 
 

@@ -148,7 +148,7 @@ def abstraction(products: bool = False) -> Iterator[Table]:
 
 def _product_hook(a: np.ndarray) -> np.ndarray:
     table = current()
-    if table is None or not table.products:
+    if table is None:
         return a
     out = np.empty(a.shape, dtype=object)
     for ix in np.ndindex(*a.shape):

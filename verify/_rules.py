@@ -425,7 +425,7 @@ def _check_plan(
     op: tl.Op,
     sig: Signature,
     st: _Setup,
-    plan: Any,
+    plan: IndexPlan,
     cols: dict[str, Collector],
     max_elements: int,
 ) -> dict[str, str]:
