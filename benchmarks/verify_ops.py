@@ -1,18 +1,19 @@
-"""Verification time of one conv2d node and one attention node (issue 6).
+"""Verification time of one conv2d node, one attention node and one max-pool node (issue 6).
 
 Each one-node graph is verified by ``verify.verify_graph`` at the node's own shapes: rule
 soundness of the op's signature (link 1), the compiled tape's rule calls against the reference
 rules (link 2) and the wiring (link 3), end to end when small. Every run starts in a fresh
 process (the verifier's per-signature caches are empty) and has a time budget; a run past its
 budget is reported as such, never as a time. The conv2d node is timed ``--repeats`` times
-(median); the attention node once.
+(median); the attention and max-pool nodes once.
 
     python3 benchmarks/verify_ops.py            # budget 600 s per run, 3 repeats
     python3 benchmarks/verify_ops.py --quick    # budget 60 s, 1 repeat, no docs/benchmarks.md
 
 Nodes (float32 graphs, verified in float64): conv2d with W (8, 3, 3, 3), b (8,), x (3, 8, 8),
 stride 1, no padding; attention with Wq, Wk, Wv (8, 8), Wo (8, 8), x (4, 8), 2 heads (hd = 4),
-no mask.
+no mask; 3-D max pool of x (2, 3, 3, 3), kernel (3, 3, 3), stride 1, padding 1 (windows of 8 to
+27 cells: the hard maximum against the first-maximum sum, by case splitting).
 """
 
 from __future__ import annotations
@@ -40,6 +41,9 @@ def _graph(kind: str) -> Any:
     if kind == "conv2d":
         W, bias = b.param("W", (8, 3, 3, 3)), b.param("b", (8,))
         return b.build(b.conv2d(W, bias, b.input("x", (3, 8, 8)), stride=1, padding=0))
+    if kind == "max_pool":
+        x = b.input("x", (2, 3, 3, 3), requires_grad=True)
+        return b.build(b.max_pool(x, kernel=(3, 3, 3), stride=(1, 1, 1), padding=(1, 1, 1)))
     Ws = [b.param(n, (8, 8)) for n in ("Wq", "Wk", "Wv", "Wo")]
     return b.build(b.multi_head_attention(*Ws, b.input("x", (4, 8)), heads=2))
 
@@ -110,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     repeats = args.repeats or (1 if args.quick else 3)
 
     out_rows, details = [], []
-    for kind, n in (("conv2d", repeats), ("attention", 1)):
+    for kind, n in (("conv2d", repeats), ("attention", 1), ("max_pool", 1)):
         times, last = [], None
         for _ in range(n):
             res = run_once(kind, budget)
@@ -144,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     if not (args.quick or args.no_write):
         write_section(
-            "verify_ops", "Verification time of a conv2d node and an attention node", body
+            "verify_ops", "Verification time of conv2d, attention and max-pool nodes", body
         )
     return 0
 

@@ -200,7 +200,7 @@ def main() -> None:
         "out-of-range index value included); torchlean-verify needs no inputs. "
         + ("Quick run: every third mutant. " if args.quick else "")
     )
-    _write_doc(note + "\n\n" + body)
+    _write_doc(note.rstrip() + "\n\n" + body)
     summary = table(
         ["checker", "detected", "false alarms", "seconds"],
         [[c, f"{found[c]}/{n}", f"{alarms[c]}/{n}", f"{secs[c]:.1f}"] for c in CHECKERS],

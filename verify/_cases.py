@@ -138,6 +138,9 @@ def first_max_pieces(e: Any) -> Any:
 
 
 def _order(x: Any) -> tuple:
+    """Sort key of a ``Max`` argument: symbols by base name, then by index as numbers
+    (``x[0,10]`` after ``x[0,9]``; ``x#10`` after ``x#9``, the names the decision memo renumbers
+    symbols to), so that the order is row-major whatever the number of digits."""
     if isinstance(x, se.Symbol):
         name = x.name
         if name.endswith("]") and "[" in name:
@@ -146,6 +149,9 @@ def _order(x: Any) -> tuple:
                 return (0, base, tuple(int(v) for v in rest.split(",")))
             except ValueError:
                 pass
+        base, sep, rank = name.rpartition("#")
+        if sep and rank.isdigit():
+            return (0, base, (int(rank),))
         return (0, name, ())
     return (1, "", ())
 

@@ -104,6 +104,36 @@ def test_first_max_pieces_keeps_the_value() -> None:
         assert e.subs(sub) == max(vals)
 
 
+@pytest.mark.parametrize("name", ["x[0,{}]", "x#{}"])
+def test_first_max_pieces_are_in_numeric_index_order(name: str) -> None:
+    """Cells in index order, not string order (``x#10`` after ``x#9``; ``x#k`` is how the
+    decision memo renames cells): the order of a pooling window's first-maximum indicators, so
+    that case splitting matches the two one to one."""
+    cells = [se.Symbol(name.format(k)) for k in range(12)]
+    shuffled = [cells[k] for k in (10, 2, 11, 0, 9, 1, 3, 4, 5, 6, 7, 8)]
+    assert list(first_max_pieces(se.Max(*shuffled)).args[::2]) == cells
+
+
+def test_a_twelve_cell_max_window_is_proved_by_case_splitting() -> None:
+    """The hard maximum equals the first-maximum indicator sum (max_pool's symbolic forward),
+    through the memo that renames cells: exact, by case splitting; a sum off by 1 wherever the
+    first cell beats the last is refused with a counterexample."""
+    import numpy as np
+
+    from torchlean_ir.backends._sym import SYM, SymArray
+    from verify._rules import decide_memo
+
+    w = SymArray(np.array([se.Symbol(f"x[0,{k}]") for k in range(12)], dtype=object))
+    got = SYM.max(w, axis=-1).a.item()
+    expected = SYM.sum(SYM.first_max_onehot(w, axis=-1) * w, axis=-1).a.item()
+    d = decide_memo(got, expected, {}, 0)
+    assert (d.equal, d.method, d.how) == (True, "exact", "case split")
+    first, last = w.a[0], w.a[11]
+    bad = decide_memo(got, expected + se.Piecewise((1, first > last), (0, True)), {}, 0)
+    assert bad.equal is False and bad.point is not None
+    assert bad.point["x[0,0]"] > bad.point["x[0,11]"]
+
+
 # -- exact linear reasoning ---------------------------------------------------------------------
 
 
