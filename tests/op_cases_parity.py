@@ -94,6 +94,23 @@ PARITY_CASES: list[OpCase] = [
     ),
     OpCase("max_pool2d", ((2, 4, 5),), {"kernel": (2, 2), "stride": 2}),
     OpCase("max_pool2d_pad", ((2, 4, 4),), {"kernel": (3, 3), "stride": 2, "padding": 1}),
+    # Windows that tile the input (stride = kernel) take a reshape path in the rules
+    # (torchlean_ir/ops/_windows.py): cropped edges, padding, non-square and 3-D tiles.
+    OpCase(
+        "max_pool",
+        ((1, 5, 7),),
+        {"kernel": (2, 3), "stride": (2, 3), "padding": (0, 0)},
+        label="tiled",
+    ),
+    OpCase(
+        "max_pool",
+        ((1, 4, 4, 2),),
+        {"kernel": (2, 2, 2), "stride": (2, 2, 2), "padding": (0, 0, 0)},
+        label="tiled-3d",
+    ),
+    OpCase(
+        "max_pool2d_pad", ((2, 4, 4),), {"kernel": (2, 2), "stride": 2, "padding": 1}, label="tiled"
+    ),
     OpCase("avg_pool", ((2, 7),), {"kernel": (3,), "stride": (2,), "padding": (1,)}, label="1d"),
     OpCase(
         "avg_pool",
@@ -103,6 +120,9 @@ PARITY_CASES: list[OpCase] = [
     ),
     OpCase("avg_pool2d", ((2, 4, 5),), {"kernel": (2, 3), "stride": 1}),
     OpCase("avg_pool2d_pad", ((1, 5, 5),), {"kernel": (3, 3), "stride": 2, "padding": 1}),
+    OpCase(
+        "avg_pool2d_pad", ((1, 5, 5),), {"kernel": (2, 2), "stride": 2, "padding": 1}, label="tiled"
+    ),
     OpCase(
         "smooth_max_pool",
         ((2, 6),),

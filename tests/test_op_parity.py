@@ -624,3 +624,46 @@ def test_attribute_errors(op: str, attrs: dict, expect: str) -> None:
 def test_every_case_of_the_table_is_a_valid_graph() -> None:
     for case in CASES:
         tl.check(case.graph())
+
+
+@pytest.mark.parametrize(
+    "size,kernel",
+    [((7,), (3,)), ((4, 5), (2, 2)), ((5, 7), (2, 3)), ((4, 4, 2), (2, 2, 2)), ((3, 3), (3, 3))],
+)
+def test_tiling_windows_take_the_reshape_path_with_the_same_cells(
+    size: tuple[int, ...], kernel: tuple[int, ...], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Windows with stride = kernel are a reshape and a transpose (``_windows.windows``); they
+    must hold the same cells in the same row-major order as the slice-per-offset path, in every
+    backend, and ``unwindows`` must stay their transpose (uncovered edge cells get 0)."""
+    from torchlean_ir.ops import _windows as W
+
+    out = tuple(n // k for n, k in zip(size, kernel, strict=True))
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(2, *size))
+    w = rng.normal(size=(2, *out, math.prod(kernel)))
+    J = jax_backend()
+    tiled = {
+        "numpy": (
+            W.windows(NUMPY, x, kernel, kernel, out),
+            W.unwindows(NUMPY, w, kernel, kernel, size),
+        ),
+        "jax": tuple(
+            np.asarray(a)
+            for a in (
+                W.windows(J, jnp.asarray(x), kernel, kernel, out),
+                W.unwindows(J, jnp.asarray(w), kernel, kernel, size),
+            )
+        ),
+    }
+    sx = SYM.asarray(x)
+    tiled_sym = W.windows(SYM, sx, kernel, kernel, out)
+    monkeypatch.setattr(W, "_tiles", lambda k, s: False)
+    want_w = W.windows(NUMPY, x, kernel, kernel, out)
+    want_u = W.unwindows(NUMPY, w, kernel, kernel, size)
+    for name, (got_w, got_u) in tiled.items():
+        np.testing.assert_array_equal(got_w, want_w, err_msg=name)
+        np.testing.assert_allclose(got_u, want_u, rtol=0, atol=1e-15, err_msg=name)
+    assert (tiled_sym.a == W.windows(SYM, sx, kernel, kernel, out).a).all()
+    # the adjoint identity <windows(x), w> = <x, unwindows(w)>
+    assert np.isclose(np.sum(want_w * w), np.sum(x * tiled["numpy"][1]), rtol=1e-13)

@@ -242,7 +242,7 @@ def _row_checks(checks: Sequence[Check]) -> str:
 
 
 def render_text(report: Report, *, max_rows: int = 60) -> str:
-    """A plain-text table (one row per signature) and the verdict."""
+    """A plain-text table (one row per signature), the notes, the failures and the verdict."""
     lines = [f"graph {report.graph} ({report.dtype})"]
     firsts = [n for n in report.nodes if n.shared_with is None]
     for n in firsts[:max_rows]:
@@ -253,6 +253,7 @@ def render_text(report: Report, *, max_rows: int = 60) -> str:
         lines.append(f"  ... {len(firsts) - max_rows} more signatures")
     for c in report.graph_checks:
         lines.append(f"  {c.link:<15} {c.name:<40} {c.result:<9} {c.method}  {c.coverage}")
+    lines += [f"  note: {note}" for note in report.notes]
     for node, c in report.failures():
         where = f"node {node}" if node is not None else "graph"
         lines.append(f"  {c.result.upper()} {where}: {c.name}: {c.how}")

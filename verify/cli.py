@@ -179,6 +179,17 @@ def _print_report(console: Any, report: Report, quiet: bool) -> None:
                       highlight=False, soft_wrap=True)  # fmt: skip
 
 
+def _check_json_target(path: str) -> None:
+    """``--json FILE`` must be writable before anything is verified (not after minutes of it)."""
+    if os.path.isdir(path):
+        raise UsageError(f"--json {path}: is a directory")
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        raise UsageError(f"--json {path}: no such directory {parent}")
+    if not os.access(path if os.path.exists(path) else parent, os.W_OK):
+        raise UsageError(f"--json {path}: permission denied")
+
+
 def _exit_code(reports: Sequence[Report]) -> int:
     verdicts = {r.verdict for r in reports}
     if "mismatch" in verdicts:
@@ -199,6 +210,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise UsageError(f"--jobs must be at least 1, got {args.jobs}")
         if args.max_elements is not None and args.max_elements < 1:
             raise UsageError(f"--max-elements must be at least 1, got {args.max_elements}")
+        if args.json not in (None, "-"):
+            _check_json_target(args.json)
         for spec in args.plugin:
             load_plugin(spec)
         graphs = [(path, _load(path)) for path in args.graphs]

@@ -76,13 +76,14 @@ def assert_op_verifies(
     """Verify one op on arguments of ``arg_shapes``: its rules against the derivative of its
     forward and its lowered (compiled) rules against the reference, through a one-node graph.
     ``index`` gives, per index argument, ``(size or None for a scalar, value or None for a
-    runtime input)``."""
+    runtime input)``. ``dtype`` is the graph's dtype and the one the compiled functions are
+    checked in (``float64`` by default)."""
     name = op if isinstance(op, str) else op.name
     b = tl.GraphBuilder(dtype)
     xs = [b.input(f"a{i}", tuple(s), requires_grad=True) for i, s in enumerate(arg_shapes)]
     ixs = [b.index(f"i{k}", size, value=value) for k, (size, value) in enumerate(index)]
     graph = b.build(b.apply(name, *xs, *ixs, **dict(attrs or {})))
-    return assert_verifies(graph, **options)
+    return assert_verifies(graph, **{"dtype": dtype, **options})
 
 
 def _random_inputs(

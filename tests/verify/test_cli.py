@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from typing import NoReturn
 
 import pytest
 
@@ -66,17 +67,32 @@ def test_json_to_stdout_and_to_a_file(tmp_path: object, capsys: object) -> None:
         ("GRAPH", ["--no-such-flag"], "unrecognized arguments"),
         ("GRAPH", ["--plugin", "no_such_plugin_module"], "--plugin no_such_plugin_module"),
         ("GRAPH", ["--plugin", "missing_plugin.py"], "no such file"),
+        ("GRAPH", ["--json", "/no/such/dir/report.json"], "--json /no/such/dir/report.json"),
+        ("GRAPH", ["--json", "DIR"], "is a directory"),
     ],
 )
 def test_bad_input_exits_2_with_one_line(
-    make: str | None, args: list[str], message: str, tmp_path: object, capsys: object
+    make: str | None,
+    args: list[str],
+    message: str,
+    tmp_path: object,
+    capsys: object,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """Refused in one line before anything is verified (verify_graph is never called)."""
+    import verify._verify
+
+    def never(*a: object, **k: object) -> NoReturn:
+        raise AssertionError("verify_graph called for bad input")
+
+    monkeypatch.setattr(verify._verify, "verify_graph", never)
     path = os.path.join(str(tmp_path), "g.json")
     if make == "GRAPH":
         _graph(path)
     elif make is not None:
         with open(path, "w") as f:
             f.write(make)
+    args = [str(tmp_path) if a == "DIR" else a for a in args]
     argv = ([path] if make is not None else []) + args
     assert main(argv) == 2
     err = capsys.readouterr().err  # type: ignore[attr-defined]

@@ -96,6 +96,8 @@ def test_without_the_compiler_each_lowering_is_checked() -> None:
     report = verify.verify_graph(CASES[3].graph(), compiled=False)
     _assert_verified(report)
     assert {c.link for c in report.all_checks} == {"rule", "lowering"}
+    # the plain-text report says so too (notes are part of it, as in the CLI's table)
+    assert report.notes and all(f"note: {n}" in str(report) for n in report.notes)
 
 
 def test_report_json_follows_the_documented_shape() -> None:

