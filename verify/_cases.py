@@ -137,22 +137,27 @@ def first_max_pieces(e: Any) -> Any:
     return e
 
 
+def parse_name(name: str) -> tuple[str, tuple[int, ...]]:
+    """A symbol's base name and index: ``"x[1,2]"`` is ``("x", (1, 2))``, ``"x#3"`` (how the
+    decision memo renumbers symbols) is ``("x", (3,))``, anything else ``(name, ())``."""
+    if name.endswith("]") and "[" in name:
+        base, rest = name[:-1].split("[", 1)
+        try:
+            return base, tuple(int(v) for v in rest.split(",")) if rest else ()
+        except ValueError:
+            return name, ()
+    base, sep, rank = name.rpartition("#")
+    if sep and rank.isdigit():
+        return base, (int(rank),)
+    return name, ()
+
+
 def _order(x: Any) -> tuple:
     """Sort key of a ``Max`` argument: symbols by base name, then by index as numbers
-    (``x[0,10]`` after ``x[0,9]``; ``x#10`` after ``x#9``, the names the decision memo renumbers
-    symbols to), so that the order is row-major whatever the number of digits."""
+    (``x[0,10]`` after ``x[0,9]``, ``x#10`` after ``x#9``), so that the order is row-major
+    whatever the number of digits."""
     if isinstance(x, se.Symbol):
-        name = x.name
-        if name.endswith("]") and "[" in name:
-            base, rest = name[:-1].split("[", 1)
-            try:
-                return (0, base, tuple(int(v) for v in rest.split(",")))
-            except ValueError:
-                pass
-        base, sep, rank = name.rpartition("#")
-        if sep and rank.isdigit():
-            return (0, base, (int(rank),))
-        return (0, name, ())
+        return (0, *parse_name(x.name))
     return (1, "", ())
 
 

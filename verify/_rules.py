@@ -33,7 +33,7 @@ import torchlean_ir as tl
 from torchlean_ir.backends import SYM, SymArray
 
 from . import _abstract
-from ._cases import flat_pieces
+from ._cases import flat_pieces, parse_name
 from ._decide import Decision, decide_equal
 from ._report import Check, Counterexample, Link, Method
 from ._sig import IndexPlan, Signature, index_plan, iter_elements, named_symbols, rule_params
@@ -232,17 +232,6 @@ _MEMO: dict[tuple, Decision] = {}
 _MEMO_MAX = 20000
 
 
-def _parse(name: str) -> tuple[str, tuple[int, ...]]:
-    """``"x[1,2]"`` as ``("x", (1, 2))``; ``"x"`` as ``("x", ())``."""
-    if name.endswith("]") and "[" in name:
-        base, rest = name[:-1].split("[", 1)
-        try:
-            return base, tuple(int(v) for v in rest.split(",")) if rest else ()
-        except ValueError:
-            return name, ()
-    return name, ()
-
-
 def decide_memo(got: Any, expected: Any, domains: dict[str, str], seed: int) -> Decision:
     """:func:`decide_equal`, memoised up to a renaming of symbols: per base name (``x`` of
     ``x[i,j]``), symbols are renumbered by the rank of their index, so the elements of an
@@ -253,7 +242,7 @@ def decide_memo(got: Any, expected: Any, domains: dict[str, str], seed: int) -> 
     syms = got.free_symbols | expected.free_symbols
     by_base: dict[str, list[tuple[tuple[int, ...], Any]]] = {}
     for sym in syms:
-        base, ix = _parse(sym.name)
+        base, ix = parse_name(sym.name)
         by_base.setdefault(base, []).append((ix, sym))
     repl: dict[Any, Any] = {}
     back: dict[str, str] = {}

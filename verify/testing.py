@@ -83,7 +83,7 @@ def assert_op_verifies(
     xs = [b.input(f"a{i}", tuple(s), requires_grad=True) for i, s in enumerate(arg_shapes)]
     ixs = [b.index(f"i{k}", size, value=value) for k, (size, value) in enumerate(index)]
     graph = b.build(b.apply(name, *xs, *ixs, **dict(attrs or {})))
-    return assert_verifies(graph, **{"dtype": dtype, **options})
+    return assert_verifies(graph, dtype=dtype, **options)
 
 
 def _random_inputs(
