@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT / "examples"))
 import digits_cnn  # noqa: E402
 from _report import table, write_section  # noqa: E402
 
-from torchlean_ir.frontend import NatInput, Options, ScalarTrainer  # noqa: E402
+from torchlean import NatInput, Options, ScalarTrainer  # noqa: E402
 
 BATCH = 32
 

@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _report import median_time, table, write_section
 
-from torchlean_ir.frontend import EagerSession, Options
+from torchlean import EagerSession, Options
 
 N = 200  # op applications per timed chain
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from torchlean_ir.frontend import Options, Predictor, ScalarTrainer, nn, save_params
+from torchlean import Options, Predictor, ScalarTrainer, nn, save_params
 
 try:
     from . import _common as common

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from torchlean_ir.frontend import NatInput, Options, Predictor, ScalarTrainer, nn, save_params
+from torchlean import NatInput, Options, Predictor, ScalarTrainer, nn, save_params
 
 try:
     from . import _common as common

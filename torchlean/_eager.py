@@ -20,12 +20,12 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .._attrs import AttrError, Attrs, make_attrs
-from .._builder import user_call_site
-from .._errors import EvalError, ShapeError, TorchleanError
-from .._registry import _REGISTRY, Op, get_op
-from .._types import DType, IndexType, TensorType
-from ..backends import NUMPY
+from torchlean_ir import DType, EvalError, IndexType, ShapeError, TensorType, TorchleanError
+from torchlean_ir._attrs import AttrError, Attrs, make_attrs
+from torchlean_ir._builder import user_call_site
+from torchlean_ir._registry import _REGISTRY, Op, get_op
+from torchlean_ir.backends import NUMPY
+
 from ._options import Options
 from ._param import Param
 from ._session import Session
@@ -176,7 +176,7 @@ class _JaxKernels:
     on_device = True
 
     def __init__(self, dtype: DType, device: Any) -> None:
-        from ..backends import jax_backend
+        from torchlean_ir.backends import jax_backend
 
         self.dtype = dtype
         self.device = device
@@ -276,7 +276,7 @@ class EagerSession(Session):
     Parameters
     ----------
     options:
-        :class:`~torchlean_ir.frontend.Options` (``backend`` is ignored: this is the eager one).
+        :class:`~torchlean.Options` (``backend`` is ignored: this is the eager one).
     array_backend:
         ``"numpy"`` (default on CPU: the reference rules in float64) or ``"jax"`` (default on
         GPU: the jitted JAX lowerings in ``options.dtype``; on CPU it is there for testing that

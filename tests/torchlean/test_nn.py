@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import torchlean_ir as tl
-from torchlean_ir.frontend import EagerSession, GraphOps, Options, nn
+from torchlean import EagerSession, GraphOps, Options, nn
 
 
 def _mlp(seed: int) -> nn.Module:

@@ -8,8 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from .._errors import TorchleanError
-from .._types import IndexType
+from torchlean_ir import IndexType, TorchleanError
+
 from ._ops import Ops
 from ._optim import Optimizer
 from ._options import Options, as_options
@@ -35,8 +35,8 @@ class Session(Ops):
     optimizer (TorchLean's ``Session``).
 
     ``Session(options)`` returns the session the options ask for: an
-    :class:`~torchlean_ir.frontend.EagerSession` (``backend="eager"``) or a
-    :class:`~torchlean_ir.frontend.LinkedSession` (``backend="compiled"``); both offer this API,
+    :class:`~torchlean.EagerSession` (``backend="eager"``) or a
+    :class:`~torchlean.LinkedSession` (``backend="compiled"``); both offer this API,
     so the same user code runs on either::
 
         s = Session(Options(backend="compiled"))

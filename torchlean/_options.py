@@ -8,8 +8,8 @@ from typing import Any, Literal
 
 import numpy as np
 
-from .._errors import TorchleanError
-from .._types import DType, as_dtype
+from torchlean_ir import TorchleanError
+from torchlean_ir._types import DType, as_dtype
 
 Backend = Literal["eager", "compiled"]
 Device = Literal["cpu", "gpu"]

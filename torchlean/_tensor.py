@@ -7,22 +7,21 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .._registry import has_op
-from .._types import DType, IndexType, TensorType
+from torchlean_ir import DType, IndexType, TensorType, has_op
 
 if TYPE_CHECKING:
     from ._ops import Ops
 
 
 class Tensor:
-    """A handle to a value owned by an :class:`~torchlean_ir.frontend.Ops` backend.
+    """A handle to a value owned by an :class:`~torchlean.Ops` backend.
 
     In an eager session it names a value on the hidden tape; in a graph-recording backend it names
     a value of the graph being built. It has a type (:attr:`shape`, :attr:`dtype`) but no data of
     its own: read values with :meth:`numpy` (eager and linked sessions only).
 
     Every op of the registry is a method (``x.tanh()``), and so is every derived op of
-    :class:`~torchlean_ir.frontend.Ops` (``x.gelu()``); ``+ - * / @`` and unary ``-`` work, with
+    :class:`~torchlean.Ops` (``x.gelu()``); ``+ - * / @`` and unary ``-`` work, with
     Python numbers on either side. There is no implicit broadcasting (use ``broadcast_to``).
     """
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import torchlean_ir as tl
-from torchlean_ir.frontend import EagerSession, Options, Param, Tensor
+from torchlean import EagerSession, Options, Param, Tensor
 
 from ..op_cases import CASES, KINKS, OpCase
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import torchlean_ir as tl
-from torchlean_ir.frontend import EagerSession, GraphOps, LinkedSession, Ops, Options, Tensor
+from torchlean import EagerSession, GraphOps, LinkedSession, Ops, Options, Tensor
 
 BACKENDS = {
     "eager": lambda: EagerSession(),

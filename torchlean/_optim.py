@@ -16,7 +16,8 @@ from typing import Any, Literal
 
 import numpy as np
 
-from .._errors import TorchleanError
+from torchlean_ir import TorchleanError
+
 from ._param import Param
 
 Kind = Literal["adam", "adamw"]

@@ -3,7 +3,7 @@ for predictions (:class:`Predictor`), on either backend.
 
 The loss is written once, ``loss(ops, *inputs) -> scalar Tensor``, reaching its parameters with
 ``ops.use(param)``. With ``Options(backend="eager")`` every call runs it on an
-:class:`~torchlean_ir.frontend.EagerSession`; with ``backend="compiled"`` it is traced once to a
+:class:`~torchlean.EagerSession`; with ``backend="compiled"`` it is traced once to a
 graph and compiled (``compiler.compile``), and the params live on the device between steps
 (synchronised to the host when read).
 
@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from .._errors import TorchleanError
-from .._graph import GraphData
+from torchlean_ir import GraphData, TorchleanError
+
 from ._compiled import NatInput, as_specs, compile_graph, input_name, nat_name, trace, verify_graph
 from ._eager import EagerSession
 from ._ops import Ops

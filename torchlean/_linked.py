@@ -19,11 +19,9 @@ from typing import Any
 
 import numpy as np
 
-from .._builder import Var, user_call_site
-from .._errors import TorchleanError
-from .._graph import GraphData
-from .._interpret import eval_all
-from .._types import DType
+from torchlean_ir import DType, GraphData, TorchleanError, eval_all
+from torchlean_ir._builder import Var, user_call_site
+
 from ._compiled import compile_graph, verify_graph
 from ._options import Options
 from ._param import Param

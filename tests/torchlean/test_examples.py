@@ -75,7 +75,7 @@ def test_command_line_writes_the_plot_and_the_params(tmp_path, capsys) -> None: 
     assert "diabetes [compiled]: test MSE" in out.out
     assert code in (0, 1)
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    from torchlean_ir.frontend import read_params_file
+    from torchlean import read_params_file
 
     assert set(read_params_file(npz)) == {
         "layers.0.weight",
