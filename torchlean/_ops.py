@@ -168,6 +168,10 @@ class Ops(ABC):
     def _describe(self, t: Tensor) -> str:
         return type(self).__name__
 
+    def _is_batched(self, t: Tensor) -> bool:
+        """Whether ``t``'s value carries a batch axis (only sessions have batched values)."""
+        return False
+
     @classmethod
     def derived_ops(cls) -> frozenset[str]:
         """Names of the derived ops (methods built from registry ops)."""

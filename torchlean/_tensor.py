@@ -54,16 +54,24 @@ class Tensor:
         """The backend that owns this tensor."""
         return self._ops
 
+    @property
+    def batched(self) -> bool:
+        """Whether the value carries a leading batch axis (a session's batched input, or an op
+        result that depends on one); :attr:`shape` is then the per-sample shape."""
+        return self._ops._is_batched(self)
+
     def numpy(self) -> np.ndarray:
-        """The current value (``session.get_value(t)``)."""
+        """The current value (``session.get_value(t)``; the batch leading when batched)."""
         return self._ops.get_value(self)
 
     def item(self) -> float:
         """The value of a one-element tensor as a Python float."""
-        return float(self.numpy().reshape(-1)[0]) if self.size == 1 else self._not_scalar()
+        v = self.numpy()
+        return float(v.reshape(-1)[0]) if v.size == 1 else self._not_scalar(v)
 
-    def _not_scalar(self) -> float:
-        raise TypeError(f"item() needs a tensor with one element, got {self.type}")
+    def _not_scalar(self, v: np.ndarray) -> float:
+        batch = f" (a batch of {v.shape[0]})" if self.batched else ""
+        raise TypeError(f"item() needs a tensor with one element, got {self.type}{batch}")
 
     @property
     def grad(self) -> np.ndarray | None:
