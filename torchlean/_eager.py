@@ -290,8 +290,7 @@ class _Batched:
 
     def __init__(self, dtype: DType, device: Any) -> None:
         self.dtype_name = dtype.numpy_name
-        self.np_dtype = np.dtype(dtype.numpy_name)
-        self.device = device
+        self.device = device  # where a CPU session's params get their mirrors
 
     def rule(
         self,
