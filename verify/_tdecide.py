@@ -350,17 +350,26 @@ def decide_tensor(
     index-input symbols ``nat_symbols``)."""
     domains = dict(domains or {})
     free = [v for v in free_all if isinstance(v, se.Symbol)]
-    g = canonical(T.normalize(got, unroll=True))
-    x = canonical(T.normalize(expected, unroll=True))
-    if g == x:
-        return TDecision(True, "identical normal forms")
-    if se.expand(g - x) == 0:
-        return TDecision(True, "normal forms expand to the same")
-    split = _Splitter(list(free) + list(nat_symbols), domains, seed)
-    ok, point = split.prove(g, x, [], 0)
-    if ok:
-        how = "atoms as symbols" if split.cases == 0 else f"{split.cases} index cases"
-        return TDecision(True, how, method="probabilistic" if split.probabilistic else "exact")
+    point = None
+    # sums kept as sums first (cheap when both sides contract alike), then short ranges unrolled
+    # (a window written as a sum on one side and term by term on the other)
+    for unroll in (False, True):
+        T.tick()
+        g = T.normalize(got, unroll=unroll)
+        x = T.normalize(expected, unroll=unroll)
+        cg, cx = canonical(g), canonical(x)
+        if cg == cx:
+            return TDecision(True, "identical normal forms")
+        if se.expand(cg - cx) == 0:
+            return TDecision(True, "normal forms expand to the same")
+        split = _Splitter(list(free) + list(nat_symbols), domains, seed, unroll)
+        ok, point = split.prove(g, x, [], 0)
+        if ok:
+            how = "atoms as symbols" if split.cases == 0 else f"{split.cases} index cases"
+            if unroll:
+                how += ", short ranges unrolled"
+            method = "probabilistic" if split.probabilistic else "exact"
+            return TDecision(True, how, method=method)
     if not counterexamples:
         return TDecision(None, "not proved at tensor level")
     return _search(got, expected, free_all, nat_symbols, point, domains, seed)
@@ -376,7 +385,9 @@ class _Splitter:
     """Case analysis over the free indices: brackets on them, floors of them (by value or by
     residue), each case decided by normal forms and the scalar procedure."""
 
-    def __init__(self, allowed: list[Any], domains: Mapping[str, str], seed: int) -> None:
+    def __init__(self, allowed: list[Any], domains: Mapping[str, str], seed: int,
+                 unroll: bool = True) -> None:  # fmt: skip
+        self.unroll = unroll
         self.allowed = allowed
         self.domains = domains
         self.seed = seed
@@ -384,6 +395,9 @@ class _Splitter:
         self.probabilistic = False
 
     def _equal(self, g: Any, x: Any) -> bool:
+        """``g == x`` (normal forms, not yet canonical) proved by canonical forms, identified
+        sums or the scalar procedure."""
+        g, x = canonical(g), canonical(x)
         if g == x or se.expand(g - x) == 0:
             return True
         allowed = set(self.allowed)
@@ -401,6 +415,7 @@ class _Splitter:
               ) -> tuple[bool, dict | None]:  # fmt: skip
         """(proved, a point of a case that was not) for ``g == x`` under ``facts`` (brackets
         with their values)."""
+        T.tick()
         if self._equal(g, x):
             return True, None
         if depth >= MAX_DEPTH or self.cases > MAX_REGIONS:
@@ -419,7 +434,7 @@ class _Splitter:
             if conds is not None:
                 return self._by_brackets(g, x, facts, depth, conds)
         # 3. floors with many values: split a free index by its residue
-        for f in floors:
+        for f in floors if self.unroll else ():
             res = _residue_split(f, allowed)
             if res is not None:
                 return self._by_residue(g, x, facts, depth, *res)
@@ -438,8 +453,8 @@ class _Splitter:
             repl.update(_floor_values(g, x, assign))
             narrow = self._narrow(assign)
             narrow.update(self._fixed(g, x, facts, assign, narrow))
-            gr = canonical(T.normalize(_sub(_sub(g, repl), narrow), unroll=True))
-            xr = canonical(T.normalize(_sub(_sub(x, repl), narrow), unroll=True))
+            gr = T.normalize(_sub(_sub(g, repl), narrow), unroll=self.unroll)
+            xr = T.normalize(_sub(_sub(x, repl), narrow), unroll=self.unroll)
             fr = [(_sub(b, narrow), v) for b, v in facts]
             fr += [(_sub(b, narrow), int(v)) for b, v in assign.items()]
             ok, point = self.prove(gr, xr, fr, depth + 1)
@@ -541,8 +556,8 @@ class _Splitter:
             value = se.Integer(first) + d * t
             del base
             repl = {q: value}
-            gr = canonical(T.normalize(_sub(g, repl), unroll=True))
-            xr = canonical(T.normalize(_sub(x, repl), unroll=True))
+            gr = T.normalize(_sub(g, repl), unroll=self.unroll)
+            xr = T.normalize(_sub(x, repl), unroll=self.unroll)
             fr = [(_sub(b, repl), v) for b, v in facts]
             self.allowed.append(t)
             ok, point = self.prove(gr, xr, fr, depth + 1)

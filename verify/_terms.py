@@ -59,6 +59,40 @@ class TermError(Exception):
     """A term could not be built or transformed (e.g. a non-linear use of a tangent)."""
 
 
+class OutOfTime(TermError):
+    """The time budget of a tensor-level check ran out (see :func:`budget`)."""
+
+
+_DEADLINE: list[float] = []
+
+
+class budget:  # noqa: N801 - used as a context manager, like a function
+    """``with budget(seconds):`` bounds the tensor-level work inside: :func:`tick` (called by
+    normalisation, case splits and the interpreters) raises :class:`OutOfTime` past it."""
+
+    def __init__(self, seconds: float | None) -> None:
+        self.seconds = seconds
+
+    def __enter__(self) -> budget:
+        import time
+
+        end = float("inf") if self.seconds is None else time.monotonic() + self.seconds
+        _DEADLINE.append(min(end, _DEADLINE[-1]) if _DEADLINE else end)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        _DEADLINE.pop()
+
+
+def tick() -> None:
+    """Raise :class:`OutOfTime` when the innermost :class:`budget` has run out."""
+    if _DEADLINE:
+        import time
+
+        if time.monotonic() > _DEADLINE[-1]:
+            raise OutOfTime("the tensor-level time budget ran out")
+
+
 def name_of(e: Any) -> str | None:
     """The function name of a ``FunctionSymbol`` (a read, a sum, a bracket), else ``None``."""
     if isinstance(e, se.FunctionSymbol):
@@ -323,14 +357,30 @@ def mod(e: Any, d: int) -> Any:
     return simplify_index(e - d * se.floor(e / d))
 
 
+_SIMPLIFY: dict[Any, Any] = {}
+
+
 def simplify_index(e: Any) -> Any:
     """Remove the floors of an index expression that the ranges of its symbols allow:
     ``floor((d * a + r) / d) = a + floor(r / d)`` and ``floor(r / d) = m`` when ``r`` stays in
-    ``[m d, (m + 1) d)``; ``Max`` / ``Min`` decided by intervals likewise."""
+    ``[m d, (m + 1) d)``; ``Max`` / ``Min`` decided by intervals likewise. Memoised (ranges of
+    symbols never change), except under the narrowed ranges of :func:`_refine`."""
     if isinstance(e, se.Number | se.Symbol) or not isinstance(e, se.Basic):
         return e
     if not e.args:
         return e
+    if _OVERRIDE:
+        return _simplify_index(e)
+    hit = _SIMPLIFY.get(e)
+    if hit is None:
+        hit = _simplify_index(e)
+        if len(_SIMPLIFY) > 200000:
+            _SIMPLIFY.clear()
+        _SIMPLIFY[e] = hit
+    return hit
+
+
+def _simplify_index(e: Any) -> Any:
     if isinstance(e, se.floor):
         return _simplify_floor(simplify_index(e.args[0]))
     if isinstance(e, se.Max | se.Min):
@@ -850,6 +900,7 @@ def normalize(e: Any, unroll: bool = False) -> Any:
     hit = memo.get(e)
     if hit is not None:
         return hit
+    tick()
     out = _normalize(e, unroll)
     if len(memo) > 200000:
         memo.clear()
@@ -961,7 +1012,9 @@ def _refine(t: Any) -> Any:
     saved = dict(_OVERRIDE)
     _OVERRIDE.update(narrowed)
     try:
-        out = [f if is_bracket(f) and _single_var_bracket(f) else _resimplify(f) for f in factors]
+        memo: dict[Any, Any] = {}
+        out = [f if is_bracket(f) and _single_var_bracket(f) else _resimplify(f, memo)
+               for f in factors]  # fmt: skip
     finally:
         _OVERRIDE.clear()
         _OVERRIDE.update(saved)
@@ -973,20 +1026,27 @@ def _single_var_bracket(f: Any) -> bool:
     return form is not None and len(form[0]) == 1
 
 
-def _resimplify(e: Any) -> Any:
+def _resimplify(e: Any, memo: dict[Any, Any] | None = None) -> Any:
     """Index expressions inside ``e`` simplified again (under the current narrowed ranges)."""
     if not isinstance(e, se.Basic) or not e.args or not e.atoms(se.floor):
         return e
+    memo = {} if memo is None else memo
+    hit = memo.get(e)
+    if hit is not None:
+        return hit
     n = name_of(e)
     if n == "_GE":
-        return ge(e.args[0])
-    if n == "_EQ":
-        return eq(e.args[0])
-    if n in ("_SUM", "_MAXR"):
-        return rebuild(e, [_resimplify(e.args[0]), *e.args[1:]])
-    if n is not None:
-        return se.Function(n)(*[simplify_index(a) for a in e.args])
-    return rebuild(e, [_resimplify(a) for a in e.args])
+        out = ge(e.args[0])
+    elif n == "_EQ":
+        out = eq(e.args[0])
+    elif n in ("_SUM", "_MAXR"):
+        out = rebuild(e, [_resimplify(e.args[0], memo), *e.args[1:]])
+    elif n is not None:
+        out = se.Function(n)(*[simplify_index(a) for a in e.args])
+    else:
+        out = rebuild(e, [_resimplify(a, memo) for a in e.args])
+    memo[e] = out
+    return out
 
 
 _RELATIONS_INF = (se.StrictLessThan, se.LessThan, se.Equality, se.Unequality)
