@@ -44,8 +44,8 @@ class Options:
         Eager backend only: ops that declare a JAX lowering of their own (``def_lower``, e.g.
         convolution through ``lax.conv_general_dilated``) run that jitted lowering instead of
         the NumPy reference rule. The verifier proves each lowering equal to its reference
-        rule, so this changes speed, not meaning. The compiled backend always uses the
-        lowerings; the flag has no effect there.
+        rule, so this changes speed, not meaning. The compiled backend, and the ops of an
+        eager tape that run on a batch, always use the lowerings; the flag has no effect there.
     dtype:
         Float dtype of a session's values (eager, on either array backend, and linked) and of
         compiled code: ``"f32"`` (default) or ``"f64"``. The eager CPU path runs the reference
