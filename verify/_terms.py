@@ -765,9 +765,8 @@ def _sum_term(k: Any, t: Any, unroll: bool) -> Any:
                 rest = [g for m, g in enumerate(dep) if m != n]
                 inner = se.Mul(*[_subs_one(g, k, value, unroll) for g in rest]) if rest else ONE
                 return se.expand(outside * cond * inner)
-    # a floor of k (decision form only): split k by its residue, which makes the floor affine
-    # in the quotient
-    split = _residue_of(k, dep) if unroll else None
+    # a floor of k: split k by its residue, which makes the floor affine in the quotient
+    split = _residue_of(k, dep)
     if split is not None:
         return se.expand(outside * _split_residues(k, dep, split, unroll))
     lows, highs, others = _bounds_of(k, dep)
@@ -795,7 +794,7 @@ def _sum_term(k: Any, t: Any, unroll: bool) -> Any:
 
 #: A bound variable inside ``floor(a k / d)`` is split into ``m = d / gcd(a, d)`` residue
 #: classes when ``m`` is at most this (dilations and strided reshapes).
-RESIDUE_MAX = 8
+RESIDUE_MAX = 1 << 20
 
 
 def _residue_of(k: Any, factors: Sequence[Any]) -> int | None:
@@ -822,17 +821,18 @@ def _residue_of(k: Any, factors: Sequence[Any]) -> int | None:
 
 
 def _split_residues(k: Any, dep: Sequence[Any], m: int, unroll: bool) -> Any:
-    """``sum_k prod(dep)`` as ``sum_r sum_u prod(dep)[k := m u + r]``."""
+    """``sum_k prod(dep)`` as ``sum_r sum_u prod(dep)[k := m u + r]`` with ``0 <= r < m``:
+    every ``floor((a k + c) / d)`` with ``m | d / gcd(a, d)`` becomes affine in ``u`` (and a
+    floor of the short-ranged ``r``)."""
     lo, hi = RANGES.get(k, (None, None))
     if lo is None or hi is None:
         raise TermError(f"cannot split {k} without a range")
-    terms = []
-    for r in range(m):
-        u = fresh("_k", (lo - r) // m, (hi - 1 - r) // m + 1)
-        value = se.expand(m * u + r)
-        parts = [normalize(g.xreplace({k: value}), unroll) for g in dep]
-        terms.append(sum_over(u, se.Mul(*parts), unroll))
-    return se.Add(*terms)
+    r = fresh("_k", 0, m)
+    u = fresh("_k", lo // m, (hi - 1) // m + 1)
+    value = se.expand(m * u + r)
+    parts = [normalize(g.xreplace({k: value}), unroll) for g in dep]
+    inner = sum_over(u, se.Mul(*parts) * range_brackets(r, 0, m), unroll)
+    return sum_over(r, inner, unroll)
 
 
 def _subs_one(e: Any, k: Any, v: Any, unroll: bool) -> Any:
