@@ -24,6 +24,7 @@ from typing import Any, Literal
 
 import torchlean_ir as tl
 
+from . import _terms as T
 from ._report import Check
 from ._rules import MAX_SYMBOLS, check_signature
 from ._sig import Signature
@@ -31,6 +32,29 @@ from ._tchecks import NotTensor, Partial, check_call_tensor, check_signature_ten
 
 Method = Literal["auto", "tensor", "elements"]
 METHODS = ("auto", "tensor", "elements")
+
+#: Seconds one tensor-level attempt (one signature's rule checks, or one compiled call) may take;
+#: past it the attempt stops and the checks it did not decide go to the element method (when the
+#: signature is small) or are reported ``not verified``. A bound on the work, never on soundness.
+#: A small signature, which the element method decides anyway, gets the shorter budget.
+TENSOR_BUDGET_S = 60.0
+TENSOR_BUDGET_SMALL_S = 8.0
+
+
+def _tensor_attempt(sig: Signature, method: Method, fn: Any, *args: Any, **kw: Any) -> Any:
+    """``fn`` under the tensor-level time budget; anything that stops it early becomes
+    :class:`NotTensor` (the reason kept), so the verifier falls back and never crashes."""
+    seconds = TENSOR_BUDGET_SMALL_S if method == "auto" and _small(sig) else TENSOR_BUDGET_S
+    try:
+        with T.budget(seconds):
+            return fn(*args, **kw)
+    except (NotTensor, Partial):
+        raise
+    except T.OutOfTime:
+        raise NotTensor(f"the tensor-level time budget ({seconds:g} s) ran out") from None
+    except (T.TermError, ArithmeticError, TypeError, ValueError, IndexError, KeyError,
+            AttributeError, NotImplementedError, RecursionError, RuntimeError) as e:  # fmt: skip
+        raise NotTensor(f"the tensor level stopped: {type(e).__name__}: {e}") from None
 
 
 def _small(sig: Signature) -> bool:
@@ -63,7 +87,7 @@ def rule_checks(sig: Signature, *, method: Method, max_elements: int, kinks: boo
     if method == "elements":
         return elements_level(check_signature(sig, max_elements=max_elements, kinks=kinks), sig)
     try:
-        return check_signature_tensor(sig, kinks=kinks)
+        return _tensor_attempt(sig, method, check_signature_tensor, sig, kinks=kinks)
     except Partial as p:
         decided, undecided = p.checks, p.undecided
         why = "; ".join(f"{n}: {w}" for n, w in undecided)
@@ -73,8 +97,9 @@ def rule_checks(sig: Signature, *, method: Method, max_elements: int, kinks: boo
         names = _rule_names(sig, kinks)
         undecided = [(n, why) for n in names]
     if method == "tensor" or not _small(sig):
-        reason = "undecided at tensor level" + ("" if _small(sig) else
-                                                 " and too large for the element method")
+        reason = "undecided at tensor level" + (
+            "" if _small(sig) else " and too large for the element method"
+        )
         return decided + [_not_verified("rule", n, f"{reason}: {w}") for n, w in undecided]
     names = {n for n, _ in undecided}
     elems = elements_level(check_signature(sig, max_elements=max_elements, kinks=kinks), sig)
@@ -84,8 +109,9 @@ def rule_checks(sig: Signature, *, method: Method, max_elements: int, kinks: boo
 
 def _rule_names(sig: Signature, kinks: bool) -> list[str]:
     op = tl.get_op(sig.op)
-    return ((["forward = sym"] if op.sym_rule is not None else []) + ["jvp = derivative",
-            "vjp = adjoint"] + (["kinks"] if kinks and op.kinks_rule is not None else []))  # fmt: skip
+    names = ["forward = sym"] if op.sym_rule is not None else []
+    names += ["jvp = derivative", "vjp = adjoint"]
+    return names + (["kinks"] if kinks and op.kinks_rule is not None else [])
 
 
 def call_check(graph: tl.GraphData, kind: str, entry: Any, inner: Any, dtype: str, *,
@@ -97,7 +123,9 @@ def call_check(graph: tl.GraphData, kind: str, entry: Any, inner: Any, dtype: st
     if method != "elements":
         inputs, outputs, flags = call_layout(kind, entry, len(sig.index_types))
         try:
-            return check_call_tensor(sig, kind, inputs, outputs, flags, inner, dtype)
+            return _tensor_attempt(
+                sig, method, check_call_tensor, sig, kind, inputs, outputs, flags, inner, dtype
+            )
         except NotTensor as e:
             why = str(e)
         if method == "tensor" or not _small(sig):

@@ -136,7 +136,9 @@ class TOutcome:
     undecided: str = ""
     error: str = ""
 
-    def add(self, label: str, d: TDecision, st: TSetup, fixed: dict[str, str] | None = None) -> None:
+    def add(
+        self, label: str, d: TDecision, st: TSetup, fixed: dict[str, str] | None = None
+    ) -> None:
         if d.equal is True:
             self.hows.append(f"{label}: {d.how}")
             self.methods.add(d.method)
@@ -217,8 +219,10 @@ def adjoint_expected(J: TArray, ct_name: str, out_shape: tuple[int, ...], tan_na
 
     def total(k: int, env: dict[Any, Any]) -> Any:
         if k == len(out_shape):
-            idx = tuple(env[v] for v in q0)
+            idx = tuple(env.get(v, v) for v in q0)
             return T.leaf_read(ct_name, idx, out_shape) * body.xreplace(env)
+        if not isinstance(q0[k], se.Symbol):  # an axis of size 1: its index is 0
+            return total(k + 1, env)
         return T.ssum(lambda v: total(k + 1, {**env, q0[k]: v}), 0, out_shape[k])
 
     L = total(0, {})
@@ -323,7 +327,7 @@ def _kinks(op: tl.Op, sig: Signature, st: TSetup, out: TOutcome) -> str:
         Xp = [TENSOR.full(x.shape, float(np.asarray(a).reshape(-1)[0]))
               for x, a in zip(st.X, pt, strict=True)]  # fmt: skip
         Fp = as_t(_run(op.symbolic, "symbolic forward", TENSOR, *Xp, **st.params))
-        Jx = TArray(F.shape, lambda idx: subst_leaves(
+        Jx = TArray(F.shape, lambda idx, values=values: subst_leaves(
             T.jvp_term(F.at(idx), tangent, conventional), values), "f")  # fmt: skip
         J = _run(op.jvp_rule, "jvp", TENSOR, tuple(Xp), tuple(st.T), Fp, **st.params)
         compare(out, f"kink {n}: jvp out", J, Jx, st, {f"all {k}": v for k, v in shown.items()})
@@ -382,7 +386,6 @@ def check_call_tensor(sig: Signature, kind: str, inputs: tuple, outputs: tuple,
     st = setup(sig, index_hi=INT32_VALUES, tag="i32")
     out_t = op.infer_type(sig.arg_types, sig.index_types, sig.attrs)
     name = f"compiled {kind} = reference"
-    o = TOutcome("compiled", name)
     vals: dict[tuple, Any] = {}
     for p, x in enumerate(st.X):
         vals[("arg", p)] = x

@@ -163,7 +163,7 @@ def _signature(v: Any, body: Any, variables: Sequence[Any]) -> str:
             if v in getattr(a, "free_symbols", set()):
                 lin = T.linear(a) if n not in ("_SUM", "_MAXR") else None
                 c = lin[0].get(v) if lin else None
-                occ.append(f"{n}:{pos}:{c}:{str(a.xreplace(mask).xreplace({v: se.Symbol('_u')}))}")
+                occ.append(f"{n}:{pos}:{c}:{a.xreplace(mask).xreplace({v: se.Symbol('_u')})!s}")
     return "|".join(sorted(occ))
 
 
@@ -428,8 +428,9 @@ class _Splitter:
             return False, self._point(facts)
         allowed = set(self.allowed)
         # 1. brackets on free indices: enumerate their feasible values together
-        brackets = sorted({f for side in (g, x) for f in T.fn_atoms(side)
-                           if _is_index_bracket(f, allowed) and not _nested(f)}, key=str)  # fmt: skip
+        found = {f for side in (g, x) for f in T.fn_atoms(side)
+                 if _is_index_bracket(f, allowed) and not _nested(f)}  # fmt: skip
+        brackets = sorted(found, key=str)
         if brackets:
             return self._by_brackets(g, x, facts, depth, brackets)
         # 2. floors of free indices with few values: split by value
@@ -803,7 +804,9 @@ def _search(
             continue
         d = decide_memo(ge, xe, dict(domains_for_elements(ge, xe, domains)), seed)
         if d.equal is False:
-            element = tuple(int(values[v]) if isinstance(v, se.Symbol) else int(v) for v in free_all)
+            element = tuple(
+                int(values[v]) if isinstance(v, se.Symbol) else int(v) for v in free_all
+            )
             nat = {s.name: int(values[s]) for s in nat_symbols if s in values}
             return TDecision(False, "counterexample at a concrete element", element, d, nat,
                              method=d.method)  # fmt: skip

@@ -66,7 +66,7 @@ class OutOfTime(TermError):
 _DEADLINE: list[float] = []
 
 
-class budget:  # noqa: N801 - used as a context manager, like a function
+class budget:
     """``with budget(seconds):`` bounds the tensor-level work inside: :func:`tick` (called by
     normalisation, case splits and the interpreters) raises :class:`OutOfTime` past it."""
 
@@ -119,6 +119,8 @@ def has_floor(e: Any) -> bool:
 
 def fn_atoms(e: Any) -> frozenset:
     """The ``FunctionSymbol`` atoms of ``e``, nested ones included (memoised)."""
+    if isinstance(e, se.FunctionSymbol) and not e.args:  # the read of a 0-d leaf
+        return frozenset((e,))
     if not isinstance(e, se.Basic) or not e.args or isinstance(e, se.Number):
         return frozenset()
     hit = _FN_MEMO.get(e)
@@ -331,7 +333,7 @@ def linear(e: Any) -> tuple[dict[Any, Any], Any] | None:
         if len(rest) != 1:
             return None
         (v,) = rest
-        if not (isinstance(v, se.Symbol) or isinstance(v, se.floor) or is_read(v)):
+        if not (isinstance(v, se.Symbol | se.floor) or is_read(v)):
             return None
         coeffs[v] = coeffs.get(v, ZERO) + c
     return {v: c for v, c in coeffs.items() if c != 0}, const
@@ -456,7 +458,7 @@ def _simplify_floor(inner: Any) -> Any:
         return se.floor(inner)
     coeffs, const = lin
     if len(coeffs) == 1:
-        (f, c), = coeffs.items()
+        ((f, c),) = coeffs.items()
         if isinstance(f, se.floor) and Fraction(str(c)).numerator == 1 and c > 0:
             # floor((floor(y / a) + m) / b) = floor((y + m a) / (a b)) for integers a, b > 0
             y_over_a = f.args[0]
@@ -503,9 +505,19 @@ def _simplify_extremum(args: list[Any], greater: bool) -> Any:
                 continue
             blo, bhi = interval(b)
             # a tie keeps the first of the two
-            if greater and ahi is not None and blo is not None and (ahi < blo or (ahi == blo and j < i)):
+            if (
+                greater
+                and ahi is not None
+                and blo is not None
+                and (ahi < blo or (ahi == blo and j < i))
+            ):
                 dominated = True
-            if not greater and alo is not None and bhi is not None and (alo > bhi or (alo == bhi and j < i)):
+            if (
+                not greater
+                and alo is not None
+                and bhi is not None
+                and (alo > bhi or (alo == bhi and j < i))
+            ):
                 dominated = True
         if not dominated:
             keep.append(a)
@@ -606,7 +618,7 @@ def eq(e: Any) -> Any:
         return ZERO
     if lo == 0 and hi == 0:
         return ONE
-    nonneg, neg, zero = _sign_facts(e)
+    _, neg, zero = _sign_facts(e)
     if zero:
         return ONE
     if neg:
@@ -729,6 +741,7 @@ def _runs(m: np.ndarray) -> list[tuple[int, int]]:
             out.append((start, i))
             start = None
     return out
+
 
 #: Concrete arrays met while building terms, by name (the name is a hash of the content).
 TABLES: dict[str, np.ndarray] = {}
@@ -879,7 +892,7 @@ def _residue_of(k: Any, factors: Sequence[Any]) -> int | None:
             vals = {(a * r + c0) // d for r in range(min(m, 64))} if m <= 64 else None
             if m < 2 or m > RESIDUE_MAX or (vals is not None and len(vals) != 1):
                 continue
-            if vals is None and not (0 <= c0 % d and (c0 % d) + a * (m - 1) < d):
+            if vals is None and not (c0 % d >= 0 and (c0 % d) + a * (m - 1) < d):
                 continue
             if best is None or m < best:
                 best = m
@@ -1127,6 +1140,7 @@ def _infinite_relation(cls: type, args: list[Any]) -> Any:
         return None
     if a in inf and b in inf:
         return None
+
     def rank(v: Any) -> int:
         return 1 if v == se.oo else (-1 if v == -se.oo else 0)
 
@@ -1351,8 +1365,9 @@ def concretize(
                 out = se.Integer(int(arr[idx])) if inside else ZERO
             else:
                 shape = LEAF_SHAPES.get(n)
-                if shape is not None and not all(0 <= i < d for i, d in zip(idx, shape,
-                                                                            strict=True)):
+                if shape is not None and not all(
+                    0 <= i < d for i, d in zip(idx, shape, strict=True)
+                ):
                     out = ZERO  # outside the leaf: only under a bracket that is 0 there
                 else:
                     out = leaf(n, idx)

@@ -128,7 +128,7 @@ def from_concrete(a: np.ndarray) -> TArray:
     else:
         out = TT.from_numpy(a.astype(np.int64))
         out.kind = "i"
-    out._concrete = a.astype(np.int64) if a.dtype != bool else a.astype(np.int64)  # type: ignore[attr-defined]
+    out._concrete = a.astype(np.int64)  # type: ignore[attr-defined]
     return out
 
 
@@ -332,7 +332,7 @@ def _concrete_op(eqn: Any, invals: list, fn: Callable[..., Any]) -> TArray:
     dt = _out_dtype(eqn)
     with np.errstate(all="ignore"):
         out = np.asarray(fn(*[v.astype(np.int64) for v in vals]))  # type: ignore[union-attr]
-    return from_concrete(out.astype(dt) if dt != bool else out.astype(bool))
+    return from_concrete(out.astype(dt))
 
 
 def _c_div(a: Any, b: Any) -> Any:
@@ -400,7 +400,9 @@ def _binary(it: TInterpreter, eqn: Any, invals: list, **_: Any) -> TArray:
         return TT.binary(a, b, fn)
     if k == "c" and name in ("and", "or", "xor"):
         if name == "xor":
-            return TT.binary(a, b, lambda x, y: se.expand(x + y - 2 * x * y)).retype(_cond_kind(a, b))  # type: ignore[attr-defined]
+            return TT.binary(a, b, lambda x, y: se.expand(x + y - 2 * x * y)).retype(
+                _cond_kind(a, b)
+            )  # type: ignore[attr-defined]
         return TT.logical(name, a, b)
     ca = concrete(a) if a.kind in "ic" else None
     cb = concrete(b) if b.kind in "ic" else None
@@ -415,7 +417,12 @@ def _binary(it: TInterpreter, eqn: Any, invals: list, **_: Any) -> TArray:
         return from_concrete(_wrap_int(np.asarray(out), dt))
     fn = _INT_SYMBOLIC.get(name)
     if fn is None:
-        if name == "div" and cb is not None and np.all(cb == cb.reshape(-1)[0]) and cb.reshape(-1)[0] > 0:
+        if (
+            name == "div"
+            and cb is not None
+            and np.all(cb == cb.reshape(-1)[0])
+            and cb.reshape(-1)[0] > 0
+        ):
             d = int(cb.reshape(-1)[0])
             return TT.unary(a, lambda v: _nonneg_floor(v, d), "i")
         raise Unsupported(f"{name} on symbolic integers")
@@ -431,7 +438,7 @@ def _nonneg_floor(v: Any, d: int) -> Any:
 
 def _wrap_int(a: np.ndarray, dt: np.dtype) -> np.ndarray:
     """Integers reduced to the dtype's range (two's complement wrap-around, as XLA does)."""
-    if dt == bool:
+    if dt == np.bool_:
         return a.astype(bool)
     bits = dt.itemsize * 8
     a = a.astype(np.int64) & ((1 << bits) - 1) if bits < 64 else a.astype(np.int64)

@@ -105,7 +105,12 @@ def _work_rule(sig: Signature, max_elements: int, kinks: bool, method: Method) -
 
 
 def _work_call(
-    graph_json: str, dtype: str, node: int, kind: str, text: str, max_elements: int,
+    graph_json: str,
+    dtype: str,
+    node: int,
+    kind: str,
+    text: str,
+    max_elements: int,
     method: Method,
 ) -> Check:
     from ._compile import compile_graph, trace_entry
@@ -234,6 +239,7 @@ def _rule_checks(
     sigs: list[Signature], opts: Options, runner: _Runner, progress: Progress
 ) -> dict[Signature, list[Check]]:
     unique = list(dict.fromkeys(sigs))
+
     def key(s: Signature) -> tuple:
         return _rule_key(s, opts.max_elements, opts.kinks, opts.method)
 
@@ -315,8 +321,10 @@ def _compiled_checks(
     per_node: dict[int, list[tuple]] = {}
     for k in ("forward", "jvp", "vjp"):
         for c in calls[k]:
-            key = call_key(graph, c.kind, c.entry, c.inner, opts.dtype) + (opts.max_elements,
-                                                                            opts.method)
+            key = call_key(graph, c.kind, c.entry, c.inner, opts.dtype) + (
+                opts.max_elements,
+                opts.method,
+            )
             keyed.setdefault(key, c)
             lst = per_node.setdefault(c.entry.node, [])
             if key not in lst:

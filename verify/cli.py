@@ -233,9 +233,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not out.is_terminal:  # a log or a pipe: wide enough that signatures do not wrap
         out = Console(file=out.file, highlight=False, width=160)
     from ._rules import MAX_ELEMENTS
-    from ._verify import verify_graph
-
-    from ._verify import graph_dtype
+    from ._verify import graph_dtype, verify_graph
 
     reports: list[Report] = []
     try:
