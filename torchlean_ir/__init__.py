@@ -13,6 +13,8 @@ from . import ops as _ops  # noqa: F401  (registers the built-in ops)
 from ._attrs import Attrs, AttrSpec, ConstArray
 from ._builder import GraphBuilder, IndexVar, Var
 from ._check import check
+from ._dot import GraphvizError, render_svg, to_dot
+from ._drawing import Block, Drawing, NodeStyle, Scene, drawing, find_blocks, scene
 from ._errors import (
     AttrError,
     EvalError,
@@ -39,6 +41,7 @@ from ._format import (
 )
 from ._graph import Context, GraphData, IndexInput, Leaf, Node
 from ._interpret import backprop_all_ctx, backprop_ctx, eval_all, eval_graph, jvp
+from ._layout import layered_svg
 from ._parser import parse_graph
 from ._printer import format_graph, format_node
 from ._registry import (
@@ -69,9 +72,11 @@ __all__ = [
     "AttrError",
     "AttrSpec",
     "Attrs",
+    "Block",
     "ConstArray",
     "Context",
     "DType",
+    "Drawing",
     "EagerSession",
     "EvalError",
     "GraphBuilder",
@@ -79,6 +84,7 @@ __all__ = [
     "GraphData",
     "GraphFormatError",
     "GraphParseError",
+    "GraphvizError",
     "IndexArg",
     "IndexInput",
     "IndexType",
@@ -87,10 +93,12 @@ __all__ = [
     "Limits",
     "LinkedSession",
     "Node",
+    "NodeStyle",
     "Op",
     "Param",
     "ParamList",
     "ScalarTrainer",
+    "Scene",
     "Session",
     "Shape",
     "ShapeError",
@@ -104,9 +112,11 @@ __all__ = [
     "check",
     "deflinear",
     "defunary",
+    "drawing",
     "dumps",
     "eval_all",
     "eval_graph",
+    "find_blocks",
     "format_graph",
     "format_node",
     "frontend",
@@ -116,12 +126,16 @@ __all__ = [
     "graph_to_dict",
     "has_op",
     "jvp",
+    "layered_svg",
     "load",
     "loads",
     "missing_rules",
     "parse_graph",
     "register_op",
+    "render_svg",
     "same_shape",
     "save",
+    "scene",
+    "to_dot",
     "unregister_op",
 ]
