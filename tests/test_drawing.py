@@ -66,7 +66,7 @@ def test_labels_fan_out_and_argument_names() -> None:
     g = tl.load(ROOT / "examples" / "graphs" / "attention_block.json")
     dot = tl.to_dot(g)
     # op : type, value name underneath; x is used twice, layer_norm's output three times
-    assert "<B>layer_norm</B> : f32[4,8]" in dot
+    assert "<B>layer_norm</B>&#160;: f32[4,8]" in dot
     assert re.search(r"%8 · 3 uses", dot) and "input, no grad · 2 uses" in dot
     assert sum(1 for line in dot.splitlines() if line.strip().startswith("v8 -> ")) == 3
     # matmul(a, b): which argument each edge is
@@ -80,7 +80,7 @@ def test_labels_fan_out_and_argument_names() -> None:
 def test_index_inputs_are_dashed_hexagons() -> None:
     g = tl.load(ROOT / "examples" / "graphs" / "softmax_classifier.json")
     dot = tl.to_dot(g)
-    assert re.search(r'ix0 \[id="ix0", label=<<B>#label</B> : nat\[\][^\n]*shape="hexagon"', dot)
+    assert re.search(r'ix0 \[id="ix0", label=<<B>#label</B>&#160;: nat\[\][^\n]*shape="hexagon"', dot)
     assert 'ix0 -> v9 [style="dashed"' in dot
 
 

@@ -86,7 +86,8 @@ def _label(item: Item) -> str:
         return "<" + left.join(_html(line) for line in item.lines) + left + ">"
     if item.kind == "output":
         return "<" + _html(item.title) + ">"
-    lines = [f"<B>{_html(item.title)}</B> : {_html(item.type)}"]
+    # a no-break space: SVG viewers drop an ordinary one at the start of the text after the title
+    lines = [f"<B>{_html(item.title)}</B>&#160;: {_html(item.type)}"]
     if item.sub:
         lines.append(f'<FONT POINT-SIZE="9" COLOR="{DIM}">{_html(item.sub)}</FONT>')
     if item.badge:
