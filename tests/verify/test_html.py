@@ -91,6 +91,24 @@ def test_failing_node_is_marked_with_its_counterexample_beside_it(graphviz: bool
     assert drawn_by is (not graphviz)
 
 
+@pytest.mark.parametrize(
+    "path", sorted((ROOT / "examples" / "graphs").glob("*.json")), ids=lambda p: p.name
+)
+def test_every_example_graph_gets_a_page(path: Path) -> None:
+    import torchlean_ir as tl
+
+    g = tl.load(path)
+    report = verify.verify_graph(g, end_to_end="never", name=path.name)
+    assert report.verdict == "verified"
+    for graphviz in (False, True):
+        if graphviz:
+            need_dot()
+        page = Page(render_html([(report, g)], graphviz=graphviz))
+        for j in range(len(g.nodes)):
+            assert "tl-exact" in page.by_id[f"g0-v{g.num_leaves + j}"].classes
+        assert ("Drawn without Graphviz" in page.by_id["g0"].content) is not graphviz
+
+
 def test_several_graphs_share_one_page_with_unique_ids() -> None:
     cases = [passing("mlp_regression"), wrong_rule(), passing("softmax_classifier")]
     html = render_html(cases)
