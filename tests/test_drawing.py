@@ -80,7 +80,9 @@ def test_labels_fan_out_and_argument_names() -> None:
 def test_index_inputs_are_dashed_hexagons() -> None:
     g = tl.load(ROOT / "examples" / "graphs" / "softmax_classifier.json")
     dot = tl.to_dot(g)
-    assert re.search(r'ix0 \[id="ix0", label=<<B>#label</B>&#160;: nat\[\][^\n]*shape="hexagon"', dot)
+    assert re.search(
+        r'ix0 \[id="ix0", label=<<B>#label</B>&#160;: nat\[\][^\n]*shape="hexagon"', dot
+    )
     assert 'ix0 -> v9 [style="dashed"' in dot
 
 
