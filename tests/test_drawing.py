@@ -90,10 +90,19 @@ def test_special_characters_are_escaped() -> None:
     b = tl.GraphBuilder("f32")
     x = b.input("a.b_c", (2,))
     g = b.build(b.sum(x))
-    sc = tl.scene(g, styles={0: tl.NodeStyle(badge='<&"x">', note='a < b & "c"', tooltip="t\\q")})
+    sc = tl.scene(g, styles={0: tl.NodeStyle(badge='<&"x">', note='a < b & "c"', tooltip="<t\\q>")})
     dot = tl.to_dot(sc)
     assert "&lt;&amp;&quot;x&quot;&gt;" in dot and "a &lt; b &amp; &quot;c&quot;" in dot
-    assert 'tooltip="t\\\\q"' in dot
+    assert 'tooltip="<t\\\\q>"' in dot  # a plain string, even when it starts with <
+
+
+def test_escaped_labels_render() -> None:
+    need_dot()
+    b = tl.GraphBuilder("f32")
+    g = b.build(b.sum(b.input("x", (2,))))
+    style = tl.NodeStyle(badge='<&"x">', note='a < b & "c"\nnext line', tooltip="<t\\q>")
+    svg = tl.render_svg(tl.to_dot(g, styles={0: style}))
+    assert "&lt;&amp;&quot;x&quot;&gt;" in svg and "a &lt; b &amp; &quot;c&quot;" in svg
 
 
 def test_find_blocks_collapses_a_deep_mlp() -> None:

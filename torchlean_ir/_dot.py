@@ -72,27 +72,33 @@ def _quote(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
 
 
+class _Html(str):
+    """A Graphviz HTML-like label (``<...>``), written as it is."""
+
+
 def _attrs(**kv: str | None) -> str:
-    """`` [k="v", ...]`` without empty values; a value ``<...>`` is an HTML-like label."""
+    """`` [k="v", ...]`` without empty values; an :class:`_Html` value is written unquoted."""
     parts = [
-        f"{k}={v if v.startswith('<') else _quote(v)}" for k, v in kv.items() if v is not None and v
+        f"{k}={v if isinstance(v, _Html) else _quote(v)}"
+        for k, v in kv.items()
+        if v is not None and v
     ]
     return " [" + ", ".join(parts) + "]" if parts else ""
 
 
-def _label(item: Item) -> str:
+def _label(item: Item) -> _Html:
     if item.kind == "note":
         left = '<BR ALIGN="LEFT"/>'
-        return "<" + left.join(_html(line) for line in item.lines) + left + ">"
+        return _Html("<" + left.join(_html(line) for line in item.lines) + left + ">")
     if item.kind == "output":
-        return "<" + _html(item.title) + ">"
+        return _Html("<" + _html(item.title) + ">")
     # a no-break space: SVG viewers drop an ordinary one at the start of the text after the title
     lines = [f"<B>{_html(item.title)}</B>&#160;: {_html(item.type)}"]
     if item.sub:
         lines.append(f'<FONT POINT-SIZE="9" COLOR="{DIM}">{_html(item.sub)}</FONT>')
     if item.badge:
         lines.append(f'<FONT POINT-SIZE="9">{_html(item.badge)}</FONT>')
-    return "<" + "<BR/>".join(lines) + ">"
+    return _Html("<" + "<BR/>".join(lines) + ">")
 
 
 def _item_line(item: Item, id_prefix: str) -> str:
