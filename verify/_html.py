@@ -306,9 +306,10 @@ def _section(
     graphviz: bool | None,
     collapse: bool | None,
 ) -> str:
-    if len(doc.get("nodes", [])) != len(graph.nodes) or any(
-        n.get("op") != graph.nodes[int(n["node"])].op for n in doc.get("nodes", [])
-    ):
+    nodes = list(doc.get("nodes", []))
+    if [(n.get("node"), n.get("op")) for n in nodes] != [
+        (j, node.op) for j, node in enumerate(graph.nodes)
+    ]:
         raise ValueError(
             f"report of {doc.get('graph')!r} does not match the graph given with it "
             f"({len(doc.get('nodes', []))} report nodes, {len(graph.nodes)} graph nodes)"

@@ -158,6 +158,11 @@ def test_report_and_graph_must_match() -> None:
     _, other = passing("softmax_classifier")
     with pytest.raises(ValueError, match="does not match the graph given with it"):
         render_html([(doc, other)])
+    _, g = wrong_rule()
+    shifted = {**doc, "nodes": [{**n, "node": n["node"] + 9} for n in doc["nodes"]]}
+    for bad in ({**doc, "nodes": doc["nodes"][:-1]}, shifted):
+        with pytest.raises(ValueError, match="does not match the graph given with it"):
+            render_html([(bad, g)])
 
 
 def test_large_graphs_draw_repeated_blocks_once() -> None:
