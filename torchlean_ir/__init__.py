@@ -7,8 +7,6 @@ interpreters (:func:`eval_graph`, :func:`jvp`, :func:`backprop_ctx`). The ``comp
 lowers it to JAX; the ``verify`` package proves the compiled backward equal to the reference.
 """
 
-# The Torch-style front end (imports neither JAX nor the compiler until used).
-from . import frontend
 from . import ops as _ops  # noqa: F401  (registers the built-in ops)
 from ._attrs import Attrs, AttrSpec, ConstArray
 from ._builder import GraphBuilder, IndexVar, Var
@@ -59,7 +57,6 @@ from ._registry import (
     unregister_op,
 )
 from ._types import DType, IndexType, Shape, TensorType
-from .frontend import EagerSession, LinkedSession, Param, ParamList, ScalarTrainer, Session
 
 __version__ = "0.1.0"
 
@@ -77,7 +74,6 @@ __all__ = [
     "Context",
     "DType",
     "Drawing",
-    "EagerSession",
     "EvalError",
     "GraphBuilder",
     "GraphCheckError",
@@ -91,15 +87,10 @@ __all__ = [
     "IndexVar",
     "Leaf",
     "Limits",
-    "LinkedSession",
     "Node",
     "NodeStyle",
     "Op",
-    "Param",
-    "ParamList",
-    "ScalarTrainer",
     "Scene",
-    "Session",
     "Shape",
     "ShapeError",
     "TensorType",
@@ -119,7 +110,6 @@ __all__ = [
     "find_blocks",
     "format_graph",
     "format_node",
-    "frontend",
     "get_op",
     "graph_from_dict",
     "graph_schema",

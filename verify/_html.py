@@ -10,8 +10,9 @@ table of contents.
 
 Colours follow :func:`category`: a failed check is a *mismatch*; otherwise the method's first
 word decides (``exact`` only with a pass; ``probabilistic``; anything else, ``not verified``
-included, is *not verified*), so new methods such as ``exact (tensor)`` colour by their prefix
-while the page shows their full name.
+included, is *not verified*). Where a method is shown, the page shows its :func:`label`: the
+method with the level its elements were covered at, e.g. ``exact (tensor)`` or
+``exact (elements)``.
 
 The page needs no network: inline CSS, no scripts, no web fonts, the SVG inline. The drawing is
 Graphviz's (``dot``) when it is installed; without it (or if it fails) the page uses a simple
@@ -55,6 +56,16 @@ def category(result: str, method: str) -> str:
     if m.startswith("probabilistic"):
         return "probabilistic"
     return "not-verified"
+
+
+def label(entry: Mapping[str, Any]) -> str:
+    """How a node or check was decided, as shown: the report's ``label`` (a node's method with
+    the levels its checks rest on, e.g. ``exact (tensor)``), else a check's method with its
+    ``level``, else the bare method (reports written before levels existed)."""
+    if entry.get("label"):
+        return str(entry["label"])
+    method, level = str(entry.get("method", "")), str(entry.get("level") or "")
+    return f"{method} ({level})" if level else method
 
 
 def _worst(cats: Sequence[str]) -> str:
@@ -126,14 +137,14 @@ def _drawing_html(
         worst = reports[cats.index(cat)]
         first = worst["shared_with"] if worst.get("shared_with") is not None else worst["node"]
         fails = [c for c in worst.get("checks", []) if c.get("result") == "fail"]
-        badge = f"FAIL: {fails[0]['name']}" if fails else str(worst["method"])
+        badge = f"FAIL: {fails[0]['name']}" if fails else label(worst)
         ces = [kce for i in d.represents(j) for kce in notes_by_node.get(i, [])]
         note = ""
         if ces:
             note = _note_text(ces[0][1]) + (f" (+{len(ces) - 1} more)" if len(ces) > 1 else "")
         url = f"#{gid}-ce-{ces[0][0]}" if ces else f"#{gid}-sig-{first}"
         tip = f"node {worst['node']} (%{L + int(worst['node'])}): {worst['signature']}: " + (
-            f"{worst['result']}, {worst['method']}"
+            f"{worst['result']}, {label(worst)}"
         )
         _, fill, border = CATEGORIES[cat]
         styles[j] = tl.NodeStyle(
@@ -175,8 +186,8 @@ def _drawing_html(
         counts[category(str(n["result"]), str(n["method"]))] += 1
     legend = " ".join(
         f'<span class="tl-key tl-{c}"><i style="background:{fill};border-color:{border}"></i>'
-        f"{_e(label)} <b>{counts[c]}</b></span>"
-        for c, (label, fill, border) in CATEGORIES.items()
+        f"{_e(text)} <b>{counts[c]}</b></span>"
+        for c, (text, fill, border) in CATEGORIES.items()
     )
     infos = "".join(f'<p class="tl-drawing-info">{_e(t)}</p>' for t in info)
     return (
@@ -234,7 +245,7 @@ def _problems_html(doc: Mapping[str, Any], graph: tl.GraphData, gid: str) -> str
         return ""
     body = "".join(
         f'<tr class="tl-{category(str(c.get("result")), str(c.get("method")))}"><td>{where}</td>'
-        f"<td>{_e(c.get('name', ''))}</td><td>{_e(c.get('method', ''))}</td>"
+        f"<td>{_e(c.get('name', ''))}</td><td>{_e(label(c))}</td>"
         f"<td>{_e(str(c.get('result', '')).upper())}</td><td>{_e(c.get('how', ''))}</td></tr>"
         for where, c in rows
     )
@@ -249,7 +260,7 @@ def _checks_table(checks: Sequence[Mapping[str, Any]]) -> str:
     body = "".join(
         f'<tr class="tl-{category(str(c.get("result")), str(c.get("method")))}">'
         f"<td>{_e(c.get('link', ''))}</td><td>{_e(c.get('name', ''))}</td>"
-        f"<td>{_e(c.get('method', ''))}</td><td>{_e(c.get('result', ''))}</td>"
+        f"<td>{_e(label(c))}</td><td>{_e(c.get('result', ''))}</td>"
         f"<td>{_e(c.get('coverage', ''))}</td><td>{_e(c.get('how', ''))}</td>"
         f"<td>{float(c.get('seconds', 0.0)):.3f}</td></tr>"
         for c in checks
@@ -283,7 +294,7 @@ def _signature_table(doc: Mapping[str, Any], graph: tl.GraphData, gid: str) -> s
             f'<tr id="{gid}-sig-{j}" class="tl-{cat}"><td>{where}</td>'
             f"<td><details><summary><code>{_e(n['signature'])}</code></summary>"
             f"{_checks_table(n.get('checks', []))}</details></td>"
-            f"<td>{_e(_link_counts(n.get('checks', [])))}</td><td>{_e(n['method'])}</td>"
+            f"<td>{_e(_link_counts(n.get('checks', [])))}</td><td>{_e(label(n))}</td>"
             f'<td class="tl-result">{_e(n["result"])}</td></tr>'
         )
     graph_checks = list(doc.get("graph_checks", []))
@@ -402,7 +413,7 @@ def render_html(
         rows = "".join(
             f'<tr><td><span class="tl-verdict" style="background:{_VERDICT.get(v, "#666")}">'
             f'{_e(v.upper())}</span></td><td><a href="#g{i}">{_e(doc.get("graph", ""))}</a></td>'
-            f"<td>{_e(doc.get('summary', ''))}</td></tr>"
+            f"<td>{_e(doc.get('dtype', ''))}</td><td>{_e(doc.get('summary', ''))}</td></tr>"
             for i, ((doc, _), v) in enumerate(zip(docs, verdicts, strict=True))
         )
         head += (

@@ -142,15 +142,42 @@ def test_page_is_made_from_the_json_alone() -> None:
     report_page = render_html([(doc, g)], graphviz=False)
     # a report object gives the same page as its JSON (modulo nothing)
     assert isinstance(doc, dict) and report_page == render_html([(dict(doc), g)], graphviz=False)
-    # open-ended methods and an unknown extra key do not break it
+    # open-ended methods, an unknown extra key and a report without labels or levels (written
+    # before they existed) do not break it: the bare method is shown
     doc2 = {
         **doc,
         "extra": 1,
-        "nodes": [{**n, "method": n["method"] + " (tensor)"} for n in doc["nodes"]],
+        "nodes": [
+            {
+                **{k: v for k, v in n.items() if k != "label"},
+                "method": n["method"] + " (new)",
+                "checks": [{k: v for k, v in c.items() if k != "level"} for c in n["checks"]],
+            }
+            for n in doc["nodes"]
+        ],
     }
     page = Page(render_html([(doc2, g)], graphviz=False))
     assert "tl-exact" in page.by_id[f"g0-v{g.num_leaves + 1}"].classes
-    assert "exact (tensor)" in page.by_id[f"g0-v{g.num_leaves + 1}"].content
+    assert "exact (new)" in page.by_id[f"g0-v{g.num_leaves + 1}"].content
+    assert "(tensor)" not in page.by_id["g0"].content
+    assert "(elements)" not in page.by_id["g0"].content
+
+
+def test_method_is_shown_with_its_level() -> None:
+    """Where the page shows a method it shows the report's label: a node's ``label`` (e.g.
+    ``exact (tensor)``), a check's method with its ``level``."""
+    doc, g = passing("mlp_regression")
+    assert all(n["label"] != n["method"] for n in doc["nodes"])  # every node rests on a level
+    page = Page(render_html([(doc, g)], graphviz=False))
+    L = g.num_leaves
+    for n in doc["nodes"]:
+        assert n["label"] in page.by_id[f"g0-v{L + n['node']}"].content  # badge in the drawing
+        if n["shared_with"] is None:  # the method column of its row, then the result
+            row = page.by_id[f"g0-sig-{n['node']}"]
+            assert row.text[-2:] == [n["label"], n["result"]], row.text
+            for c in n["checks"]:
+                assert c["level"] in ("tensor", "elements")
+                assert f"{c['method']} ({c['level']})" in row.content
 
 
 def test_report_and_graph_must_match() -> None:
@@ -231,3 +258,14 @@ def test_cli_html_target_is_checked_before_verifying(tmp_path: Path) -> None:
     )
     proc = _cli("examples/graphs/mlp_regression.json", "--html", str(tmp_path))
     assert proc.returncode == 2 and "is a directory" in proc.stderr
+
+
+def test_cli_html_with_both_dtypes_has_a_section_per_compilation(tmp_path: Path) -> None:
+    out = tmp_path / "report.html"
+    proc = _cli("examples/graphs/mlp_regression.json", "--dtype", "all", "--html", str(out), "-q")
+    assert proc.returncode == 0, proc.stderr
+    page = Page(out.read_text())
+    assert [page.by_id[f"g{i}"].attrs["data-verdict"] for i in (0, 1)] == ["verified"] * 2
+    assert "compiled float64" in page.by_id["g0"].content
+    assert "compiled float32" in page.by_id["g1"].content
+    assert "g2" not in page.by_id

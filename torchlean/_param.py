@@ -1,0 +1,306 @@
+"""Trainable parameters (TorchLean's ``Param`` / ``ParamList``) and saving / loading them."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any, overload
+
+import numpy as np
+
+from torchlean_ir import TorchleanError
+from torchlean_ir._graph import valid_name
+
+
+def _host_array(value: Any, what: str) -> np.ndarray:
+    try:
+        arr = np.array(value, dtype=np.float64, copy=True)
+    except (TypeError, ValueError):
+        raise TorchleanError(
+            f"{what}: expected a float array, got {type(value).__name__}"
+        ) from None
+    if not np.all(np.isfinite(arr)):
+        raise TorchleanError(f"{what}: the value has a non-finite element")
+    arr.flags.writeable = False
+    return arr
+
+
+class Param:
+    """A trainable tensor: a name, a value and a ``requires_grad`` flag (PyTorch's
+    ``nn.Parameter``; TorchLean's ``Param``).
+
+    A parameter is not part of any computation until a backend *uses* it (``ops.use(p)``), which
+    records its current value as a leaf. Optimizer steps replace the value.
+
+    The value lives on the host as a read-only float64 NumPy array. Code that trains on a device
+    (the compiled backend, the eager GPU path) keeps a *device-resident mirror* instead and
+    updates only that; the host copy is then stale until it is synchronised, which happens
+    explicitly with :meth:`sync` and implicitly whenever :attr:`value` is read. Assigning
+    :attr:`value` drops the mirror.
+    """
+
+    __slots__ = ("_device", "_host", "_host_stale", "name", "requires_grad")
+
+    def __init__(self, value: Any, name: str | None = None, requires_grad: bool = True) -> None:
+        if name is not None and not valid_name(name):
+            raise TorchleanError(
+                f"Param: invalid name {name!r}: use an identifier (letters, digits, '_', '.')"
+            )
+        self.name = name
+        self.requires_grad = bool(requires_grad)
+        self._host = _host_array(value, f"Param {name or ''}".strip())
+        self._device: Any = None
+        self._host_stale = False
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self._host.shape)
+
+    @property
+    def size(self) -> int:
+        return int(self._host.size)
+
+    @property
+    def value(self) -> np.ndarray:
+        """The current value (read-only float64), synchronised from the device mirror first."""
+        self.sync()
+        return self._host
+
+    @value.setter
+    def value(self, new: Any) -> None:
+        arr = _host_array(new, f"Param {self.name or ''}.value".replace(" .", "."))
+        if arr.shape != self._host.shape:
+            raise TorchleanError(
+                f"Param {self.name or ''}: cannot assign a value of shape {list(arr.shape)} to a "
+                f"parameter of shape {list(self._host.shape)}"
+            )
+        self._host = arr
+        self._device = None
+        self._host_stale = False
+
+    # -- the device-resident mirror --------------------------------------------------------
+    @property
+    def synced(self) -> bool:
+        """Whether the host value is up to date (no pending device update)."""
+        return not self._host_stale
+
+    def sync(self) -> None:
+        """Copy the device mirror back to the host if the device holds a newer value."""
+        if self._host_stale:
+            host = np.array(self._device, dtype=np.float64, copy=True)
+            host.flags.writeable = False
+            self._host = host
+            self._host_stale = False
+
+    def device_value(self, device: Any, dtype: Any) -> Any:
+        """The value as a JAX array on ``device`` in ``dtype``: the mirror when it is already
+        there, else an upload of the host value (which becomes the mirror)."""
+        import jax
+
+        dev = self._device
+        if dev is not None and dev.dtype == dtype and device in dev.devices():
+            return dev
+        self.sync()
+        arr = jax.device_put(np.asarray(self._host, dtype=dtype), device)
+        self._device = arr
+        return arr
+
+    def _set_device(self, arr: Any) -> None:
+        """Store a new value computed on the device; the host copy becomes stale."""
+        self._device = arr
+        self._host_stale = True
+
+    def _set_host(self, arr: np.ndarray) -> None:
+        """Store a new value computed on the host (no copy, no checks: internal use)."""
+        arr = np.asarray(arr, dtype=np.float64)
+        arr.flags.writeable = False
+        self._host = arr
+        self._device = None
+        self._host_stale = False
+
+    def __repr__(self) -> str:
+        shape = "[" + ",".join(map(str, self._host.shape)) + "]"
+        rg = "" if self.requires_grad else ", requires_grad=False"
+        return f"Param({self.name or '?'}: {shape}{rg})"
+
+
+class ParamList:
+    """An ordered collection of uniquely named :class:`Param` s (``model.parameters()``).
+
+    Unnamed params get the names ``p0``, ``p1``, ... (by position). Index by position or by
+    name; :meth:`values` / :meth:`set_values` read and write all values at once (checked);
+    :meth:`save` / :meth:`load` go through :func:`save_params` / :func:`load_params`.
+    """
+
+    def __init__(self, params: Iterable[Param] | Mapping[str, Param] = ()) -> None:
+        items: list[Param] = []
+        if isinstance(params, Mapping):
+            for name, p in params.items():
+                if not isinstance(p, Param):
+                    raise TorchleanError(f"ParamList: {name!r} is not a Param")
+                if p.name is None:
+                    p.name = name
+                elif p.name != name:
+                    raise TorchleanError(f"ParamList: key {name!r} names a param called {p.name!r}")
+                items.append(p)
+        else:
+            items = list(params)
+        seen: dict[str, Param] = {}
+        for i, p in enumerate(items):
+            if not isinstance(p, Param):
+                raise TorchleanError(f"ParamList: item {i} is {type(p).__name__}, not a Param")
+            if p.name is None:
+                p.name = f"p{i}"
+            if p.name in seen and seen[p.name] is not p:
+                raise TorchleanError(f"ParamList: two different params are named {p.name!r}")
+            seen[p.name] = p
+        self._params = list(seen.values())
+
+    def __len__(self) -> int:
+        return len(self._params)
+
+    def __iter__(self) -> Iterator[Param]:
+        return iter(self._params)
+
+    @overload
+    def __getitem__(self, key: int) -> Param: ...
+    @overload
+    def __getitem__(self, key: str) -> Param: ...
+    def __getitem__(self, key: int | str) -> Param:
+        if isinstance(key, str):
+            for p in self._params:
+                if p.name == key:
+                    return p
+            raise KeyError(key)
+        return self._params[key]
+
+    def __contains__(self, p: object) -> bool:
+        return any(q is p for q in self._params)
+
+    def names(self) -> list[str]:
+        return [p.name for p in self._params]  # type: ignore[misc]
+
+    def shapes(self) -> dict[str, tuple[int, ...]]:
+        return {p.name: p.shape for p in self._params}  # type: ignore[misc]
+
+    def values(self) -> dict[str, np.ndarray]:
+        """Every value by name (synchronised from device mirrors)."""
+        return {p.name: p.value for p in self._params}  # type: ignore[misc]
+
+    def set_values(self, values: Mapping[str, Any], *, what: str = "set_values") -> None:
+        """Overwrite every value; names and shapes must match exactly (nothing is written
+        unless everything matches)."""
+        checked = _check_state(self, values, what)
+        for p in self._params:
+            p._set_host(checked[p.name])  # type: ignore[index]
+
+    def num_params(self) -> int:
+        """Total number of scalars."""
+        return sum(p.size for p in self._params)
+
+    def save(self, path: str | os.PathLike[str]) -> None:
+        save_params(self, path)
+
+    def load(self, path: str | os.PathLike[str]) -> None:
+        load_params(self, path)
+
+    def __repr__(self) -> str:
+        return "ParamList(" + ", ".join(repr(p) for p in self._params) + ")"
+
+
+def as_param_list(params: ParamList | Iterable[Param] | Mapping[str, Param]) -> ParamList:
+    return params if isinstance(params, ParamList) else ParamList(params)
+
+
+def _check_state(params: ParamList, values: Mapping[str, Any], what: str) -> dict[str, Any]:
+    names = params.names()
+    missing = [n for n in names if n not in values]
+    if missing:
+        raise TorchleanError(f"{what}: missing parameter {missing[0]!r} ({len(missing)} missing)")
+    extra = sorted(set(values) - set(names))
+    if extra:
+        raise TorchleanError(f"{what}: unexpected parameter {extra[0]!r} ({len(extra)} unexpected)")
+    out: dict[str, Any] = {}
+    for p in params:
+        v = values[p.name]  # type: ignore[index]
+        shape = tuple(np.shape(v))
+        if shape != p.shape:
+            raise TorchleanError(
+                f"{what}: shape mismatch for {p.name!r}: got {list(shape)}, the parameter is "
+                f"{list(p.shape)}"
+            )
+        arr = np.asarray(v)
+        if not np.issubdtype(arr.dtype, np.floating):
+            raise TorchleanError(f"{what}: {p.name!r} has dtype {arr.dtype}, expected a float")
+        out[p.name] = _host_array(arr, f"{what}: {p.name!r}")  # type: ignore[index]
+    return out
+
+
+# -- files -----------------------------------------------------------------------------------
+
+_FORMATS = (".npz", ".safetensors")
+
+
+def _format_of(path: str | os.PathLike[str]) -> str:
+    suffix = os.path.splitext(os.fspath(path))[1].lower()
+    if suffix not in _FORMATS:
+        raise TorchleanError(
+            f"{os.fspath(path)}: unknown parameter file format {suffix or '(none)'!r}; "
+            "use .npz or .safetensors"
+        )
+    return suffix
+
+
+def _safetensors_numpy() -> Any:
+    try:
+        from safetensors import numpy as st
+    except ImportError:
+        raise TorchleanError(
+            "saving .safetensors files needs the safetensors package "
+            "(pip install 'torchlean-ir[safetensors]'), or use .npz"
+        ) from None
+    return st
+
+
+def save_params(
+    params: ParamList | Iterable[Param] | Mapping[str, Param], path: str | os.PathLike[str]
+) -> None:
+    """Write every parameter (by name, float64) to ``path``: ``.npz`` (NumPy, no pickle) or
+    ``.safetensors``."""
+    plist = as_param_list(params)
+    arrays = {p.name: np.ascontiguousarray(p.value) for p in plist}  # type: ignore[misc]
+    fmt = _format_of(path)
+    if fmt == ".npz":
+        with open(path, "wb") as f:
+            np.savez(f, **arrays)  # type: ignore[arg-type]
+    else:
+        _safetensors_numpy().save_file(arrays, os.fspath(path), metadata={"format": "torchlean-ir"})
+
+
+def read_params_file(path: str | os.PathLike[str]) -> dict[str, np.ndarray]:
+    """The arrays stored in a ``.npz`` or ``.safetensors`` parameter file, by name (nothing is
+    unpickled)."""
+    fmt = _format_of(path)
+    where = os.fspath(path)
+    try:
+        if fmt == ".npz":
+            with np.load(where, allow_pickle=False) as data:
+                return {k: np.asarray(data[k]) for k in data.files}
+        return dict(_safetensors_numpy().load_file(where))
+    except FileNotFoundError:
+        raise TorchleanError(f"{where}: no such file") from None
+    except TorchleanError:
+        raise
+    except Exception as e:  # a corrupt file can fail in many ways; report it in one line
+        raise TorchleanError(f"{where}: not a readable {fmt} parameter file ({e})") from None
+
+
+def load_params(
+    params: ParamList | Iterable[Param] | Mapping[str, Param], path: str | os.PathLike[str]
+) -> None:
+    """Load every parameter from ``path`` (written by :func:`save_params`). Names and shapes
+    must match exactly; on any mismatch a one-line :class:`~torchlean_ir.TorchleanError` names
+    it and no parameter is changed."""
+    plist = as_param_list(params)
+    arrays = read_params_file(path)
+    plist.set_values(arrays, what=f"load_params({os.fspath(path)})")

@@ -1,0 +1,384 @@
+"""Training over a backend-generic loss (TorchLean's ``ScalarTrainer``) and running model code
+for predictions (:class:`Predictor`), on either backend.
+
+The loss is written once, ``loss(ops, *inputs) -> scalar Tensor``, reaching its parameters with
+``ops.use(param)``. With ``Options(backend="eager")`` every call runs it on an
+:class:`~torchlean.EagerSession`; with ``backend="compiled"`` it is traced once to a
+graph and compiled (``compiler.compile``), and the params live on the device between steps
+(synchronised to the host when read).
+
+``batched=True`` on any call means the inputs carry a leading batch axis and the loss is the
+mean of the per-sample losses (model code is per sample; the compiled backend maps the graph
+over the batch with ``jax.vmap``, the eager one runs each op once on the whole batch, declaring
+the inputs batched, and reduces the parameters' gradients with ``grads="mean"``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from torchlean_ir import GraphData, TorchleanError
+
+from ._compiled import NatInput, as_specs, compile_graph, input_name, nat_name, trace, verify_graph
+from ._eager import EagerSession
+from ._ops import Ops
+from ._optim import Optimizer, _check_hyper
+from ._options import Options, as_options
+from ._param import Param, ParamList, as_param_list
+from ._plot import plot_losses
+from ._tensor import NatRef, Tensor
+
+LossFn = Callable[..., Tensor]
+_STEPS: dict[tuple[int, str], Any] = {}  # (id of the compiled graph, optimizer) -> TrainStep
+
+
+def _batch_size(specs: Sequence[Any], inputs: Sequence[Any]) -> int:
+    sizes = {int(np.shape(v)[0]) for v in inputs if np.ndim(v) > 0}
+    if len(sizes) != 1:
+        raise TorchleanError(
+            f"batched inputs must share one leading batch size, got sizes {sorted(sizes)}"
+        )
+    n = sizes.pop()
+    if n == 0:
+        raise TorchleanError("batched inputs: the batch is empty")
+    return n
+
+
+class _Runner:
+    """Model code bound to params and input specs, on one backend."""
+
+    def __init__(
+        self,
+        fn: LossFn,
+        params: ParamList | Sequence[Param],
+        inputs: Sequence[Any],
+        options: Options | None,
+    ) -> None:
+        self.options = as_options(options)
+        self.params = as_param_list(params)
+        self.specs = as_specs(inputs)
+        self.fn = fn
+        self._graph: GraphData | None = None
+        if self.options.backend == "compiled":
+            traced = trace(fn, self.specs, self.params, self.options)
+            self._check_params(traced.params.names()[len(self.params) :])
+            self._graph = traced.graph
+            self._cg = compile_graph(traced.graph, self.options)
+            self._batched: dict[str, Any] = {}
+        else:
+            self.session = EagerSession(self.options)
+
+    def _check_params(self, extra: Sequence[str]) -> None:
+        if extra:
+            raise TorchleanError(
+                f"the function uses param {extra[0]!r}, which is not in the params given "
+                f"({', '.join(self.params.names()) or 'none'})"
+            )
+
+    @property
+    def graph(self) -> GraphData:
+        """The graph of the function (traced now on the eager backend)."""
+        if self._graph is None:
+            self._graph = trace(self.fn, self.specs, self.params, self.options).graph
+        return self._graph
+
+    def _check_inputs(self, inputs: Sequence[Any]) -> None:
+        if len(inputs) != len(self.specs):
+            raise TorchleanError(f"expected {len(self.specs)} inputs, got {len(inputs)}")
+
+    # -- eager -----------------------------------------------------------------------------
+    def _eager_refs(
+        self, s: EagerSession, inputs: Sequence[Any], batched: bool
+    ) -> list[Tensor | NatRef]:
+        refs: list[Tensor | NatRef] = []
+        for i, (spec, v) in enumerate(zip(self.specs, inputs, strict=True)):
+            if isinstance(spec, NatInput):
+                name = nat_name(i)
+                if spec.size is None:
+                    refs.append(s.nat(v, name=name, batched=batched))
+                else:
+                    refs.append(s.nat_vec(v, name=name, batched=batched))
+            else:
+                refs.append(s.input(v, name=input_name(i), shape=spec, batched=batched))
+        return refs
+
+    def _eager_output(self, inputs: Sequence[Any], batched: bool) -> Tensor:
+        """Run the function on the session (tape reset first), on the whole batch at once
+        (inputs declared batched) when ``batched``."""
+        self._check_inputs(inputs)
+        if batched:
+            _batch_size(self.specs, inputs)
+        s = self.session
+        s.reset_tape()
+        for p in self.params:
+            s.use(p)
+        out = self.fn(s, *self._eager_refs(s, inputs, batched))
+        extra = [p.name or "?" for p in s.used_params() if p not in self.params]
+        self._check_params(extra)
+        if not isinstance(out, Tensor) or out.ops is not s:
+            raise TorchleanError(
+                f"the function must return a Tensor of the ops it was given, got "
+                f"{type(out).__name__}"
+            )
+        return out
+
+    # -- compiled --------------------------------------------------------------------------
+    def _compiled_call(self, inputs: Sequence[Any], batched: bool) -> tuple[Any, dict, dict]:
+        """The compiled graph for the call (mapped over the batch, with mean gradients, when
+        ``batched``) and its leaves (params as device mirrors) and index inputs."""
+        self._check_inputs(inputs)
+        cg = self._cg
+        if batched:
+            _batch_size(self.specs, inputs)
+            cg = self._batched.get("mean")
+            if cg is None:
+                cg = self._batched["mean"] = self._cg.batched(over=self._names(), grads="mean")
+        leaves: dict[str, Any] = {
+            p.name: p.device_value(cg.device, cg.dtype)  # type: ignore[misc]
+            for p in self.params
+        }
+        index: dict[str, Any] = {}
+        for i, (spec, v) in enumerate(zip(self.specs, inputs, strict=True)):
+            if isinstance(spec, NatInput):
+                index[nat_name(i)] = v
+            else:
+                leaves[input_name(i)] = v
+        return cg, leaves, index
+
+    def _names(self) -> list[str]:
+        return [
+            nat_name(i) if isinstance(s, NatInput) else input_name(i)
+            for i, s in enumerate(self.specs)
+        ]
+
+
+class Predictor(_Runner):
+    """Model code bound to params, for outputs: ``Predictor(fn, params, inputs, options)``
+    then ``pred(*inputs)`` (one sample) or ``pred(*inputs, batched=True)`` (a leading batch
+    axis on every input, outputs stacked). Eager or compiled by ``options.backend``."""
+
+    def __call__(self, *inputs: Any, batched: bool = False) -> np.ndarray:
+        if self.options.backend == "compiled":
+            cg, leaves, index = self._compiled_call(inputs, batched)
+            return np.asarray(cg.forward(leaves, index))
+        out = self._eager_output(inputs, batched)
+        value = out.numpy()
+        if batched and not out.batched:  # independent of the inputs: the same for every sample
+            n = _batch_size(self.specs, inputs)
+            value = np.broadcast_to(value, (n, *value.shape)).copy()
+        return value
+
+
+class ScalarTrainer(_Runner):
+    """A training loop over a backend-generic scalar loss (TorchLean's ``ScalarTrainer``).
+
+    ::
+
+        trainer = ScalarTrainer(loss, model.parameters(), inputs=[(64,), NatInput()],
+                                options=Options(backend="compiled"))
+        for xb, yb in batches:
+            trainer.adam_step(xb, yb, lr=1e-3, batched=True)
+        trainer.get_params()
+
+    ``forward`` gives the loss, ``backward`` the gradients of the trainable params (by name),
+    ``step`` / ``adam_step`` / ``adamw_step`` update the params (optax math, moments per
+    param) and return the loss before the update.
+    """
+
+    def __init__(
+        self,
+        loss: LossFn,
+        params: ParamList | Sequence[Param],
+        inputs: Sequence[Any],
+        options: Options | None = None,
+    ) -> None:
+        super().__init__(loss, params, inputs, options)
+        self._optimizer = Optimizer()
+        self._opt_states: dict[str, Any] = {}
+        #: The loss of every step (``step`` / ``adam_step`` / ``adamw_step``), in order.
+        self.losses: list[float] = []
+        if self._graph is not None and self._graph.output_types[0].shape != ():
+            raise TorchleanError(
+                f"ScalarTrainer: the loss must be a scalar, got {self._graph.output_types[0]}"
+            )
+
+    def _eager_loss(self, inputs: Sequence[Any], batched: bool) -> tuple[Tensor, float]:
+        """The loss tensor (per sample when batched) and its value (the mean over the batch)."""
+        out = self._eager_output(inputs, batched)
+        if out.shape != ():
+            raise TorchleanError(f"ScalarTrainer: the loss must be a scalar, got {out.type}")
+        return out, float(np.mean(out.numpy()))
+
+    def _value_and_grads(
+        self, inputs: Sequence[Any], batched: bool
+    ) -> tuple[float, list[tuple[Param, Any]]]:
+        if self.options.backend == "compiled":
+            cg, leaves, index = self._compiled_call(inputs, batched)
+            value, grads = cg.value_and_grad(leaves, index)
+            loss = float(np.mean(np.asarray(value)))
+            return loss, [(p, grads[p.name]) for p in self.params if p.requires_grad]
+        t, loss = self._eager_loss(inputs, batched)
+        self.session.backward(t, grads="mean")
+        return loss, self.session._param_grads()
+
+    @property
+    def _on_device(self) -> bool:
+        return self.options.backend == "compiled" or self.session._on_device
+
+    def forward(self, *inputs: Any, batched: bool = False) -> float:
+        """The loss (the mean over the batch when ``batched``)."""
+        if self.options.backend == "compiled":
+            cg, leaves, index = self._compiled_call(inputs, batched)
+            return float(np.mean(np.asarray(cg.forward(leaves, index))))
+        return self._eager_loss(inputs, batched)[1]
+
+    def backward(self, *inputs: Any, batched: bool = False) -> dict[str, np.ndarray]:
+        """The gradients of the loss for the params with ``requires_grad``, by name."""
+        _, pairs = self._value_and_grads(inputs, batched)
+        return {p.name: np.asarray(g, dtype=np.float64) for p, g in pairs}  # type: ignore[misc]
+
+    def _fused_step(self, kind: str, inputs: Sequence[Any], batched: bool, **hyper: float) -> float:
+        """Compiled backend: one jitted call (``compiler.TrainStep``): forward, tape VJP and
+        the optax update, params and moments donated and kept on the device. Hyperparameters
+        live in the optimizer state (``optax.inject_hyperparams``), so changing them between
+        steps never recompiles."""
+        import jax.numpy as jnp
+        import optax
+
+        import compiler
+
+        cg, leaves, index = self._compiled_call(inputs, batched)
+        step = _STEPS.get((id(cg), kind))
+        if step is None or step.compiled is not cg:
+            # Shared by every trainer of this compiled graph: the hyperparameters live in the
+            # optimizer state, so one jitted step serves them all.
+            make = {"sgd": optax.sgd, "adam": optax.adam, "adamw": optax.adamw}[kind]
+            init = {k: jnp.asarray(v, dtype=cg.dtype) for k, v in hyper.items()}
+            tx = optax.inject_hyperparams(make)(**init)
+            step = _STEPS[(id(cg), kind)] = compiler.TrainStep(cg, tx)
+        params = {n: leaves.pop(n) for n in step.param_names}
+        opt_state = self._opt_states.get(kind)
+        if opt_state is None:
+            opt_state = step.init(params).opt_state
+        hp = opt_state.hyperparams
+        opt_state = opt_state._replace(
+            hyperparams={k: jnp.asarray(hyper.get(k, v), dtype=v.dtype) for k, v in hp.items()}
+        )
+        state = compiler.TrainState(params, opt_state, 0, step.param_names)
+        new, loss = step(state, leaves, index or None)
+        self._opt_states[kind] = new.opt_state
+        for p in self.params:
+            if p.name in new.params:
+                p._set_device(new.params[p.name])
+        self.losses.append(float(loss))
+        return float(loss)
+
+    def step(self, *inputs: Any, lr: float, batched: bool = False) -> float:
+        """One SGD step; returns the loss before it."""
+        if self.options.backend == "compiled":
+            _check_hyper(lr, 0.0, 0.0, 0.0)
+            return self._fused_step("sgd", inputs, batched, learning_rate=lr)
+        loss, pairs = self._value_and_grads(inputs, batched)
+        self._optimizer.sgd(pairs, lr, on_device=self._on_device)
+        self.losses.append(loss)
+        return loss
+
+    def adam_step(
+        self,
+        *inputs: Any,
+        lr: float,
+        b1: float = 0.9,
+        b2: float = 0.999,
+        eps: float = 1e-8,
+        batched: bool = False,
+    ) -> float:
+        """One Adam step (``optax.adam``); returns the loss before it."""
+        if self.options.backend == "compiled":
+            _check_hyper(lr, b1, b2, eps)
+            return self._fused_step(
+                "adam", inputs, batched, learning_rate=lr, b1=b1, b2=b2, eps=eps
+            )
+        loss, pairs = self._value_and_grads(inputs, batched)
+        self._optimizer.adam("adam", pairs, lr=lr, b1=b1, b2=b2, eps=eps, on_device=self._on_device)
+        self.losses.append(loss)
+        return loss
+
+    def adamw_step(
+        self,
+        *inputs: Any,
+        lr: float,
+        b1: float = 0.9,
+        b2: float = 0.999,
+        eps: float = 1e-8,
+        weight_decay: float = 1e-2,
+        batched: bool = False,
+    ) -> float:
+        """One AdamW step (``optax.adamw``); returns the loss before it."""
+        if self.options.backend == "compiled":
+            _check_hyper(lr, b1, b2, eps, weight_decay)
+            return self._fused_step(
+                "adamw",
+                inputs,
+                batched,
+                learning_rate=lr,
+                b1=b1,
+                b2=b2,
+                eps=eps,
+                weight_decay=weight_decay,
+            )
+        loss, pairs = self._value_and_grads(inputs, batched)
+        self._optimizer.adam(
+            "adamw",
+            pairs,
+            lr=lr,
+            b1=b1,
+            b2=b2,
+            eps=eps,
+            weight_decay=weight_decay,
+            on_device=self._on_device,
+        )
+        self.losses.append(loss)
+        return loss
+
+    def save_loss_curve(
+        self,
+        path: str,
+        *,
+        compare: Mapping[str, ScalarTrainer | Sequence[float]] | None = None,
+        label: str | None = None,
+        title: str = "training loss",
+        log: bool = False,
+    ) -> str:
+        """Write :attr:`losses` (one point per step, labelled ``label``, by default the
+        backend) as a PNG, with the curves of ``compare`` (other trainers, or loss lists, by
+        label) on the same chart, e.g. ``eager.save_loss_curve("c.png", compare={"compiled":
+        compiled})``. Needs matplotlib (the ``examples`` extra); returns the path."""
+        curves = {label or self.options.backend: self.losses}
+        for label, other in (compare or {}).items():
+            curves[label] = other.losses if isinstance(other, ScalarTrainer) else other
+        return plot_losses(path, curves, title=title, log=log)
+
+    def get_params(self) -> dict[str, np.ndarray]:
+        """The current param values by name (synchronised from the device)."""
+        return self.params.values()
+
+    def verify(self, **kwargs: Any) -> Any:
+        """The verifier's report on the loss graph: its compiled backward equals the reference
+        ``backprop_ctx``."""
+        return verify_graph(self.graph, self.options, **kwargs)
+
+
+def scalar_trainer(
+    loss: LossFn,
+    params: ParamList | Sequence[Param],
+    inputs: Sequence[Any],
+    options: Options | None = None,
+) -> ScalarTrainer:
+    """Build a :class:`ScalarTrainer` (TorchLean's ``scalarTrainer``)."""
+    return ScalarTrainer(loss, params, inputs, options)
+
+
+__all__ = ["NatInput", "Ops", "Predictor", "ScalarTrainer", "scalar_trainer"]
