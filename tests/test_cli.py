@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 import torchlean_ir as tl
 from torchlean_ir import cli
 
+from .programs import need_dot
 from .strategies import graphs
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -75,6 +76,70 @@ def test_show_short(tmp_path: Path) -> None:
         "  return %1\n"
         "}\n"
     )
+
+
+def test_show_dot_to_stdout_and_by_suffix(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = ROOT / "examples" / "graphs" / "attention_block.json"
+    g = tl.load(path)
+    proc = run("show", str(path), "--format", "dot")
+    assert (proc.returncode, proc.stderr) == (0, "")
+    assert proc.stdout == tl.to_dot(g, name="attention_block")
+    # -o FILE: the format follows the suffix; nothing on stdout
+    for name, start in (("g.dot", "digraph "), ("g.gv", "digraph "), ("g.txt", "graph(")):
+        assert cli.main(["show", str(path), "-o", str(tmp_path / name)]) == 0
+        assert capsys.readouterr() == ("", "")
+        assert (tmp_path / name).read_text().startswith(start)
+    assert cli.main(["show", str(path), "--format", "dot", "--collapse"]) == 0
+    collapsed = capsys.readouterr().out
+    assert collapsed == tl.to_dot(g, name="attention_block", collapse=True)
+    assert "repeated ×3" in collapsed  # the three projections matmul(%8, W)
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
+def test_show_svg_of_every_example(path: Path, tmp_path: Path) -> None:
+    need_dot()
+    out = tmp_path / "g.svg"
+    proc = run("show", str(path), "--format", "svg", "-o", str(out))
+    assert (proc.returncode, proc.stdout, proc.stderr) == (0, "", "")
+    svg = out.read_text()
+    assert svg.startswith("<?xml") and svg.rstrip().endswith("</svg>")
+    g = tl.load(path)
+    for v in range(g.num_values):
+        assert f'id="v{v}"' in svg
+
+
+def test_show_svg_without_graphviz_exits_4_with_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = str(ROOT / "examples" / "graphs" / "mlp_regression.json")
+    monkeypatch.setenv("PATH", str(tmp_path))  # no dot there
+    assert cli.main(["show", path, "--format", "svg"]) == 4
+    assert capsys.readouterr() == (
+        "",
+        "torchlean: error: the Graphviz program 'dot' is not installed (or not on PATH); it "
+        "draws SVG (Debian: apt-get install graphviz)\n",
+    )
+    assert cli.main(["show", path, "-o", str(tmp_path / "g.svg")]) == 4
+    assert not (tmp_path / "g.svg").exists()
+    # text and DOT need no Graphviz
+    assert cli.main(["show", path, "--format", "dot"]) == 0
+    assert capsys.readouterr().out.startswith('digraph "mlp_regression" {')
+
+
+def test_show_output_errors_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = str(ROOT / "examples" / "graphs" / "mlp_regression.json")
+    target = tmp_path / "no" / "g.dot"
+    assert cli.main(["show", path, "--format", "dot", "-o", str(target)]) == 2
+    assert capsys.readouterr() == (
+        "",
+        f"torchlean: error: cannot write {target}: No such file or directory\n",
+    )
+    with pytest.raises(SystemExit) as e:
+        cli.main(["show", path, "--format", "png"])
+    assert e.value.code == 2
+    assert "argument --format: invalid choice: 'png'" in capsys.readouterr().err
 
 
 def test_python_dash_m_package_works_too() -> None:

@@ -33,6 +33,7 @@ from ._linked import LinkedSession
 from ._ops import Ops, derived
 from ._options import Options
 from ._param import Param, ParamList, load_params, read_params_file, save_params
+from ._plot import plot_losses
 from ._record import GraphOps
 from ._session import Session
 from ._tensor import NatRef, Tensor
@@ -63,6 +64,7 @@ __all__ = [
     "derived",
     "load_params",
     "nn",
+    "plot_losses",
     "read_params_file",
     "save_params",
     "scalar_trainer",

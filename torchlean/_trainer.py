@@ -15,7 +15,7 @@ the inputs batched, and reduces the parameters' gradients with ``grads="mean"``)
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -28,6 +28,7 @@ from ._ops import Ops
 from ._optim import Optimizer, _check_hyper
 from ._options import Options, as_options
 from ._param import Param, ParamList, as_param_list
+from ._plot import plot_losses
 from ._tensor import NatRef, Tensor
 
 LossFn = Callable[..., Tensor]
@@ -197,6 +198,8 @@ class ScalarTrainer(_Runner):
         super().__init__(loss, params, inputs, options)
         self._optimizer = Optimizer()
         self._opt_states: dict[str, Any] = {}
+        #: The loss of every step (``step`` / ``adam_step`` / ``adamw_step``), in order.
+        self.losses: list[float] = []
         if self._graph is not None and self._graph.output_types[0].shape != ():
             raise TorchleanError(
                 f"ScalarTrainer: the loss must be a scalar, got {self._graph.output_types[0]}"
@@ -270,6 +273,7 @@ class ScalarTrainer(_Runner):
         for p in self.params:
             if p.name in new.params:
                 p._set_device(new.params[p.name])
+        self.losses.append(float(loss))
         return float(loss)
 
     def step(self, *inputs: Any, lr: float, batched: bool = False) -> float:
@@ -279,6 +283,7 @@ class ScalarTrainer(_Runner):
             return self._fused_step("sgd", inputs, batched, learning_rate=lr)
         loss, pairs = self._value_and_grads(inputs, batched)
         self._optimizer.sgd(pairs, lr, on_device=self._on_device)
+        self.losses.append(loss)
         return loss
 
     def adam_step(
@@ -298,6 +303,7 @@ class ScalarTrainer(_Runner):
             )
         loss, pairs = self._value_and_grads(inputs, batched)
         self._optimizer.adam("adam", pairs, lr=lr, b1=b1, b2=b2, eps=eps, on_device=self._on_device)
+        self.losses.append(loss)
         return loss
 
     def adamw_step(
@@ -334,7 +340,26 @@ class ScalarTrainer(_Runner):
             weight_decay=weight_decay,
             on_device=self._on_device,
         )
+        self.losses.append(loss)
         return loss
+
+    def save_loss_curve(
+        self,
+        path: str,
+        *,
+        compare: Mapping[str, ScalarTrainer | Sequence[float]] | None = None,
+        label: str | None = None,
+        title: str = "training loss",
+        log: bool = False,
+    ) -> str:
+        """Write :attr:`losses` (one point per step, labelled ``label``, by default the
+        backend) as a PNG, with the curves of ``compare`` (other trainers, or loss lists, by
+        label) on the same chart, e.g. ``eager.save_loss_curve("c.png", compare={"compiled":
+        compiled})``. Needs matplotlib (the ``examples`` extra); returns the path."""
+        curves = {label or self.options.backend: self.losses}
+        for label, other in (compare or {}).items():
+            curves[label] = other.losses if isinstance(other, ScalarTrainer) else other
+        return plot_losses(path, curves, title=title, log=log)
 
     def get_params(self) -> dict[str, np.ndarray]:
         """The current param values by name (synchronised from the device)."""

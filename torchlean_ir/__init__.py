@@ -11,6 +11,8 @@ from . import ops as _ops  # noqa: F401  (registers the built-in ops)
 from ._attrs import Attrs, AttrSpec, ConstArray
 from ._builder import GraphBuilder, IndexVar, Var
 from ._check import check
+from ._dot import GraphvizError, render_svg, to_dot
+from ._drawing import Block, Drawing, NodeStyle, Scene, drawing, find_blocks, scene
 from ._errors import (
     AttrError,
     EvalError,
@@ -37,6 +39,7 @@ from ._format import (
 )
 from ._graph import Context, GraphData, IndexInput, Leaf, Node
 from ._interpret import backprop_all_ctx, backprop_ctx, eval_all, eval_graph, jvp
+from ._layout import layered_svg
 from ._parser import parse_graph
 from ._printer import format_graph, format_node
 from ._registry import (
@@ -66,15 +69,18 @@ __all__ = [
     "AttrError",
     "AttrSpec",
     "Attrs",
+    "Block",
     "ConstArray",
     "Context",
     "DType",
+    "Drawing",
     "EvalError",
     "GraphBuilder",
     "GraphCheckError",
     "GraphData",
     "GraphFormatError",
     "GraphParseError",
+    "GraphvizError",
     "IndexArg",
     "IndexInput",
     "IndexType",
@@ -82,7 +88,9 @@ __all__ = [
     "Leaf",
     "Limits",
     "Node",
+    "NodeStyle",
     "Op",
+    "Scene",
     "Shape",
     "ShapeError",
     "TensorType",
@@ -95,9 +103,11 @@ __all__ = [
     "check",
     "deflinear",
     "defunary",
+    "drawing",
     "dumps",
     "eval_all",
     "eval_graph",
+    "find_blocks",
     "format_graph",
     "format_node",
     "get_op",
@@ -106,12 +116,16 @@ __all__ = [
     "graph_to_dict",
     "has_op",
     "jvp",
+    "layered_svg",
     "load",
     "loads",
     "missing_rules",
     "parse_graph",
     "register_op",
+    "render_svg",
     "same_shape",
     "save",
+    "scene",
+    "to_dot",
     "unregister_op",
 ]

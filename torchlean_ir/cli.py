@@ -4,12 +4,16 @@
 
     torchlean check GRAPH.json      validate a graph file; print a one-line summary
     torchlean show GRAPH.json       print the graph's text form
+        [--format text|dot|svg] [-o FILE] [--collapse]
+                                    or draw it: Graphviz DOT, or SVG rendered by Graphviz
     torchlean verify ...            the verifier (``verify.cli``), when installed
 
 Exit codes: 0 success; 2 bad input or usage (a malformed, ill-typed or oversized graph file, an
-unreadable path, a bad option), with one line ``torchlean: error: ...`` on stderr and never a
-traceback; 130 interrupted. A subcommand provided by another package (``verify``) returns its
-own documented codes. Anything else (a traceback, exit 1) is a bug.
+unreadable path, an unwritable output, a bad option), with one line ``torchlean: error: ...`` on
+stderr and never a traceback; 4 a program the command needs is missing or failed (Graphviz's
+``dot`` for ``show --format svg``), one line naming it; 130 interrupted. A subcommand provided
+by another package (``verify``) returns its own documented codes. Anything else (a traceback,
+exit 1) is a bug.
 
 Subcommands provided by other packages are listed in :data:`PLUGINS`: ``torchlean NAME ARGS...``
 imports the module and calls its ``main(argv)`` with ``ARGS`` (a list of strings); the return
@@ -26,6 +30,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from . import __version__
+from ._dot import GraphvizError, render_svg, to_dot
 from ._errors import GraphFormatError, TorchleanError
 from ._format import DEFAULT_LIMITS, Limits, load
 from ._graph import GraphData
@@ -36,7 +41,12 @@ PROG = "torchlean"
 #: Exit codes (see the module docstring and docs/index.md).
 EXIT_OK = 0
 EXIT_BAD_INPUT = 2
+EXIT_MISSING_PROGRAM = 4
 EXIT_INTERRUPTED = 130
+
+#: ``show --format``; without it, the format follows ``-o FILE``'s suffix (else text).
+SHOW_FORMATS = ("text", "dot", "svg")
+_SUFFIX_FORMATS = {".dot": "dot", ".gv": "dot", ".svg": "svg"}
 
 #: Subcommands that live in other packages: name -> (module exposing ``main(argv)``, help).
 PLUGINS: dict[str, tuple[str, str]] = {
@@ -109,7 +119,26 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 def cmd_show(args: argparse.Namespace) -> int:
     graph = _load(args)
-    print(format_graph(graph, short=args.short))
+    fmt = args.format
+    if fmt is None:
+        suffix = os.path.splitext(args.output or "")[1].lower()
+        fmt = _SUFFIX_FORMATS.get(suffix, "text")
+    if fmt == "text":
+        text = format_graph(graph, short=args.short) + "\n"
+    else:
+        name = os.path.splitext(os.path.basename(args.graph))[0]
+        text = to_dot(graph, collapse=args.collapse, name=name)
+        if fmt == "svg":
+            text = render_svg(text)  # GraphvizError: exit 4
+    if args.output is None:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return EXIT_OK
+    try:
+        with open(args.output, "w", encoding="utf-8") as f:
+            f.write(text)
+    except OSError as e:
+        raise _Fail(f"cannot write {args.output}: {e.strerror or e}") from None
     return EXIT_OK
 
 
@@ -118,7 +147,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG,
         description="torchlean-ir: typed IR graphs with proof-checked backprop.",
-        epilog="Exit codes: 0 ok; 2 bad input or usage (one line on stderr); 130 interrupted.",
+        epilog="Exit codes: 0 ok; 2 bad input or usage (one line on stderr); 4 a program the "
+        "command needs (Graphviz's dot) is missing or failed; 130 interrupted.",
     )
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
@@ -128,8 +158,23 @@ def build_parser() -> argparse.ArgumentParser:
     _add_limits(p)
     p.set_defaults(run=cmd_check)
 
-    p = sub.add_parser("show", help="print a graph file's text form")
+    p = sub.add_parser("show", help="print a graph file's text form, or draw it (DOT, SVG)")
     p.add_argument("graph", metavar="GRAPH.json", help="a graph file (docs/ir-format.md)")
+    p.add_argument(
+        "--format",
+        choices=SHOW_FORMATS,
+        default=None,
+        help="text (the parseable text form), dot (Graphviz source) or svg (a drawing rendered "
+        "by Graphviz's dot program); default: from the suffix of -o FILE (.dot, .gv, .svg), "
+        "else text",
+    )
+    p.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
+    p.add_argument(
+        "--collapse",
+        action="store_true",
+        help="dot, svg: draw each run of repeated blocks (same ops, types and wiring) once, "
+        "with its count",
+    )
     p.add_argument(
         "--short", action="store_true", help="abbreviate tensor literals (not parseable back)"
     )
@@ -180,6 +225,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except _Fail as e:
         print(f"{PROG}: error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except GraphvizError as e:
+        print(f"{PROG}: error: {e}", file=sys.stderr)
+        return EXIT_MISSING_PROGRAM
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED

@@ -21,6 +21,7 @@ Every result names its method: ``exact``, ``probabilistic`` or ``not verified``;
 """
 
 from ._decide import Decision, decide_equal
+from ._html import render_html
 from ._jaxpr import Interpreter, Unsupported, supported_primitives
 from ._report import (
     EXIT_CODES,
@@ -51,6 +52,7 @@ __all__ = [
     "decide_equal",
     "index_plan",
     "named_symbols",
+    "render_html",
     "render_text",
     "supported_primitives",
     "verify_graph",

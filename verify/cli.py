@@ -2,13 +2,14 @@
 
 ::
 
-    torchlean-verify GRAPH.json [GRAPH.json ...] [--json [FILE]] [--plugin MODULE] [--jobs N]
-                     [--dtype f64|f32] [--end-to-end auto|always|never] [--max-elements N]
-                     [--no-kinks] [--quiet]
+    torchlean-verify GRAPH.json [GRAPH.json ...] [--json [FILE]] [--html FILE]
+                     [--plugin MODULE] [--jobs N] [--dtype f64|f32|all]
+                     [--method auto|tensor|elements] [--end-to-end auto|always|never]
+                     [--max-elements N] [--no-kinks] [--quiet]
 
 Exit codes: 0 verified, 1 mismatch found, 2 bad input or usage (one line on stderr, no
-traceback), 3 some part could not be decided (or an internal error). With several graphs, a
-mismatch anywhere gives 1, else anything undecided gives 3.
+traceback), 3 some part could not be decided, 5 internal error of the verifier. With several
+graphs, a mismatch anywhere gives 1, else anything undecided gives 3.
 """
 
 from __future__ import annotations
@@ -54,6 +55,12 @@ def _parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="write the machine-readable report (docs/verification.md) to FILE, or to stdout "
         "without FILE (the table is then not printed)",
+    )
+    p.add_argument(
+        "--html",
+        metavar="FILE",
+        help="write a self-contained HTML report to FILE: each graph drawn with its nodes "
+        "coloured by result, the counterexamples beside their nodes, the tables",
     )
     p.add_argument(
         "--plugin",
@@ -185,15 +192,15 @@ def _print_report(console: Any, report: Report, quiet: bool) -> None:
                       highlight=False, soft_wrap=True)  # fmt: skip
 
 
-def _check_json_target(path: str) -> None:
-    """``--json FILE`` must be writable before anything is verified (not after minutes of it)."""
+def _check_json_target(path: str, option: str = "--json") -> None:
+    """An output FILE must be writable before anything is verified (not after minutes of it)."""
     if os.path.isdir(path):
-        raise UsageError(f"--json {path}: is a directory")
+        raise UsageError(f"{option} {path}: is a directory")
     parent = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(parent):
-        raise UsageError(f"--json {path}: no such directory {parent}")
+        raise UsageError(f"{option} {path}: no such directory {parent}")
     if not os.access(path if os.path.exists(path) else parent, os.W_OK):
-        raise UsageError(f"--json {path}: permission denied")
+        raise UsageError(f"{option} {path}: permission denied")
 
 
 #: Exit code of an internal error of the verifier (a bug, not an open question: not 3).
@@ -222,6 +229,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise UsageError(f"--max-elements must be at least 1, got {args.max_elements}")
         if args.json not in (None, "-"):
             _check_json_target(args.json)
+        if args.html is not None:
+            _check_json_target(args.html, "--html")
         for spec in args.plugin:
             load_plugin(spec)
         graphs = [(path, _load(path)) for path in args.graphs]
@@ -274,6 +283,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as e:  # a verifier bug, not the user's: say so in one line
         print(f"{PROG}: internal error: {type(e).__name__}: {e}", file=sys.stderr)
         return INTERNAL_ERROR
+    if args.html is not None:
+        from ._html import render_html
+
+        try:
+            pairs = [(r, graph) for r, (_, graph, _) in zip(reports, runs, strict=True)]
+            page = render_html(pairs)
+            with open(args.html, "w", encoding="utf-8") as f:
+                f.write(page)
+        except OSError as e:
+            print(f"{PROG}: error: --html {args.html}: {e.strerror or e}", file=sys.stderr)
+            return 2
+        except Exception as e:  # a bug of the page writer, not the user's
+            print(f"{PROG}: internal error: --html: {type(e).__name__}: {e}", file=sys.stderr)
+            return INTERNAL_ERROR
     if args.json is not None:
         doc = reports[0].to_json() if len(reports) == 1 else {
             "schema": "torchlean-verify-reports",
