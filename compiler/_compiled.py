@@ -17,10 +17,11 @@ from jax.sharding import SingleDeviceSharding
 from torchlean_ir import DType, GraphData, check
 from torchlean_ir._types import as_dtype
 
+from . import _slices
 from ._args import INT32_MAX, ArrayImpl, Group, as_list, convert_float, convert_index
 from ._devices import resolve_device
 from ._errors import ArgumentError, CompileError
-from ._lower import KINDS, Kind, Program, build
+from ._lower import KINDS, Kind, Program, boundary_nodes, build
 from ._tape import Batching, GradReduction, TapeEntry, analyse, build_tape
 
 Leaves = Mapping[str, Any] | Sequence[Any]
@@ -120,6 +121,14 @@ def inlined_rules() -> Iterator[None]:
         clear_cache()
 
 
+def _rule_calls(tape: Sequence[TapeEntry], kind: Kind) -> int:
+    """How many nested rule calls the function of ``kind`` makes."""
+    if kind == "forward":
+        return len(tape)
+    other = sum(1 for e in tape if (e.jvp if kind == "jvp" else e.vjp) is not None)
+    return len(tape) + other
+
+
 @dataclass(frozen=True, slots=True)
 class Traceable:
     """The exact function jitted for one kind, and example arguments for it:
@@ -169,16 +178,18 @@ class CompiledGraph:
             for i, ix in enumerate(graph.index_inputs)
             if ix.value is not None
         }
+        tape = build_tape(graph, dtype.name, analysis, batch_level)
         self._program = Program(
             graph=graph,
             dtype=dtype,
-            tape=build_tape(graph, dtype.name, analysis, batch_level),
+            tape=tape,
             analysis=analysis,
             batching=batching,
             batch_level=batch_level,
             grad_leaves=tuple(i for i, leaf in enumerate(graph.leaves) if leaf.requires_grad),
             runtime_index=tuple(i for i, ix in enumerate(graph.index_inputs) if ix.value is None),
             static_index=static,
+            boundaries=boundary_nodes(tape),
         )
         p = self._program
         leaves = graph.leaves
@@ -232,7 +243,16 @@ class CompiledGraph:
         )
         self._trace_counts = dict.fromkeys(KINDS, 0)
         self._traced = {kind: self._make_traced(kind) for kind in KINDS}
-        self._jit = {kind: jax.jit(fn, **self._placement) for kind, fn in self._traced.items()}
+        # One jitted function per kind; above SLICE_ABOVE rule calls, the same function run in
+        # slices (compiler._slices). `_whole` is always the single jitted function (lowering,
+        # export).
+        self._whole = {kind: jax.jit(fn, **self._placement) for kind, fn in self._traced.items()}
+        self._jit: dict[Kind, Callable[..., Any]] = {
+            kind: _slices.SlicedFunction(fn, jit_kwargs=self._placement)
+            if _rule_calls(tape, kind) > _slices.SLICE_ABOVE
+            else self._whole[kind]
+            for kind, fn in self._traced.items()
+        }
         self._fwd, self._jvp, self._vjp = (self._jit[k] for k in KINDS)
         self._ones: dict[int, Any] = {}
         self._has_index = bool(self.index_names)
@@ -250,6 +270,12 @@ class CompiledGraph:
             operator.itemgetter(*names) if len(names) > 1 else lambda d: tuple(d[n] for n in names)
         )
         self._leaf_avals = self._leaves.avals
+
+    @property
+    def sliced(self) -> dict[str, bool]:
+        """Per kind, whether its function runs in slices (more than
+        ``compiler._slices.SLICE_ABOVE`` rule calls; see ``docs/compiler.md``)."""
+        return {k: isinstance(f, _slices.SlicedFunction) for k, f in self._jit.items()}
 
     def _program_fn(self, kind: Kind) -> Callable[..., Any]:
         """The unjitted function of ``kind`` (to be traced inside another jitted function)."""
@@ -317,7 +343,7 @@ class CompiledGraph:
 
     def lower(self, kind: Kind, *, batch_size: int = 2) -> Any:
         """``jax.jit(...).lower`` of ``kind`` at example arguments (a ``jax.stages.Lowered``)."""
-        return self._jit[kind].lower(*self._avals(kind, batch_size))
+        return self._whole[kind].lower(*self._avals(kind, batch_size))
 
     def stablehlo(self, kind: Kind = "vjp", *, batch_size: int = 2) -> str:
         """The lowered StableHLO text of ``kind``."""
@@ -347,7 +373,7 @@ class CompiledGraph:
         batch: Any = batch_size
         if self._is_batched and batch_size is None:
             (batch,) = jax.export.symbolic_shape("batch")
-        exp = jax.export.export(self._jit[kind], platforms=platforms)
+        exp = jax.export.export(self._whole[kind], platforms=platforms)
         return exp(*self._avals(kind, batch if batch is not None else 1))
 
     def export_bytes(self, kind: Kind = "forward", **kwargs: Any) -> bytes:
