@@ -226,7 +226,9 @@ class CompiledGraph:
             grad_leaves=tuple(i for i, leaf in enumerate(graph.leaves) if leaf.requires_grad),
             runtime_index=tuple(i for i, ix in enumerate(graph.index_inputs) if ix.value is None),
             static_index=static,
-            boundaries=boundary_nodes(tape),
+            # XLA's CPU fusion is what needs the boundaries (compiler._lower); a GPU fuses
+            # differently, and non-inlined calls are not tested there.
+            boundaries=boundary_nodes(tape) if device.platform == "cpu" else frozenset(),
         )
         p = self._program
         leaves = graph.leaves
