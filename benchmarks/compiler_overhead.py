@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from _compiler_models import interleaved_wall_cpu, us
-from _report import table, write_section
+from _report import load_average, load_note, table, write_section
 
 import compiler
 import torchlean_ir as tl
@@ -31,6 +31,7 @@ TARGET = 1.1
 
 def run(quick: bool) -> str:
     repeats, number = (5, 2000) if quick else (21, 10000)
+    load0 = load_average()
     b = tl.GraphBuilder("f32")
     x = b.input("x", (4,))
     W = b.param("W", (3, 4))
@@ -140,7 +141,7 @@ def run(quick: bool) -> str:
         "CPU time is the steadier of the two.\n\n"
         + table(headers, rows)
         + "\n\n"
-        + "\n".join(notes)
+        + "\n".join([*notes, load_note(load0)])
     )
 
 

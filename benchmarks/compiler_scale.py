@@ -22,7 +22,7 @@ import subprocess
 import sys
 import time
 
-from _report import table, write_section
+from _report import load_average, load_note, table, write_section
 
 SIZES = (250, 1_000, 2_000, 4_000, 10_000, 100_000)
 VARIANTS = ("hand", "ours")
@@ -117,6 +117,7 @@ def _ms(t: float | None) -> str:
 
 def run(sizes: list[int], repeats: int, timeout: float) -> str:
     rows, notes = [], []
+    load0 = load_average()
     for n in sizes:
         reps = repeats if n <= 2_000 else 1
         got: dict[str, list[dict[str, object]]] = {v: [] for v in VARIANTS}
@@ -198,7 +199,8 @@ def run(sizes: list[int], repeats: int, timeout: float) -> str:
         "nodes did not compile in 400 s); above 16,384 rule calls the function runs in slices "
         "of its jaxpr, identical slices compiled once.\n\n"
         + table(headers, rows)
-        + ("\n\n" + "\n".join(f"- {n}" for n in notes) if notes else "")
+        + "\n\n"
+        + "\n".join([*(f"- {n}" for n in notes), load_note(load0)])
     )
     return body
 
