@@ -10,6 +10,11 @@ CNN: conv 3x3 (1->8, pad 1), ReLU, 2x2 max pool, conv 3x3 (8->16, pad 1), ReLU, 
 linear 784->10, softmax cross-entropy; 28x28 inputs, batch 64 (needs the ``conv2d`` op).
 Attention: the example pre-norm single-head attention block (layer norm, Q/K/V/O projections,
 softmax, residual, mean squared error), sequence 32, width 64, batch 32.
+LeNet-5: conv 5x5 (1->6, pad 2), ReLU, 2x2 max pool, conv 5x5 (6->16), ReLU, 2x2 max pool,
+linear 400->120, ReLU, 84, ReLU, 10, softmax cross-entropy; 28x28 inputs, batch 64.
+Transformer block: pre-norm, ``x + MHA(LN(x))`` (4 heads, the ``multi_head_attention`` op) then
+``+ fc2(GELU(fc1(LN(.))))`` (width 64, MLP 256, tanh-approximated GELU), mean squared error
+against a target; sequence 32, batch 32.
 """
 
 from __future__ import annotations
@@ -208,7 +213,166 @@ def attention(batch: int = 32, seed: int = 0) -> Bench:
                  jax_loss, torch_loss)  # fmt: skip
 
 
-MODELS: dict[str, Callable[..., Bench]] = {"mlp": mlp, "cnn": cnn, "attention": attention}
+# -- LeNet-5 ---------------------------------------------------------------------------------
+
+
+def lenet5(batch: int = 64, seed: int = 0) -> Bench:
+    name = "LeNet-5 (28x28)"
+    if not tl.has_op("conv2d") or not tl.has_op("max_pool2d"):
+        return Bench(name, None, (), {}, {}, {}, None, None, False,  # type: ignore[arg-type]
+                     "the conv2d / max_pool2d ops are not in this checkout")  # fmt: skip
+    b = tl.GraphBuilder("f32")
+    x = b.input("x", (1, 28, 28))
+    label = b.index("label")
+    h = b.conv2d(b.param("c1.W", (6, 1, 5, 5)), b.param("c1.b", (6,)), x, padding=2).relu()
+    h = b.max_pool2d(h, kernel=(2, 2), stride=2)
+    h = b.conv2d(b.param("c2.W", (16, 6, 5, 5)), b.param("c2.b", (16,)), h).relu()
+    h = b.flatten(b.max_pool2d(h, kernel=(2, 2), stride=2))
+    dims = ((400, 120), (120, 84), (84, 10))
+    for k, (i, o) in enumerate(dims):
+        h = b.linear(b.param(f"f{k}.W", (o, i)), b.param(f"f{k}.b", (o,)), h)
+        if k < 2:
+            h = h.relu()
+    g = b.build(-b.gather_scalar_nat(b.log_softmax(h), label))
+    rng = np.random.default_rng(seed)
+    params = {
+        "c1.W": (rng.normal(size=(6, 1, 5, 5)) / 5).astype(np.float32),
+        "c1.b": np.zeros(6, np.float32),
+        "c2.W": (rng.normal(size=(16, 6, 5, 5)) / math.sqrt(150)).astype(np.float32),
+        "c2.b": np.zeros(16, np.float32),
+    }
+    for k, (i, o) in enumerate(dims):
+        params[f"f{k}.W"] = (rng.normal(size=(o, i)) / math.sqrt(i)).astype(np.float32)
+        params[f"f{k}.b"] = np.zeros(o, np.float32)
+    data = {"x": rng.normal(size=(batch, 1, 28, 28)).astype(np.float32)}
+    index = {"label": rng.integers(0, 10, size=batch).astype(np.int32)}
+    dn = ("NCHW", "OIHW", "NCHW")
+
+    def jax_loss(p: dict, d: dict, i: dict) -> Any:
+        def conv(h: Any, W: Any, bias: Any, pad: int) -> Any:
+            out = jax.lax.conv_general_dilated(h, W, (1, 1), ((pad, pad), (pad, pad)),
+                                               dimension_numbers=dn)  # fmt: skip
+            return jax.nn.relu(out + bias[None, :, None, None])
+
+        def pool(h: Any) -> Any:
+            return jax.lax.reduce_window(h, -jnp.inf, jax.lax.max, (1, 1, 2, 2), (1, 1, 2, 2),
+                                         "VALID")  # fmt: skip
+
+        h = pool(conv(d["x"], p["c1.W"], p["c1.b"], 2))
+        h = pool(conv(h, p["c2.W"], p["c2.b"], 0)).reshape(d["x"].shape[0], -1)
+        for k in range(3):
+            h = h @ p[f"f{k}.W"].T + p[f"f{k}.b"]
+            if k < 2:
+                h = jax.nn.relu(h)
+        return _nll_jax(h, i["label"])
+
+    def torch_loss(p: dict, d: dict, i: dict) -> Any:
+        import torch
+
+        F = torch.nn.functional
+        h = F.max_pool2d(F.relu(F.conv2d(d["x"], p["c1.W"], p["c1.b"], padding=2)), 2)
+        h = F.max_pool2d(F.relu(F.conv2d(h, p["c2.W"], p["c2.b"])), 2).flatten(1)
+        for k in range(3):
+            h = F.linear(h, p[f"f{k}.W"], p[f"f{k}.b"])
+            if k < 2:
+                h = F.relu(h)
+        return F.cross_entropy(h, i["label"])
+
+    return Bench(name, g, ("x", "label"), params, data, index, jax_loss, torch_loss)
+
+
+# -- transformer block -----------------------------------------------------------------------
+
+TF_SEQ, TF_DIM, TF_HEADS, TF_FF = 32, 64, 4, 256
+
+
+def transformer(batch: int = 32, seed: int = 0) -> Bench:
+    n, d, H, ff = TF_SEQ, TF_DIM, TF_HEADS, TF_FF
+    b = tl.GraphBuilder("f32")
+    x = b.input("x", (n, d))
+    target = b.input("target", (n, d))
+    P = {k: b.param(k, s) for k, s in _transformer_shapes().items()}
+
+    def dense(h: Any, W: str, bias: str) -> Any:  # (n, in) @ (in, out) + bias
+        return h @ P[W] + b.broadcast_to(P[bias], shape=(n, P[W].type.shape[1]))
+
+    h = b.layer_norm(x, P["ln1.g"], P["ln1.b"], eps=1e-5)
+    x2 = x + b.multi_head_attention(P["Wq"], P["Wk"], P["Wv"], P["Wo"], h, heads=H)
+    h = dense(b.layer_norm(x2, P["ln2.g"], P["ln2.b"], eps=1e-5), "W1", "b1")
+    cube = h * h * h
+    h = h * b.sigmoid(b.scale(h + b.scale(cube, c=0.044715), c=2.0 * math.sqrt(2.0 / math.pi)))
+    g = b.build(b.mse_loss(x2 + dense(h, "W2", "b2"), target))
+    rng = np.random.default_rng(seed)
+    params = {}
+    for k, s in _transformer_shapes().items():
+        if k.endswith(".g"):
+            params[k] = np.ones(s, np.float32)
+        elif len(s) == 1:
+            params[k] = np.zeros(s, np.float32)
+        else:
+            params[k] = (rng.normal(size=s) / math.sqrt(s[0])).astype(np.float32)
+    data = {
+        "x": rng.normal(size=(batch, n, d)).astype(np.float32),
+        "target": rng.normal(size=(batch, n, d)).astype(np.float32),
+    }
+
+    def ln(x: Any, g: Any, bias: Any) -> Any:
+        mu = jnp.mean(x, -1, keepdims=True)
+        var = jnp.mean((x - mu) ** 2, -1, keepdims=True)
+        return (x - mu) * jax.lax.rsqrt(var + 1e-5) * g + bias
+
+    def jax_loss(p: dict, dd: dict, i: dict) -> Any:
+        x = dd["x"]
+        B = x.shape[0]
+        h = ln(x, p["ln1.g"], p["ln1.b"])
+
+        def heads(m: Any) -> Any:  # (B, n, d) -> (B, H, n, d / H)
+            return m.reshape(B, n, H, d // H).transpose(0, 2, 1, 3)
+
+        q, k, v = heads(h @ p["Wq"]), heads(h @ p["Wk"]), heads(h @ p["Wv"])
+        att = jax.nn.softmax(q @ jnp.swapaxes(k, -1, -2) / math.sqrt(d // H), axis=-1)
+        o = (att @ v).transpose(0, 2, 1, 3).reshape(B, n, d)
+        x2 = x + o @ p["Wo"]
+        m = jax.nn.gelu(ln(x2, p["ln2.g"], p["ln2.b"]) @ p["W1"] + p["b1"], approximate=True)
+        return jnp.mean((x2 + m @ p["W2"] + p["b2"] - dd["target"]) ** 2)
+
+    def torch_loss(p: dict, dd: dict, i: dict) -> Any:
+        import torch
+
+        F = torch.nn.functional
+        x = dd["x"]
+        B = x.shape[0]
+        h = F.layer_norm(x, (d,), p["ln1.g"], p["ln1.b"], eps=1e-5)
+
+        def heads(m: Any) -> Any:
+            return m.reshape(B, n, H, d // H).transpose(1, 2)
+
+        q, k, v = heads(h @ p["Wq"]), heads(h @ p["Wk"]), heads(h @ p["Wv"])
+        att = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(d // H), dim=-1)
+        x2 = x + (att @ v).transpose(1, 2).reshape(B, n, d) @ p["Wo"]
+        m = F.gelu(F.layer_norm(x2, (d,), p["ln2.g"], p["ln2.b"], eps=1e-5) @ p["W1"] + p["b1"],
+                   approximate="tanh")  # fmt: skip
+        return F.mse_loss(x2 + m @ p["W2"] + p["b2"], dd["target"])
+
+    return Bench(f"Transformer block (seq {n}, width {d}, {H} heads, MLP {ff})", g,
+                 ("x", "target"), params, data, {}, jax_loss, torch_loss)  # fmt: skip
+
+
+def _transformer_shapes() -> dict[str, tuple[int, ...]]:
+    d, ff = TF_DIM, TF_FF
+    return {
+        "ln1.g": (d,), "ln1.b": (d,), "Wq": (d, d), "Wk": (d, d), "Wv": (d, d), "Wo": (d, d),
+        "ln2.g": (d,), "ln2.b": (d,), "W1": (d, ff), "b1": (ff,), "W2": (ff, d), "b2": (d,),
+    }  # fmt: skip
+
+
+MODELS: dict[str, Callable[..., Bench]] = {
+    "mlp": mlp,
+    "cnn": cnn,
+    "attention": attention,
+    "lenet5": lenet5,
+    "transformer": transformer,
+}
 
 
 def interleaved(
@@ -216,18 +380,32 @@ def interleaved(
 ) -> dict[str, float]:
     """Median seconds per call of each function, timed in alternation (round-robin over the
     functions within each repeat, so slow phases of a shared machine hit all of them)."""
+    return interleaved_wall_cpu(fns, repeats=repeats, number=number, warmup=warmup)[0]
+
+
+def interleaved_wall_cpu(
+    fns: dict[str, Callable[[], Any]], *, repeats: int, number: int, warmup: int = 2
+) -> tuple[dict[str, float], dict[str, float]]:
+    """As :func:`interleaved`, and also the median CPU time of this process per call (all its
+    threads: XLA's included). On a machine shared with other work, CPU time is much steadier
+    than wall time: it counts the work a call does, not the time it waited for a core."""
     for fn in fns.values():
         for _ in range(warmup):
             jax.block_until_ready(fn())
-    samples: dict[str, list[float]] = {k: [] for k in fns}
+    wall: dict[str, list[float]] = {k: [] for k in fns}
+    cpu: dict[str, list[float]] = {k: [] for k in fns}
     for _ in range(repeats):
         for k, fn in fns.items():
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             for _ in range(number):
                 out = fn()
             jax.block_until_ready(out)
-            samples[k].append((time.perf_counter() - t0) / number)
-    return {k: statistics.median(v) for k, v in samples.items()}
+            wall[k].append((time.perf_counter() - t0) / number)
+            cpu[k].append((time.process_time() - c0) / number)
+    return (
+        {k: statistics.median(v) for k, v in wall.items()},
+        {k: statistics.median(v) for k, v in cpu.items()},
+    )
 
 
 def us(seconds: float) -> str:

@@ -83,6 +83,29 @@ def machine() -> str:
     return f"{cpu}, {cores} cores, {platform.system()} {platform.release()}; " + ", ".join(versions)
 
 
+def load_average() -> float:
+    """The 1-minute load average (0.0 where the system does not say)."""
+    try:
+        return os.getloadavg()[0]
+    except OSError:
+        return 0.0
+
+
+def load_note(at_start: float) -> str:
+    """A line saying how busy the machine was during the run (load at start and at the end),
+    so that figures taken on a shared machine say so next to them."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    now = load_average()
+    busy = max(at_start, now) > (cores or 1)
+    return (
+        f"- Machine load during the run (1-minute load average): {at_start:.1f} at the start, "
+        f"{now:.1f} at the end, on {cores} cores"
+        + (": the machine was shared and loaded (more runnable processes than cores), so the "
+           "absolute times are inflated; the ratios, taken side by side, are what to read."
+           if busy else ".")
+    )  # fmt: skip
+
+
 def write_section(name: str, title: str, body: str) -> None:
     """Replace (or append) the section of ``docs/benchmarks.md`` owned by benchmark ``name``."""
     begin, end = f"<!-- BEGIN {name} -->", f"<!-- END {name} -->"

@@ -1,9 +1,9 @@
 """Checking and converting call arguments before JAX sees them.
 
-The hot path is a dict of ``jax.Array`` s of the right shape and dtype: one type, shape and dtype
-comparison per argument, no conversion. Anything else goes through :func:`convert_float` /
-:func:`convert_index`, which convert NumPy and Python data and raise :class:`ArgumentError`
-(one line, naming the argument) for anything wrong.
+The hot path is a dict of ``jax.Array`` s: a name lookup, no conversion; their types are checked
+when the compiled function first meets a combination of them (``compiler._compiled``). Anything
+else goes through :func:`convert_float` / :func:`convert_index`, which convert NumPy and Python
+data and raise :class:`ArgumentError` (one line, naming the argument) for anything wrong.
 """
 
 from __future__ import annotations

@@ -17,10 +17,11 @@ from jax.sharding import SingleDeviceSharding
 from torchlean_ir import DType, GraphData, check
 from torchlean_ir._types import as_dtype
 
+from . import _slices
 from ._args import INT32_MAX, ArrayImpl, Group, as_list, convert_float, convert_index
 from ._devices import resolve_device
 from ._errors import ArgumentError, CompileError
-from ._lower import KINDS, Kind, Program, build
+from ._lower import KINDS, Kind, Program, boundary_nodes, build
 from ._tape import Batching, GradReduction, TapeEntry, analyse, build_tape
 
 Leaves = Mapping[str, Any] | Sequence[Any]
@@ -28,6 +29,7 @@ Index = Mapping[str, Any] | Sequence[Any] | None
 
 _CACHE: dict[tuple[Any, ...], CompiledGraph] = {}
 _aval = operator.attrgetter("aval")
+_ARRAY_TYPE = {ArrayImpl}
 _LOCK = threading.Lock()
 
 
@@ -120,6 +122,50 @@ def inlined_rules() -> Iterator[None]:
         clear_cache()
 
 
+class _SignatureError(ArgumentError):
+    """Arguments whose types the compiled function was not made for (raised when such a
+    signature is first traced: before anything is compiled or run)."""
+
+
+def _check_signature(
+    spec: Sequence[tuple[str, tuple[int, ...], Any, bool]], flat: Sequence[Any], kind: str
+) -> None:
+    """Check the types of a compiled function's flat arguments (at trace time: the jitted
+    function's cache then vouches for every later call with the same types)."""
+    if len(flat) != len(spec):
+        raise _SignatureError(f"{kind}: expected {len(spec)} arguments, got {len(flat)}")
+    batch = None
+    for a, (label, shape, dtype, batched) in zip(flat, spec, strict=True):
+        t = jax.typeof(a)
+        got = tuple(t.shape)
+        if batched:
+            ok = len(got) == len(shape) + 1 and got[1:] == shape
+            if ok and batch is None:
+                batch = got[0]
+            ok = ok and got[0] == batch
+        else:
+            ok = got == shape
+        if not ok or t.dtype != dtype or getattr(t, "weak_type", False):
+            want = _type_str(dtype, shape) + (" with a batch axis" if batched else "")
+            weak = " (weakly typed)" if getattr(t, "weak_type", False) else ""
+            raise _SignatureError(f"{label}: expected {want}, got {_type_str(t.dtype, got)}{weak}")
+
+
+def _type_str(dtype: Any, shape: Sequence[Any]) -> str:
+    """``f32[3,4]``, as the IR prints types."""
+    name = np.dtype(dtype).name
+    short = {"float32": "f32", "float64": "f64", "int32": "i32", "int64": "i64"}.get(name, name)
+    return f"{short}[{','.join(map(str, shape))}]"
+
+
+def _rule_calls(tape: Sequence[TapeEntry], kind: Kind) -> int:
+    """How many nested rule calls the function of ``kind`` makes."""
+    if kind == "forward":
+        return len(tape)
+    other = sum(1 for e in tape if (e.jvp if kind == "jvp" else e.vjp) is not None)
+    return len(tape) + other
+
+
 @dataclass(frozen=True, slots=True)
 class Traceable:
     """The exact function jitted for one kind, and example arguments for it:
@@ -169,16 +215,20 @@ class CompiledGraph:
             for i, ix in enumerate(graph.index_inputs)
             if ix.value is not None
         }
+        tape = build_tape(graph, dtype.name, analysis, batch_level)
         self._program = Program(
             graph=graph,
             dtype=dtype,
-            tape=build_tape(graph, dtype.name, analysis, batch_level),
+            tape=tape,
             analysis=analysis,
             batching=batching,
             batch_level=batch_level,
             grad_leaves=tuple(i for i, leaf in enumerate(graph.leaves) if leaf.requires_grad),
             runtime_index=tuple(i for i, ix in enumerate(graph.index_inputs) if ix.value is None),
             static_index=static,
+            # XLA's CPU fusion is what needs the boundaries (compiler._lower); a GPU fuses
+            # differently, and non-inlined calls are not tested there.
+            boundaries=boundary_nodes(tape) if device.platform == "cpu" else frozenset(),
         )
         p = self._program
         leaves = graph.leaves
@@ -232,7 +282,16 @@ class CompiledGraph:
         )
         self._trace_counts = dict.fromkeys(KINDS, 0)
         self._traced = {kind: self._make_traced(kind) for kind in KINDS}
-        self._jit = {kind: jax.jit(fn, **self._placement) for kind, fn in self._traced.items()}
+        # One jitted function per kind; above SLICE_ABOVE rule calls, the same function run in
+        # slices (compiler._slices). `_whole` is always the single jitted function (lowering,
+        # export).
+        self._whole = {kind: jax.jit(fn, **self._placement) for kind, fn in self._traced.items()}
+        self._jit: dict[Kind, Callable[..., Any]] = {
+            kind: _slices.SlicedFunction(fn, jit_kwargs=self._placement)
+            if _rule_calls(tape, kind) > _slices.SLICE_ABOVE
+            else self._whole[kind]
+            for kind, fn in self._traced.items()
+        }
         self._fwd, self._jvp, self._vjp = (self._jit[k] for k in KINDS)
         self._ones: dict[int, Any] = {}
         self._has_index = bool(self.index_names)
@@ -249,7 +308,19 @@ class CompiledGraph:
         self._leaf_getter: Callable[[Any], tuple[Any, ...]] = (
             operator.itemgetter(*names) if len(names) > 1 else lambda d: tuple(d[n] for n in names)
         )
-        self._leaf_avals = self._leaves.avals
+        # Batched: the first leaf with a batch axis (the hot path reads the batch size there).
+        self._first_batched = next((k for k, b in enumerate(self._leaves.batched) if b), None)
+        # On the default device, index inputs already on it as int32 go in as they are.
+        self._index_as_is = not self._placement
+        # The last index arguments that were checked (jax arrays only): the batch size before,
+        # the arrays, what they became, the batch size after.
+        self._last_index: tuple[Any, tuple[Any, ...], tuple[Any, ...], Any] | None = None
+
+    @property
+    def sliced(self) -> dict[str, bool]:
+        """Per kind, whether its function runs in slices (more than
+        ``compiler._slices.SLICE_ABOVE`` rule calls; see ``docs/compiler.md``)."""
+        return {k: isinstance(f, _slices.SlicedFunction) for k, f in self._jit.items()}
 
     def _program_fn(self, kind: Kind) -> Callable[..., Any]:
         """The unjitted function of ``kind`` (to be traced inside another jitted function)."""
@@ -258,13 +329,29 @@ class CompiledGraph:
     def _make_traced(self, kind: Kind) -> Callable[..., Any]:
         inner = self._program_fn(kind)
         counts = self._trace_counts
+        spec = self._arg_spec(kind)
 
         def traced(*flat: Any) -> Any:
+            _check_signature(spec, flat, kind)
             counts[kind] += 1
             return inner(*flat)
 
         traced.__name__ = traced.__qualname__ = f"tl_graph_{kind}"
         return traced
+
+    def _arg_spec(self, kind: Kind) -> tuple[tuple[str, tuple[int, ...], Any, bool], ...]:
+        """Per flat argument of ``kind``: its label, per-sample shape, dtype, and batch axis."""
+        groups: list[Group] = [self._leaves]
+        if kind == "jvp":
+            groups.append(self._tangents)
+        elif kind == "vjp":
+            groups.append(self._seeds)
+        groups.append(self._index)
+        return tuple(
+            (label, shape, np.dtype(g.dtype), b)
+            for g in groups
+            for label, shape, b in zip(g.labels, g.shapes, g.batched, strict=True)
+        )
 
     # -- introspection -------------------------------------------------------------------
     @property
@@ -291,8 +378,9 @@ class CompiledGraph:
 
     def jitted(self, kind: Kind) -> Callable[..., Any]:
         """The jitted function of ``kind`` itself (the one the methods call): flat positional
-        arguments as in :meth:`traceable`, no argument checking, no name lookup. For hot loops
-        on tiny graphs, where the API's per-call checks (about a microsecond) matter."""
+        arguments as in :meth:`traceable`, no name lookup, no conversion (argument types are
+        checked when a new combination of them is traced). For hot loops on tiny graphs, where
+        the API's microseconds matter. Above the slicing size, the sliced function."""
         if kind not in KINDS:
             raise CompileError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
         return self._jit[kind]
@@ -317,7 +405,7 @@ class CompiledGraph:
 
     def lower(self, kind: Kind, *, batch_size: int = 2) -> Any:
         """``jax.jit(...).lower`` of ``kind`` at example arguments (a ``jax.stages.Lowered``)."""
-        return self._jit[kind].lower(*self._avals(kind, batch_size))
+        return self._whole[kind].lower(*self._avals(kind, batch_size))
 
     def stablehlo(self, kind: Kind = "vjp", *, batch_size: int = 2) -> str:
         """The lowered StableHLO text of ``kind``."""
@@ -347,7 +435,7 @@ class CompiledGraph:
         batch: Any = batch_size
         if self._is_batched and batch_size is None:
             (batch,) = jax.export.symbolic_shape("batch")
-        exp = jax.export.export(self._jit[kind], platforms=platforms)
+        exp = jax.export.export(self._whole[kind], platforms=platforms)
         return exp(*self._avals(kind, batch if batch is not None else 1))
 
     def export_bytes(self, kind: Kind = "forward", **kwargs: Any) -> bytes:
@@ -463,6 +551,27 @@ class CompiledGraph:
                 vals = self._index_list(index)
         else:
             vals = self._index_list(index)
+        # jax arrays are immutable: the same arrays as in the last call need no new check
+        given = tuple(vals)
+        b_in = batch[0] if batch is not None else None
+        last = self._last_index
+        if (
+            last is not None
+            and last[0] == b_in
+            and len(last[1]) == len(given)
+            and all(map(operator.is_, given, last[1]))
+        ):
+            if batch is not None:
+                batch[0] = last[3]
+            return list(last[2])
+        checked = self._check_index(vals, batch)
+        if set(map(type, given)) <= _ARRAY_TYPE:
+            b_out = batch[0] if batch is not None else None
+            self._last_index = (b_in, given, tuple(checked), b_out)
+        return checked
+
+    def _check_index(self, vals: list[Any], batch: list[int] | None) -> list[Any]:
+        g = self._index
         labels, shapes = g.labels, g.shapes
         for k, v in enumerate(vals):
             if batch is not None and g.batched[k]:
@@ -470,6 +579,10 @@ class CompiledGraph:
                 batch[0] = a.shape[0]
             else:
                 a = convert_index(v, shapes[k], None, labels[k])
+            # Checked on the host (for a jax array on the CPU, a view of it); a device array
+            # that is already int32 then goes in itself, not a copy made on the host.
+            if self._index_as_is and type(v) is ArrayImpl and v.dtype == np.int32:
+                a = v
             vals[k] = a
         return vals
 
@@ -529,34 +642,51 @@ class CompiledGraph:
     def _batch(self) -> list[int] | None:
         return [-1] if self._is_batched else None
 
-    def _leaf_args(self, leaves: Leaves, batch: list[int] | None) -> list[Any]:
-        # The hot path, kept short: a dict of jax arrays of the compiled types.
-        if batch is None and type(leaves) is dict and len(leaves) == self._n_leaves:
+    def _leaf_args(self, leaves: Leaves, batch: list[int] | None, fast: bool = True) -> list[Any]:
+        # The hot path, kept short: a dict of jax arrays. Their types are checked when a new
+        # signature is traced (_check_signature), not at every call; a _SignatureError then
+        # sends the caller back here with fast=False, where every argument is checked.
+        if fast and type(leaves) is dict and len(leaves) == self._n_leaves:
             try:
                 vals = list(self._leaf_getter(leaves))
-                if list(map(_aval, vals)) == self._leaf_avals:
-                    return vals
-            except (KeyError, AttributeError):
+            except KeyError:
                 pass
+            else:
+                if set(map(type, vals)) == _ARRAY_TYPE:
+                    if batch is not None and self._first_batched is not None:
+                        batch[0] = vals[self._first_batched].shape[0]
+                    return vals
         return self._floats(self._leaves, leaves, batch)
 
     def forward(self, leaves: Leaves, index: Index = None) -> Any:
         """The output (an array) or outputs (a tuple) at ``leaves``."""
         if self._plain and index is None and type(leaves) is dict:
-            # The hot path, inlined: device arrays of the compiled types, no index inputs.
+            # The hot path, inlined: device arrays, no index inputs (types: see _leaf_args).
             try:
                 vals = self._leaf_getter(leaves)
-                if len(leaves) == self._n_leaves and list(map(_aval, vals)) == self._leaf_avals:
+                if len(leaves) == self._n_leaves and set(map(type, vals)) == _ARRAY_TYPE:
                     outs = self._fwd(*vals)
                     return outs[0] if self._single else outs
-            except (KeyError, AttributeError):
+            except (KeyError, _SignatureError):
                 pass
+        return self._call_checked(self._forward_slow, leaves, index)
+
+    def _forward_slow(self, leaves: Leaves, index: Index, fast: bool) -> Any:
         batch = [-1] if self._is_batched else None
-        args = self._leaf_args(leaves, batch)
+        args = self._leaf_args(leaves, batch, fast)
         if self._has_index or index is not None:
             args += self._index_args(index, batch)
         outs = self._fwd(*args)
         return outs[0] if self._single else outs
+
+    @staticmethod
+    def _call_checked(fn: Callable[..., Any], leaves: Leaves, index: Index, *rest: Any) -> Any:
+        """``fn`` on the fast path; if the compiled function refuses the argument types, again
+        with every argument checked (which converts NumPy data or names what is wrong)."""
+        try:
+            return fn(leaves, index, *rest, True)
+        except _SignatureError:
+            return fn(leaves, index, *rest, False)
 
     def jvp(self, leaves: Leaves, tangents: Leaves, index: Index = None) -> tuple[Any, Any]:
         """``(output, output tangent)``; ``tangents`` by name (missing: zero) or in context
@@ -585,19 +715,21 @@ class CompiledGraph:
     def value_and_grad(self, leaves: Leaves, index: Index = None) -> tuple[Any, dict[str, Any]]:
         """``(value, gradients)`` of a scalar output (seed 1), in one pass."""
         if self._unit is not None and index is None and type(leaves) is dict:
-            # The hot path, inlined: device arrays of the compiled types, no index inputs.
+            # The hot path, inlined: device arrays, no index inputs (types: see _leaf_args).
             try:
                 vals = self._leaf_getter(leaves)
-                if len(leaves) == self._n_leaves and list(map(_aval, vals)) == self._leaf_avals:
+                if len(leaves) == self._n_leaves and set(map(type, vals)) == _ARRAY_TYPE:
                     outs, grads = self._vjp(*vals, self._unit)
                     return outs[0], dict(zip(self.grad_names, grads))  # noqa: B905 (hot path)
-            except (KeyError, AttributeError):
+            except (KeyError, _SignatureError):
                 pass
-        return self._value_and_grad(leaves, index, "value_and_grad")
+        return self._call_checked(self._value_and_grad, leaves, index, "value_and_grad")
 
-    def _value_and_grad(self, leaves: Leaves, index: Index, what: str) -> tuple[Any, Any]:
+    def _value_and_grad(
+        self, leaves: Leaves, index: Index, what: str, fast: bool = False
+    ) -> tuple[Any, Any]:
         batch = [-1] if self._is_batched else None
-        args = self._leaf_args(leaves, batch)
+        args = self._leaf_args(leaves, batch, fast)
         if self._has_index or index is not None:
             args += self._index_args(index, batch)
             one = self._unit_seed(batch, what)
@@ -608,7 +740,7 @@ class CompiledGraph:
 
     def backward(self, leaves: Leaves, index: Index = None) -> dict[str, Any]:
         """The gradients of a scalar output (seed 1), by leaf name."""
-        return self._value_and_grad(leaves, index, "backward")[1]
+        return self._call_checked(self._value_and_grad, leaves, index, "backward")[1]
 
     def backward_with_seed(self, leaves: Leaves, seed: Any, index: Index = None) -> dict[str, Any]:
         """The gradients of a scalar output times ``seed`` (a scalar; per sample when

@@ -85,7 +85,8 @@ def _flatten(
     return [read(v) for v in jaxpr.outvars]
 
 
-def _bind(prim: Any, args: Sequence[Any], params: dict[str, Any]) -> list[Any]:
+def bind_primitive(prim: Any, args: Sequence[Any], params: dict[str, Any]) -> list[Any]:
+    """Bind ``prim`` to ``args`` with equation parameters ``params``; its results as a list."""
     # As jax.core.eval_jaxpr does. Older JAX returned (subfuns, params) here.
     bound = prim.get_bind_params(params)
     subfuns, bind_params = bound if isinstance(bound, tuple) else ((), bound)
@@ -147,7 +148,7 @@ def _contracted(m: _Match, lhs: Any, rhs: Any) -> Any:
         (tuple(lc) + tuple(lb[i] for i in m.axes), tuple(rc) + tuple(rb[i] for i in m.axes)),
         (tuple(lb[i] for i in keep), tuple(rb[i] for i in keep)),
     )
-    (out,) = _bind(m.dot.prim, [lhs, rhs], dict(m.dot.params, dimension_numbers=dims))
+    (out,) = bind_primitive(m.dot.prim, [lhs, rhs], dict(m.dot.params, dimension_numbers=dims))
     if m.perm is None:
         return out
     nb = len(lb)
@@ -184,7 +185,7 @@ def eval_contracting(closed: ClosedJaxpr, args: Sequence[Any]) -> list[Any]:
         if m is not None:
             results = [_contracted(m, read(m.dot.ins[0]), read(m.dot.ins[1]))]
         else:
-            results = _bind(e.prim, [read(a) for a in e.ins], e.params)
+            results = bind_primitive(e.prim, [read(a) for a in e.ins], e.params)
         for o, r in zip(e.outs, results, strict=True):
             env[o[1]] = r
     return [read(a) for a in outs]

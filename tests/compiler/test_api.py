@@ -94,6 +94,36 @@ def test_bad_index_values_are_refused() -> None:
     assert cg.trace_counts["forward"] == 0
 
 
+def test_device_index_arrays_are_checked_and_passed_as_they_are() -> None:
+    cg, x, _ = _classifier()
+    good = jnp.asarray(2, jnp.int32)
+    want = cg.forward(x, {"label": 2})
+    for _ in range(2):  # the second call finds the same (immutable) array already checked
+        np.testing.assert_array_equal(np.asarray(cg.forward(x, {"label": good})), want)
+    bad = jnp.asarray(-1, jnp.int32)
+    for _ in range(2):  # a refused array is never taken as checked
+        _refused(cg.forward, x, {"label": bad}, match=r"index\['label'\]: expected non-negative")
+    bg = cg.batched(over=("label",))
+    labels = jnp.asarray([0, 4, 1], jnp.int32)
+    out = bg.forward(x, {"label": labels})
+    np.testing.assert_array_equal(np.asarray(bg.forward(x, {"label": labels})), out)
+    assert out.shape == (3,)
+
+
+def test_jitted_functions_check_argument_types_when_traced() -> None:
+    cg = compiler.compile(mlp_build())
+    x = _mlp_leaves()
+    f = cg.jitted("forward")
+    before = cg.trace_counts["forward"]
+    args = [x[n] for n in cg.leaf_names]
+    args[cg.leaf_names.index("x")] = np.zeros(5, np.float32)
+    with pytest.raises(ArgumentError, match=r"^leaves\['x'\]: expected f32\[4\], got f32\[5\]"):
+        f(*args)
+    with pytest.raises(ArgumentError, match=r"^forward: expected 6 arguments, got 5"):
+        f(*args[:5])
+    assert cg.trace_counts["forward"] == before  # refused before the program is traced
+
+
 @pytest.mark.parametrize("big", [2**31, 2**40, 2**63 - 1, 2**64 + 5, np.uint64(2**64 - 1)])
 def test_index_values_beyond_int32_are_out_of_range_not_wrapped(big: int) -> None:
     cg, x, _ = _classifier()
