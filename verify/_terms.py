@@ -64,11 +64,22 @@ class OutOfTime(TermError):
 
 
 _DEADLINE: list[float] = []
+_TIMER: list[Any] = []  # the handler replaced while the outermost budget runs
+
+
+def _on_timer(signum: int, frame: Any) -> None:
+    tick()
 
 
 class budget:
     """``with budget(seconds):`` bounds the tensor-level work inside: :func:`tick` (called by
-    normalisation, case splits and the interpreters) raises :class:`OutOfTime` past it."""
+    normalisation, case splits and the interpreters) raises :class:`OutOfTime` past it.
+
+    Work that does not tick (sympy's case folding inside a scalar decision) is bounded too: in
+    the main thread the outermost budget arms a CPU-time interval timer (``SIGVTALRM``, every
+    0.25 s of CPU) whose handler ticks, unless the program already handles that signal. The
+    exception then reaches the caller even through code that catches and retries, since the
+    timer keeps firing until the budget is left."""
 
     def __init__(self, seconds: float | None) -> None:
         self.seconds = seconds
@@ -78,10 +89,37 @@ class budget:
 
         end = float("inf") if self.seconds is None else time.monotonic() + self.seconds
         _DEADLINE.append(min(end, _DEADLINE[-1]) if _DEADLINE else end)
+        if len(_DEADLINE) == 1 and end != float("inf"):
+            _arm_timer()
         return self
 
     def __exit__(self, *exc: object) -> None:
+        if len(_DEADLINE) == 1:
+            _disarm_timer()
         _DEADLINE.pop()
+
+
+def _arm_timer() -> None:
+    import signal
+    import threading
+
+    if (
+        not hasattr(signal, "setitimer")
+        or threading.current_thread() is not threading.main_thread()
+    ):
+        return
+    if signal.getsignal(signal.SIGVTALRM) not in (signal.SIG_DFL, signal.SIG_IGN, None):
+        return
+    _TIMER.append(signal.signal(signal.SIGVTALRM, _on_timer))
+    signal.setitimer(signal.ITIMER_VIRTUAL, 0.25, 0.25)
+
+
+def _disarm_timer() -> None:
+    import signal
+
+    if _TIMER:
+        signal.setitimer(signal.ITIMER_VIRTUAL, 0, 0)
+        signal.signal(signal.SIGVTALRM, _TIMER.pop())
 
 
 def tick() -> None:
