@@ -55,7 +55,7 @@ from ._registry import (
     same_shape,
     unregister_op,
 )
-from ._types import DType, IndexType, Shape, TensorType
+from ._types import NAT_MAX, DType, IndexType, Shape, TensorType
 from .frontend import EagerSession, LinkedSession, Param, ParamList, ScalarTrainer, Session
 
 __version__ = "0.1.0"
@@ -64,6 +64,7 @@ __all__ = [
     "DEFAULT_LIMITS",
     "FORMAT",
     "INLINE_LIMIT",
+    "NAT_MAX",
     "REQUIRED_RULES",
     "VERSION",
     "AttrError",

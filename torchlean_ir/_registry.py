@@ -43,6 +43,7 @@ from typing import Any, Literal
 from ._attrs import AttrSpec
 from ._errors import ShapeError, UnknownOpError
 from ._types import DType, IndexType, TensorType
+from ._util import short_repr
 
 Rule = Callable[..., Any]
 Domain = Literal["real", "positive", "nonzero", "unit"]
@@ -249,14 +250,14 @@ def unregister_op(name: str) -> None:
 
 
 def get_op(name: str) -> Op:
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        raise UnknownOpError(f"unknown op {name!r}") from None
+    op = _REGISTRY.get(name) if isinstance(name, str) else None
+    if op is None:
+        raise UnknownOpError(f"unknown op {short_repr(name)}")
+    return op
 
 
 def has_op(name: str) -> bool:
-    return name in _REGISTRY
+    return isinstance(name, str) and name in _REGISTRY
 
 
 def all_ops() -> dict[str, Op]:
