@@ -200,6 +200,13 @@ class JaxBackend:
     def stop_gradient(self, x: Any) -> Any:
         return jax.lax.stop_gradient(x)
 
+    def wide(self) -> JaxBackend:
+        """The float64 backend for a float32 one (under JAX's x64 mode, which the compiler
+        turns on); otherwise itself."""
+        if self.float_dtype == jnp.float32 and jax.config.read("jax_enable_x64"):
+            return jax_backend("float64")
+        return self
+
     # -- seeded randomness ----------------------------------------------------------------
     def rand_uniform(self, seed: int, counter: int, shape: Sequence[int]) -> Any:
         """The same draws as the NumPy reference, computed on device (see

@@ -249,6 +249,12 @@ class NumpyBackend:
     def stop_gradient(self, x: Any) -> Any:
         return x
 
+    def wide(self) -> NumpyBackend:
+        """The backend of the widest float this one offers (here: itself, float64). A rule
+        whose intermediate values leave the range of its dtype, although its results do not,
+        runs there (see :func:`torchlean_ir.lower_widened`)."""
+        return self
+
     # -- seeded randomness ----------------------------------------------------------------
     def rand_uniform(self, seed: int, counter: int, shape: Sequence[int]) -> Any:
         """The SplitMix64 uniform draws in [0, 1) of the random node at position ``counter``

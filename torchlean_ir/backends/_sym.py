@@ -490,6 +490,10 @@ class SymBackend:
     def stop_gradient(self, x: Any) -> Any:
         return x
 
+    def wide(self) -> SymBackend:
+        """Itself: exact arithmetic has no range to leave."""
+        return self
+
     # -- seeded randomness (concrete: the draws do not depend on any symbol) -------------
     def rand_uniform(self, seed: int, counter: int, shape: Sequence[int]) -> SymArray:
         """The reference draws ``k / 2^32`` as exact rationals."""

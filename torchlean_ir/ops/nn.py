@@ -6,7 +6,7 @@ from typing import Any
 
 from .._attrs import AttrSpec
 from .._errors import ShapeError
-from .._registry import Op, same_shape
+from .._registry import Op, lower_widened, same_shape
 from .._types import Shape, TensorType
 
 # -- softmax / log_softmax (last axis, max-shifted) ------------------------------------------
@@ -202,5 +202,9 @@ def layer_norm_vjp(B: Any, args: tuple, out: Any, ct: Any, *, eps: float) -> tup
     )
     return (gx, B.sum(ct * xhat, axis=0), B.sum(ct, axis=0))
 
+
+# float32: the statistics in float64 (squares of 1e30 overflow, a mean of smallest normals is
+# subnormal and flushed); see docs/ops-notes.md
+lower_widened(layer_norm)
 
 __all__ = ["layer_norm", "log_softmax", "mse_loss", "softmax"]
