@@ -185,9 +185,14 @@ class JaxBackend:
 
     # -- runtime indices (nat inputs) -----------------------------------------------------
     def gather(self, x: Any, idx: Any, axis: int = 0) -> Any:
+        if x.shape[axis] == 0:  # every index is out of range (jnp.take refuses an empty axis)
+            shape = x.shape[:axis] + jnp.shape(idx) + x.shape[axis + 1 :]
+            return jnp.zeros(shape, dtype=self.float_dtype)
         return jnp.take(x, idx, axis=axis, mode="fill", fill_value=0)
 
     def scatter_add(self, x: Any, idx: Any, updates: Any, axis: int = 0) -> Any:
+        if x.shape[axis] == 0:  # every index is out of range: nothing is added
+            return jnp.asarray(x, dtype=self.float_dtype)
         moved = jnp.moveaxis(x, axis, 0)
         upd = jnp.moveaxis(updates, axis, 0) if jnp.ndim(idx) else updates
         # JAX narrows scatter indices to int32: map every out-of-range index to n first, or one

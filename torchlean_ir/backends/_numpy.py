@@ -223,6 +223,8 @@ class NumpyBackend:
         reads zeros."""
         idx = np.asarray(idx, dtype=np.int64)
         n = x.shape[axis]
+        if n == 0:  # every index is out of range
+            return np.zeros(x.shape[:axis] + idx.shape + x.shape[axis + 1 :], self.float_dtype)
         ok = idx < n
         safe = np.where(ok, idx, 0)
         taken = np.take(x, safe, axis=axis)

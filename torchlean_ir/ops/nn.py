@@ -24,6 +24,8 @@ softmax.def_shape(same_shape)
 def softmax_forward(B: Any, x: Any) -> Any:
     if x.ndim == 0:
         return B.ones_like(x)
+    if x.shape[-1] == 0:  # empty rows: nothing to normalise (and no maximum to shift by)
+        return B.zeros_like(x)
     e = B.exp(x - B.stop_gradient(B.max(x, axis=-1, keepdims=True)))
     return e / B.sum(e, axis=-1, keepdims=True)
 
@@ -62,7 +64,7 @@ log_softmax.def_shape(same_shape)
 
 @log_softmax.def_forward
 def log_softmax_forward(B: Any, x: Any) -> Any:
-    if x.ndim == 0:
+    if x.ndim == 0 or x.shape[-1] == 0:  # a scalar's log softmax is 0; empty rows are empty
         return B.zeros_like(x)
     shifted = x - B.stop_gradient(B.max(x, axis=-1, keepdims=True))
     return shifted - B.log(B.sum(B.exp(shifted), axis=-1, keepdims=True))
