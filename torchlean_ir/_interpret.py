@@ -135,7 +135,9 @@ def _runtime_index(v: Any, shape: tuple[int, ...], where: str) -> np.ndarray:
         return np.array([min(x, NAT_MAX) for x in flat], np.int64).reshape(shape)
     if not np.issubdtype(arr.dtype, np.integer) or (arr.dtype.kind == "i" and np.any(arr < 0)):
         raise EvalError(f"{where}: expected non-negative integers, got {short_repr(v)}")
-    return np.minimum(arr, NAT_MAX).astype(np.int64)
+    if arr.dtype == np.uint64:  # the only integer dtype beyond int64
+        arr = np.minimum(arr, np.uint64(NAT_MAX))
+    return arr.astype(np.int64)
 
 
 def node_params(op: Op, node: Node, idx: Sequence[Any], position: int) -> dict[str, Any]:
