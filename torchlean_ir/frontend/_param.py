@@ -312,8 +312,8 @@ def _read(path: str | os.PathLike[str], read: Any) -> Any:
 
 
 def _read_arrays(where: str, fmt: str) -> dict[str, np.ndarray]:
-    if fmt == ".npz":
-        with np.load(where, allow_pickle=False) as data:
+    if fmt == ".npz":  # the file opened here: np.load leaks it when the archive is corrupt
+        with open(where, "rb") as f, np.load(f, allow_pickle=False) as data:
             return {k: np.asarray(data[k]) for k in data.files}
     return dict(_safetensors_numpy().load_file(where))
 
@@ -326,6 +326,8 @@ def _read_headers(where: str, fmt: str) -> dict[str, tuple[tuple[int, ...], np.d
         with zipfile.ZipFile(where) as z:
             for info in z.infolist():
                 name = info.filename.removesuffix(".npy")
+                if name in out:  # two members of one name: which one is meant?
+                    raise TorchleanError(f"{where}: the array {name[:60]!r} is stored twice")
                 with z.open(info) as f:
                     version = np.lib.format.read_magic(f)
                     if version == (1, 0):
