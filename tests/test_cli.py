@@ -430,3 +430,12 @@ def test_verify_json_to_a_full_disk_writes_nothing(tmp_path: Path) -> None:
     _, err = proc.communicate(timeout=300)
     assert proc.returncode == 2
     assert err.endswith("torchlean-verify: error: --json /dev/full: No space left on device\n")
+
+
+def test_argparse_errors_stay_on_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    """Found by tests/fuzz: an unrecognised argument holding a newline broke argparse's error
+    line in two."""
+    assert cli.main(["check", "a.json", "b\nc.json"]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith("usage: torchlean check")
+    assert err[-1] == "torchlean check: error: unrecognized arguments: b\\nc.json"

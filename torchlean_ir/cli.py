@@ -29,7 +29,7 @@ import importlib
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from . import __version__
 from ._errors import GraphFormatError, TorchleanError
@@ -195,9 +195,19 @@ def cmd_show(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, with its error on one line (an argument may hold a newline)."""
+
+    def error(self, message: str) -> NoReturn:
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            self.print_usage(sys.stderr)
+        say(self.prog, f"error: {message}")
+        sys.exit(EXIT_BAD_INPUT)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the built-in subcommands (plugins are listed, not parsed)."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog=PROG,
         description="torchlean-ir: typed IR graphs with proof-checked backprop.",
         epilog="Exit codes: 0 ok; 2 bad input or usage (one line on stderr); 130 interrupted.",
