@@ -437,5 +437,5 @@ def test_argparse_errors_stay_on_one_line(capsys: pytest.CaptureFixture[str]) ->
     line in two."""
     assert cli.main(["check", "a.json", "b\nc.json"]) == 2
     err = capsys.readouterr().err.splitlines()
-    assert err[0].startswith("usage: torchlean check")
-    assert err[-1] == "torchlean check: error: unrecognized arguments: b\\nc.json"
+    assert err[0].startswith("usage: torchlean ")
+    assert err[-1] == "torchlean: error: unrecognized arguments: b\\nc.json"
