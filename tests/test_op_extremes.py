@@ -397,3 +397,33 @@ def test_every_arithmetic_elementwise_and_normalising_op_has_rows() -> None:
     elementwise = {n for n in tl.all_ops() if tl.get_op(n).family == "elementwise"}
     assert elementwise <= covered, sorted(elementwise - covered)
     assert {"layer_norm", "batchnorm_channel_first", "softmax", "log_softmax"} <= covered
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f64"])
+@pytest.mark.parametrize("op", ["softmax", "log_softmax", "smooth_max_pool"])
+def test_max_shift_survives_a_fused_multiply(op: str, dtype: str) -> None:
+    """Found by the fuzz campaign: XLA fuses a multiply into the max shift's subtraction as one
+    FMA (the product exact, the maximum rounded), so the maximum's own entry was the product's
+    rounding error (±1e285 for scores of 1e301): exp gave inf or 0 and the softmax NaN, where
+    the reference gives a one-hot row. The JAX backend shifts twice (``twice_shifted``)."""
+    c = 1e300 if dtype == "f64" else 1e29
+    x = np.array(
+        [
+            [-26.06222729, -23.25157938, -27.6568146, -43.55473919],
+            [26.92500057, 14.27784905, 9.79565825, 3.07866121],
+        ]
+    )
+    b = tl.GraphBuilder(dtype)
+    v = b.input("x", x.shape, requires_grad=True)
+    attrs = (
+        {"kernel": (4,), "stride": (4,), "padding": (0,), "beta": 1.0}
+        if op == "smooth_max_pool"
+        else {}
+    )
+    g = b.build(b.apply(op, b.scale(v, c=c), **attrs))
+    np_dtype = np.float32 if dtype == "f32" else np.float64
+    leaves = {"x": x.astype(np_dtype)}
+    ref = tl.eval_graph(g, {"x": leaves["x"].astype(np.float64)})[0]
+    got = np.asarray(compiler.compile(g).forward(leaves), np.float64)
+    assert np.all(np.isfinite(got)), got
+    np.testing.assert_allclose(got, ref, rtol=1e-6)

@@ -26,7 +26,7 @@ def softmax_forward(B: Any, x: Any) -> Any:
         return B.ones_like(x)
     if x.shape[-1] == 0:  # empty rows: nothing to normalise (and no maximum to shift by)
         return B.zeros_like(x)
-    e = B.exp(x - B.stop_gradient(B.max(x, axis=-1, keepdims=True)))
+    e = B.exp(B.max_shift(x))
     return e / B.sum(e, axis=-1, keepdims=True)
 
 
@@ -66,7 +66,7 @@ log_softmax.def_shape(same_shape)
 def log_softmax_forward(B: Any, x: Any) -> Any:
     if x.ndim == 0 or x.shape[-1] == 0:  # a scalar's log softmax is 0; empty rows are empty
         return B.zeros_like(x)
-    shifted = x - B.stop_gradient(B.max(x, axis=-1, keepdims=True))
+    shifted = B.max_shift(x)
     return shifted - B.log(B.sum(B.exp(shifted), axis=-1, keepdims=True))
 
 
