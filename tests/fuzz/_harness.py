@@ -32,6 +32,7 @@ ENV = "TORCHLEAN_FUZZ_EXAMPLES"
 TIME_BOUND = float(os.environ.get("TORCHLEAN_FUZZ_TIME_BOUND", "120"))
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE_FILES = sorted((ROOT / "examples" / "graphs").glob("*.json"))
+GOOD_FILE = ROOT / "examples" / "graphs" / "mlp_regression.json"
 
 
 def examples(default: int) -> int:
@@ -232,10 +233,54 @@ def _paths(v: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
     return out
 
 
+def _tweak(d: Any, rng: np.random.Generator) -> bool:
+    """An edit that often keeps the file valid (so that the result gets checked): a literal's
+    element, a float attribute, a static index value, a ``requires_grad`` flag or an output
+    changed. False if the graph has nothing of the kind drawn."""
+    kind = int(rng.integers(0, 5))
+    nodes, leaves, index = d["nodes"], d["leaves"], d.get("index_inputs", [])
+    n_values = len(leaves) + len(nodes)
+    floats = [0.0, -1.5, 1e30, -1e30, 1e-38, 3.4e38, 1e300, 0.1, 2.0]
+    if kind == 0:
+        lits = [a for n in nodes for a in n.get("attrs", {}).values() if isinstance(a, dict)]
+        lits = [a for a in lits if "data" in a and a["data"] and a["dtype"] != "bool"]
+        if not lits:
+            return False
+        lit = lits[int(rng.integers(0, len(lits)))]
+        lit["data"][int(rng.integers(0, len(lit["data"])))] = float(rng.choice(floats))
+    elif kind == 1:
+        attrs = [n["attrs"] for n in nodes if "attrs" in n]
+        keys = [(a, k) for a in attrs for k, v in a.items() if isinstance(v, float)]
+        if not keys:
+            return False
+        a, k = keys[int(rng.integers(0, len(keys)))]
+        a[k] = float(rng.choice(floats))
+    elif kind == 2:
+        static = [ix for ix in index if "value" in ix]
+        if not static:
+            return False
+        ix = static[int(rng.integers(0, len(static)))]
+        ix["value"] = [int(rng.choice([0, 1, 2, 5, 2**31, 2**63 - 1])) for _ in ix["value"]]
+    elif kind == 3 and leaves:
+        leaf = leaves[int(rng.integers(0, len(leaves)))]
+        leaf["requires_grad"] = not leaf.get("requires_grad", True)
+    elif kind == 4 and n_values:
+        d["outputs"] = [int(rng.integers(0, n_values)) for _ in range(int(rng.integers(1, 3)))]
+    else:
+        return False
+    return True
+
+
 def mutate_dict(d: Any, rng: np.random.Generator) -> Any:
     """A structure-aware corruption of a decoded graph file: a value replaced by a random one,
-    a key deleted or added, a list entry repeated."""
+    a key deleted or added, a list entry repeated; or an edit that keeps it valid (``_tweak``)."""
     d = json.loads(json.dumps(d))
+    if rng.random() < 0.4:
+        try:
+            if _tweak(d, rng):
+                return d
+        except (KeyError, TypeError, IndexError, AttributeError, ValueError):
+            pass  # an earlier edit broke the structure the tweak expects: edit below instead
     paths = [p for p in _paths(d) if p]
     path = paths[int(rng.integers(0, len(paths)))]
     parent = d

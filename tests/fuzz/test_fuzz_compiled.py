@@ -116,7 +116,8 @@ def test_compiled_call_arguments(which: int, seed: int, data: st.DataObject) -> 
     rng = np.random.default_rng(seed)
     g, c = _graphs()[which], _compiled(which)
     dtype = np.float32 if g.leaves[0].type.dtype == tl.DType.F32 else np.float64
-    kinds = data.draw(st.lists(st.integers(0, 40), min_size=4, max_size=4))
+    # mostly right values (so that results get checked against the reference), or anything
+    kinds = data.draw(st.lists(st.integers(0, 3) | st.integers(0, 40), min_size=4, max_size=4))
     leaves = {
         leaf.name: _value(leaf.type.shape, rng, k) for leaf, k in zip(g.leaves, kinds, strict=False)
     }
