@@ -255,3 +255,17 @@ def test_interpreter_errors_print_the_node() -> None:
         )
     finally:
         tl.unregister_op("_boom")
+
+
+def test_a_huge_node_is_shown_clipped() -> None:
+    b = tl.GraphBuilder()
+    x = b.input("x", (1,))
+    g = b.build(b.concat(*[x] * 3000))
+    bad = tl.GraphData(
+        g.context, (dataclasses.replace(g.nodes[0], type=TensorType((1,))),), g.outputs
+    )
+    with pytest.raises(tl.GraphCheckError) as info:
+        tl.check(bad)
+    message = str(info.value)
+    assert message.startswith("node 0 (`%1: f32[1] = concat(%x, %x,") and len(message) < 400
+    assert message.endswith("recorded type f32[1] but the shape rule of concat gives f32[3000]")

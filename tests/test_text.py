@@ -367,3 +367,12 @@ def test_text_lists_are_bounded() -> None:
         tl.parse_graph(args, limits=tl.Limits(max_items=3))
     with pytest.raises(tl.GraphParseError, match=r"the index value '9223372036854775808' exceeds"):
         tl.parse_graph(text.replace("#rows: nat[2] = [0, 2]", "#rows: nat[] = 9223372036854775808"))
+
+
+def test_messages_quoting_long_input_stay_short() -> None:
+    """Found by the fuzz campaign: an undefined value named by 5000 digits made a 5000-character
+    message. Parse messages are clipped (300 characters)."""
+    with pytest.raises(tl.GraphParseError) as info:
+        tl.parse_graph("graph(%x: f32[1] input) {\n return %" + "1" * 5000 + "\n}")
+    assert str(info.value).startswith("2:9: %111")
+    assert str(info.value).endswith("...") and len(str(info.value)) <= 310

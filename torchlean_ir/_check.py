@@ -13,14 +13,14 @@ from ._graph import GraphData, valid_name
 from ._printer import format_node
 from ._registry import get_op
 from ._types import DType, IndexType, TensorType, is_nat
-from ._util import gc_paused, short_repr
+from ._util import clip, gc_paused, short_repr
 
 
 def _node_error(graph: GraphData, j: int, message: str) -> GraphCheckError:
     try:
-        shown = format_node(graph, j)
+        shown = clip(format_node(graph, j), 160)
     except Exception:  # a node too broken to print still gets a message
-        shown = repr(graph.nodes[j])
+        shown = short_repr(graph.nodes[j], 160)
     return GraphCheckError(f"node {j} (`{shown}`): {message}", node=j, detail=message)
 
 

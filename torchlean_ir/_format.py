@@ -29,7 +29,7 @@ from ._graph import Context, GraphData, IndexInput, Leaf, Node, valid_name
 from ._printer import format_node
 from ._registry import get_op
 from ._types import NAT_MAX, DType, IndexType, TensorType
-from ._util import gc_paused, short_repr, write_atomic
+from ._util import clip, gc_paused, short_repr, write_atomic
 
 FORMAT = "torchlean_ir.graph"
 VERSION = 1
@@ -874,7 +874,7 @@ def _graph_from_dict(raw: Any, limits: Limits) -> GraphData:
         if err.node is None:
             raise GraphFormatError(f"$: {err}", path="$") from None
         where = f"$.nodes[{err.node}]"
-        shown = format_node(graph, err.node)
+        shown = clip(format_node(graph, err.node), 160)
         raise GraphFormatError(f"{where} (`{shown}`): {err.detail}", path=where) from None
     return graph
 

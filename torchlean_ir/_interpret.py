@@ -25,7 +25,7 @@ from ._graph import GraphData, Node
 from ._printer import format_node
 from ._registry import Op, get_op
 from ._types import NAT_MAX
-from ._util import short_repr
+from ._util import clip, short_repr
 from .backends import NUMPY
 
 Leaves = Mapping[str, Any] | Sequence[Any]
@@ -38,10 +38,10 @@ def at_node(graph: GraphData, j: int, what: str) -> Iterator[None]:
     try:
         yield
     except TorchleanError as e:
-        raise type(e)(f"while {what} node {j} (`{format_node(graph, j)}`): {e}") from e
+        raise type(e)(f"while {what} node {j} (`{clip(format_node(graph, j), 160)}`): {e}") from e
     except Exception as e:
         raise EvalError(
-            f"while {what} node {j} (`{format_node(graph, j)}`): {type(e).__name__}: {e}"
+            f"while {what} node {j} (`{clip(format_node(graph, j), 160)}`): {type(e).__name__}: {e}"
         ) from e
 
 

@@ -39,7 +39,7 @@ from ._format import DEFAULT_LIMITS, Limits
 from ._graph import Context, GraphData, IndexInput, Leaf, Node, valid_name
 from ._registry import get_op
 from ._types import NAT_MAX, DType, IndexType, TensorType, shape_size
-from ._util import gc_paused
+from ._util import clip, gc_paused
 
 _TOKEN = re.compile(
     r"""
@@ -89,7 +89,7 @@ class _Parser:
 
     def fail(self, pos: int, message: str) -> NoReturn:
         line, col = self.where(pos)
-        raise GraphParseError(message, line=line, column=col, source=self.source)
+        raise GraphParseError(clip(message, 300), line=line, column=col, source=self.source)
 
     def _lex(self) -> _Tok:
         """The next token from ``self._scan`` on (whitespace skipped). Lexing on demand, an error

@@ -68,3 +68,9 @@ def write_atomic(path: str | os.PathLike[str], data: bytes) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+def clip(text: str, limit: int = 200) -> str:
+    """``text`` cut to at most ``limit`` characters (with ``...``): a message that quotes user
+    input (a 5000-character name, a node with 100,000 arguments) stays readable."""
+    return text if len(text) <= limit else text[: limit - 3] + "..."
