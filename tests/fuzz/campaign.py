@@ -219,7 +219,7 @@ class Cases:
         _checked(lambda: fc._same(got, fc._reference(g, leaves, index, dtype), dtype))
 
     def params(self, rng: np.random.Generator) -> None:
-        from torchlean_ir.frontend import load_params, read_params_file, save_params
+        from torchlean import load_params, read_params_file, save_params
 
         from . import test_fuzz_params as fp
 

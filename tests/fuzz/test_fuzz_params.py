@@ -21,7 +21,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import torchlean_ir as tl
-from torchlean_ir.frontend import Param, ParamList, load_params, read_params_file, save_params
+from torchlean import Param, ParamList, load_params, read_params_file, save_params
 
 from ._harness import attempt, fuzz, mutate_bytes
 

@@ -10,9 +10,9 @@ from typing import Any, overload
 
 import numpy as np
 
-from .._errors import TorchleanError
-from .._graph import valid_name
-from .._util import write_atomic
+from torchlean_ir import TorchleanError
+from torchlean_ir._graph import valid_name
+from torchlean_ir._util import write_atomic
 
 
 def _host_array(value: Any, what: str) -> np.ndarray:
