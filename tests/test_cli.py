@@ -146,6 +146,10 @@ def test_unreadable_file_and_limits(tmp_path: Path) -> None:
     )
     proc = run("check", str(path), "--max-nodes", "2", "--max-bytes", str(size))
     assert (proc.returncode, proc.stderr) == (0, "")
+    # A limit beyond sys.maxsize means no limit (it used to be a traceback: OverflowError).
+    proc = run("check", str(path), "--max-bytes", "9" * 23, "--max-nodes", "9" * 23)
+    assert (proc.returncode, proc.stderr) == (0, ""), proc.stderr
+    assert proc.stdout.startswith(f"{path}: ok: 2 nodes"), proc.stdout
 
 
 def test_usage_errors_exit_2() -> None:
