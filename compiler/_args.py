@@ -113,13 +113,14 @@ def convert_float(v: Any, shape: Shape, batch: int | None, dtype: Any, where: st
         arr = np.asarray(v, dtype=dtype)
     elif v is None:
         raise ArgumentError(f"{where}: missing value")
-    else:
+    else:  # Python numbers and (nested) lists of them; not strings, bools or ragged lists
         try:
-            arr = np.asarray(v, dtype=np.float64)
-        except (TypeError, ValueError):
-            raise ArgumentError(
-                f"{where}: expected a float array, got {type(v).__name__}"
-            ) from None
+            raw = np.asarray(v)
+            if raw.dtype.kind not in "iuf" and raw.dtype != object:
+                raise TypeError
+            arr = np.asarray(raw, dtype=np.float64)
+        except (TypeError, ValueError, OverflowError):
+            raise ArgumentError(f"{where}: expected a float array, got {_short(v)}") from None
         arr = arr.astype(dtype)
     _check_shape(tuple(arr.shape), shape, batch, where)
     return arr

@@ -18,11 +18,14 @@ from torchlean_ir import DType, GraphData, check
 from torchlean_ir._types import as_dtype
 
 from . import _slices
-from ._args import INT32_MAX, ArrayImpl, Group, as_list, convert_float, convert_index
+from ._args import INT32_MAX, ArrayImpl, Group, _short, as_list, convert_float, convert_index
 from ._devices import resolve_device
 from ._errors import ArgumentError, CompileError
 from ._lower import KINDS, Kind, Program, boundary_nodes, build
 from ._tape import Batching, GradReduction, TapeEntry, analyse, build_tape
+
+#: The platforms ``jax.export`` can target.
+PLATFORMS = ("cpu", "cuda", "rocm", "tpu")
 
 Leaves = Mapping[str, Any] | Sequence[Any]
 Index = Mapping[str, Any] | Sequence[Any] | None
@@ -431,7 +434,18 @@ class CompiledGraph:
         ``((outputs,), (gradients,))`` (vjp). A batched graph is exported with a symbolic batch
         size unless ``batch_size`` is given."""
         if kind not in KINDS:
-            raise CompileError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
+            raise CompileError(f"kind must be one of {', '.join(KINDS)}, got {_short(kind)}")
+        if batch_size is not None and (
+            isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 0
+        ):
+            raise CompileError(f"batch_size must be a non-negative int, got {_short(batch_size)}")
+        if platforms is not None:
+            ok = not isinstance(platforms, str) and isinstance(platforms, Sequence)
+            if not ok or not platforms or not all(p in PLATFORMS for p in platforms):
+                raise CompileError(
+                    f"platforms must be a non-empty sequence of {', '.join(PLATFORMS)}, "
+                    f"got {_short(platforms)}"
+                )
         batch: Any = batch_size
         if self._is_batched and batch_size is None:
             (batch,) = jax.export.symbolic_shape("batch")
@@ -459,8 +473,12 @@ class CompiledGraph:
             raise CompileError("batched(): this graph is already batched")
         if isinstance(over, str):
             over = (over,)
+        if not isinstance(over, Collection) or not all(isinstance(n, str) for n in over):
+            raise CompileError(
+                f"batched(): over must be names of leaves or index inputs, got {_short(over)}"
+            )
         if grads not in ("sum", "mean", "per_sample"):
-            raise CompileError(f"grads must be 'sum', 'mean' or 'per_sample', got {grads!r}")
+            raise CompileError(f"grads must be 'sum', 'mean' or 'per_sample', got {_short(grads)}")
         names = set(over)
         static = {ix.name for ix in self.graph.index_inputs if ix.value is not None}
         for n in sorted(names):

@@ -37,6 +37,7 @@ from jax import lax
 from jax.experimental.xla_metadata import set_xla_metadata
 
 from torchlean_ir import GraphData, TorchleanError, format_node
+from torchlean_ir._util import clip
 
 from ._errors import CompileError
 from ._tape import Analysis, Batching, TapeEntry
@@ -75,10 +76,10 @@ def _at_node(graph: GraphData, j: int, what: str) -> Iterator[None]:
     try:
         yield
     except TorchleanError as e:
-        raise type(e)(f"while {what} node {j} (`{format_node(graph, j)}`): {e}") from e
+        raise type(e)(f"while {what} node {j} (`{clip(format_node(graph, j), 160)}`): {e}") from e
     except Exception as e:
         raise CompileError(
-            f"while {what} node {j} (`{format_node(graph, j)}`): {type(e).__name__}: {e}"
+            f"while {what} node {j} (`{clip(format_node(graph, j), 160)}`): {type(e).__name__}: {e}"
         ) from e
 
 

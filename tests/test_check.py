@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+import numpy as np
 import pytest
 
 import torchlean_ir as tl
@@ -161,12 +162,18 @@ CASES = [
     (
         index_input(value=(1, 2)),
         None,
-        "index input 0 ('i'): a static value must be a tuple of 1 naturals, got (1, 2)",
+        "index input 0 ('i'): a static value must be a tuple of 1 naturals below 2**63, got (1, 2)",
     ),
     (
         index_input(value=(-1,)),
         None,
-        "index input 0 ('i'): a static value must be a tuple of 1 naturals, got (-1,)",
+        "index input 0 ('i'): a static value must be a tuple of 1 naturals below 2**63, got (-1,)",
+    ),
+    (
+        index_input(value=(1 << 63,)),
+        None,
+        "index input 0 ('i'): a static value must be a tuple of 1 naturals below 2**63, "
+        "got (9223372036854775808,)",
     ),
     (index_input(name="W"), None, "index input 0 ('W'): name already used by leaf 1"),
     (outputs(), None, "graph has no outputs"),
@@ -190,15 +197,43 @@ def test_check_returns_the_graph() -> None:
 
 
 def test_mixed_dtypes_are_refused() -> None:
+    """One float dtype per graph: leaves, and nodes whose shape rule cannot see it (no tensor
+    arguments), are refused; a node with arguments gets its shape rule's message."""
     g = base()
     leaves = (g.leaves[0], dataclasses.replace(g.leaves[1], type=TensorType((2, 3), DType.F64)))
     bad = tl.GraphData(dataclasses.replace(g.context, leaves=leaves), g.nodes, g.outputs)
     with pytest.raises(tl.GraphCheckError) as info:
         tl.check(bad)
     assert str(info.value) == (
-        "node 1 (`%3: f32[2,1] = matmul(%W, %2)`): matmul(f64[2,3], f32[3,1]): arguments must "
-        "share one dtype, got (f64[2,3], f32[3,1])"
+        "leaf 1 ('W'): dtype f64 differs from leaf 0's f32 (a graph has one float dtype)"
     )
+    b = tl.GraphBuilder("f64")
+    x = b.input("x", (2,))
+    c = b.const([1.0, 2.0])
+    g = b.build(x + c)
+    f32 = tl.ConstArray.from_numpy(np.array([1.0, 2.0], np.float32), DType.F32)
+    const = dataclasses.replace(
+        g.nodes[0], type=TensorType((2,), DType.F32), attrs=Attrs({"value": f32})
+    )
+    bad = tl.GraphData(g.context, (const, *g.nodes[1:]), g.outputs)
+    with pytest.raises(tl.GraphCheckError) as info:
+        tl.check(bad)
+    assert str(info.value) == (
+        "node 0 (`%1: f32[2] = const(){value=f32[2] [1.0, 2.0]}`): recorded dtype f32 differs "
+        "from leaf 0's f64 (a graph has one float dtype)"
+    )
+
+
+def test_mixed_dtypes_compile_never_overflow_silently() -> None:
+    """The reported case: an f32 leaf and an f64 leaf holding 1e200 used to pass check; the
+    compiled float32 function turned 1e200 into inf. Such a file is now refused at load."""
+    b = tl.GraphBuilder()
+    x = b.input("x", (1,))
+    y = b.input("y", (1,))
+    d = tl.graph_to_dict(b.build(x + y))
+    d["leaves"][1]["dtype"] = "f64"
+    with pytest.raises(tl.GraphFormatError, match=r"^\$: leaf 1 \('y'\): dtype f64 differs"):
+        tl.graph_from_dict(d)
 
 
 def test_interpreter_errors_print_the_node() -> None:
@@ -220,3 +255,17 @@ def test_interpreter_errors_print_the_node() -> None:
         )
     finally:
         tl.unregister_op("_boom")
+
+
+def test_a_huge_node_is_shown_clipped() -> None:
+    b = tl.GraphBuilder()
+    x = b.input("x", (1,))
+    g = b.build(b.concat(*[x] * 3000))
+    bad = tl.GraphData(
+        g.context, (dataclasses.replace(g.nodes[0], type=TensorType((1,))),), g.outputs
+    )
+    with pytest.raises(tl.GraphCheckError) as info:
+        tl.check(bad)
+    message = str(info.value)
+    assert message.startswith("node 0 (`%1: f32[1] = concat(%x, %x,") and len(message) < 400
+    assert message.endswith("recorded type f32[1] but the shape rule of concat gives f32[3000]")

@@ -211,6 +211,10 @@ def test_unreadable_file_and_limits(tmp_path: Path) -> None:
     )
     proc = run("check", str(path), "--max-nodes", "2", "--max-bytes", str(size))
     assert (proc.returncode, proc.stderr) == (0, "")
+    # A limit beyond sys.maxsize means no limit (it used to be a traceback: OverflowError).
+    proc = run("check", str(path), "--max-bytes", "9" * 23, "--max-nodes", "9" * 23)
+    assert (proc.returncode, proc.stderr) == (0, ""), proc.stderr
+    assert proc.stdout.startswith(f"{path}: ok: 2 nodes"), proc.stdout
 
 
 def test_usage_errors_exit_2() -> None:
@@ -331,3 +335,176 @@ def test_random_corruptions_never_traceback(
         assert code == 2 and out.getvalue() == ""
         lines = err.getvalue().splitlines()
         assert len(lines) == 1 and lines[0].startswith(f"torchlean: error: {path}: $")
+
+
+# -- start-up, interrupts and unwritable output (both command lines) -------------------------
+
+ENTRIES = {
+    # the installed scripts: (entry function of torchlean_cli, args that block reading stdin,
+    # exit code and line when interrupted)
+    "torchlean": ("torchlean", ["check", "/dev/stdin"], 130, "torchlean: interrupted\n"),
+    "torchlean-verify": ("torchlean_verify", ["/dev/stdin"], 3, "torchlean-verify: interrupted\n"),
+}
+
+
+def _script(entry: str, *args: str, **kw: object) -> subprocess.Popen[str]:
+    """The installed script ``entry`` (``torchlean_cli``'s function, as the console script
+    calls it), started after writing the file ``marker`` (when given)."""
+    marker = kw.get("marker")
+    code = (
+        "import sys, torchlean_cli\n"
+        + (f"open({str(marker)!r}, 'w').close()\n" if marker else "")
+        + f"sys.exit(torchlean_cli.{ENTRIES[entry][0]}())\n"
+    )
+    return subprocess.Popen(
+        [sys.executable, "-c", code, *args],
+        stdin=subprocess.PIPE,
+        stdout=kw.get("stdout", subprocess.PIPE),  # type: ignore[arg-type]
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        cwd=ROOT,
+    )
+
+
+@pytest.mark.parametrize("entry", sorted(ENTRIES))
+@pytest.mark.parametrize("delay", [0.0, 0.05, 0.3, 1.5])
+def test_interrupt_at_any_time_gives_one_line(tmp_path: Path, entry: str, delay: float) -> None:
+    """Ctrl-C from the moment our code runs: during the imports at start-up (the first second;
+    it used to print a KeyboardInterrupt traceback and die by SIGINT), or later while the
+    command waits for its input. Either way: one line and the command's exit code."""
+    import signal
+    import time
+
+    _, args, code, line = ENTRIES[entry]
+    marker = tmp_path / "started"
+    proc = _script(entry, *args, marker=marker)
+    deadline = time.monotonic() + 60
+    while not marker.exists():
+        assert proc.poll() is None and time.monotonic() < deadline
+        time.sleep(0.001)
+    time.sleep(delay)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert (proc.returncode, out, err) == (code, "", line)
+
+
+def test_startup_module_imports_nothing_heavy() -> None:
+    heavy = "{'numpy', 'jax', 'torchlean_ir', 'verify', 'rich'}"
+    code = f"import sys, torchlean_cli; print(sorted(m for m in sys.modules if m in {heavy}))"
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        check=False,
+    )
+    assert (proc.returncode, proc.stdout) == (0, "[]\n")
+
+
+def test_a_broken_installation_is_one_line() -> None:
+    import torchlean_cli
+
+    assert torchlean_cli.run("torchlean", "no_such_module_xyz:main", 130) == 2
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["check", "examples/graphs/mlp_regression.json"],
+        ["show", "examples/graphs/mlp_regression.json"],
+        ["--help"],
+        ["--version"],
+    ],
+    ids=lambda a: a[0],
+)
+def test_unwritable_stdout_is_one_line_exit_2(args: list[str]) -> None:
+    """``> /dev/full``: used to print a traceback (``--help`` was lost silently)."""
+    with open("/dev/full", "w") as full:
+        proc = _script("torchlean", *args, stdout=full)
+        _, err = proc.communicate(timeout=120)
+    assert (proc.returncode, err) == (
+        2,
+        "torchlean: error: cannot write to standard output: No space left on device\n",
+    )
+
+
+def test_closed_stdout_and_a_closed_pipe() -> None:
+    path = "examples/graphs/attention_block.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "torchlean_ir", "check", path],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        cwd=ROOT,
+        check=False,
+        preexec_fn=lambda: os.close(1),
+    )
+    assert (proc.returncode, proc.stderr) == (
+        2,
+        "torchlean: error: cannot write to standard output: Bad file descriptor\n",
+    )
+    # a reader that goes away (`torchlean show g.json | head -c 10`) is not an error
+    proc2 = _script("torchlean", "show", path)
+    assert proc2.stdout is not None
+    proc2.stdout.read(10)
+    proc2.stdout.close()
+    assert proc2.wait(timeout=120) == 0
+    assert proc2.stderr is not None and proc2.stderr.read() == ""
+
+
+def test_an_undecodable_path_is_shown_escaped(tmp_path: Path) -> None:
+    odd = os.fsencode(tmp_path) + b"/\xff\n.json"
+    with open(odd, "wb") as f:
+        f.write(_good_text().encode())
+    proc = subprocess.run(
+        [sys.executable, "-m", "torchlean_ir", "check", odd],
+        capture_output=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        check=False,
+    )
+    assert (proc.returncode, proc.stderr) == (0, b"")
+    assert proc.stdout.startswith(os.fsencode(tmp_path) + b"/\\udcff\\n.json: ok: 2 nodes")
+    bad = odd[:-5] + b"\n\x1b[31m.json"  # a newline and an escape sequence, no such file
+    proc = subprocess.run(
+        [sys.executable, "-m", "torchlean_ir", "check", bad],
+        capture_output=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        check=False,
+    )
+    assert (proc.returncode, proc.stdout) == (2, b"")
+    assert proc.stderr.count(b"\n") == 1 and b"\x1b" not in proc.stderr
+    assert proc.stderr.endswith(b"\\n\\x1b[31m.json': No such file or directory\n")
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["examples/graphs/mlp_regression.json", "-q"], ["--help"]],
+    ids=["report", "help"],
+)
+def test_verify_unwritable_stdout_is_one_line_exit_2(args: list[str]) -> None:
+    """It used to be reported as an internal error (exit 3)."""
+    with open("/dev/full", "w") as full:
+        proc = _script("torchlean-verify", *args, stdout=full)
+        _, err = proc.communicate(timeout=300)
+    assert (proc.returncode, err) == (
+        2,
+        "torchlean-verify: error: cannot write to standard output: No space left on device\n",
+    )
+
+
+def test_verify_json_to_a_full_disk_writes_nothing(tmp_path: Path) -> None:
+    proc = _script("torchlean-verify", "examples/graphs/mlp_regression.json", "--json", "/dev/full")
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 2
+    assert err.endswith("torchlean-verify: error: --json /dev/full: No space left on device\n")
+
+
+def test_argparse_errors_stay_on_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    """Found by tests/fuzz: an unrecognised argument holding a newline broke argparse's error
+    line in two."""
+    assert cli.main(["check", "a.json", "b\nc.json"]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith("usage: torchlean ")
+    assert err[-1] == "torchlean: error: unrecognized arguments: b\\nc.json"

@@ -52,7 +52,9 @@ def test_readme_opens_with_the_two_commands() -> None:
     assert _read(".ci/run").rstrip().splitlines()[-1] == second.strip()
     assert (ROOT / "examples" / "graphs" / "mlp_regression.json").is_file()
     scripts = tomllib.loads(_read("pyproject.toml"))["project"]["scripts"]
-    assert scripts["torchlean"] == "torchlean_ir.cli:main"
+    # the scripts start in torchlean_cli (nothing heavy imported before an interrupt is handled)
+    assert scripts["torchlean"] == "torchlean_cli:torchlean"
+    assert scripts["torchlean-verify"] == "torchlean_cli:torchlean_verify"
 
 
 def _run_python_blocks(text: str, where: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -447,6 +449,119 @@ def test_save_checks_the_graph(tmp_path: Path) -> None:
     with pytest.raises(tl.GraphCheckError):
         tl.save(bad, tmp_path / "bad.json")
     assert not (tmp_path / "bad.json").exists()
+
+
+def test_huge_limits_mean_no_limit(tmp_path: Path) -> None:
+    """A limit above sys.maxsize (``--max-bytes 99999999999999999999999``) used to overflow
+    when reading; it now means no limit, for files, bytes, text and the text form."""
+    huge = tl.Limits(**{f: 10**23 for f in tl.Limits.__dataclass_fields__})
+    assert huge.max_bytes == sys.maxsize
+    g = small_graph()
+    path = tmp_path / "g.json"
+    tl.save(g, path, limits=huge)
+    assert tl.load(path, limits=huge) == g
+    assert tl.loads(tl.dumps(g).encode(), limits=huge) == g
+    assert tl.parse_graph(tl.format_graph(g), limits=huge) == g
+
+
+def test_a_device_or_pipe_is_read_up_to_the_limit() -> None:
+    """No size to check first: at most max_bytes + 1 bytes are read, then refused."""
+    assert _refuse_path("/dev/zero", tl.Limits(max_bytes=1000)) == (
+        "$: 1001 bytes exceed the limit 1000"
+    )
+
+
+def _refuse_path(path: Any, limits: tl.Limits = tl.DEFAULT_LIMITS) -> str:
+    with pytest.raises(tl.GraphFormatError) as info:
+        tl.load(path, limits=limits)
+    return assert_one_line_format_error(info.value)
+
+
+def test_every_list_is_bounded() -> None:
+    """Outputs, args and index args are bounded by ``max_items`` (a file of 17 million outputs
+    used to be accepted after 25 s); integers of more than 400 digits are refused."""
+    d = _dict()
+    d["outputs"] = d["outputs"] * 100_001
+    assert _refuse_dict(d) == "$.outputs: 100001 entries exceed the limit 100000"
+    small = tl.Limits(max_items=3)
+    assert _refuse_dict(_with("nodes.0.args", [0, 0, 0, 0]), small) == (
+        "$.nodes[0].args: 4 entries exceed the limit 3"
+    )
+    assert _refuse_dict(_with("nodes.1.index_args", [0, 0, 0, 0]), small) == (
+        "$.nodes[1].index_args: 4 entries exceed the limit 3"
+    )
+    assert _refuse_dict(_with("outputs", [0, 0, 0, 0]), small) == (
+        "$.outputs: 4 entries exceed the limit 3"
+    )
+    assert _refuse_dict(_with("leaves.0.shape", [10**400])) == (
+        "$.leaves[0].shape[0]: an integer of 401 digits is too long (at most 400)"
+    )
+    assert _refuse_dict(_with("outputs", [10**399])) == (
+        "$.outputs[0]: refers to value <an integer of 400 digits>, but ids 0..15 are available"
+    )
+
+
+def _over_limit_graphs() -> list[tuple[tl.GraphData, tl.Limits]]:
+    b = tl.GraphBuilder()
+    big = b.build(b.sum(b.param("p", (1 << 20, 1 << 20))))  # 2^40 elements
+    b = tl.GraphBuilder()
+    rank9 = b.build(b.sum(b.param("p", (1,) * 9)))
+    b = tl.GraphBuilder()
+    x = b.input("x", (2,))
+    outs = b.build([x] * 5)
+    b = tl.GraphBuilder()
+    x = b.input("x", (80,))
+    lit = b.build(x + b.const(np.arange(80.0)))
+    b = tl.GraphBuilder()
+    x = b.input("x", (2, 3))
+    perm = b.build(b.reshape(x, shape=(1,) * 7 + (6,)))
+    g = small_graph()
+    return [
+        (big, tl.DEFAULT_LIMITS),
+        (rank9, tl.DEFAULT_LIMITS),
+        (outs, tl.Limits(max_items=4)),
+        (lit, tl.Limits(max_elements=79)),
+        (perm, tl.Limits(max_rank=4)),
+        (g, tl.Limits(max_nodes=12)),
+        (g, tl.Limits(max_leaves=2)),
+        (g, tl.Limits(max_leaves=1)),
+        (g, tl.Limits(max_depth=5)),
+        (g, tl.Limits(max_bytes=2000)),
+    ]
+
+
+@pytest.mark.parametrize("case", range(10))
+def test_save_refuses_what_load_would_refuse_with_the_same_message(
+    tmp_path: Path, case: int
+) -> None:
+    """What the library writes, it reads back: ``save`` (and ``dumps(limits=...)``) refuse a
+    graph over a limit with the message ``load`` gives for the same file, and write nothing."""
+    g, limits = _over_limit_graphs()[case]
+    path = tmp_path / "g.json"
+    with pytest.raises(tl.GraphFormatError) as info:
+        tl.save(g, path, limits=limits)
+    message = assert_one_line_format_error(info.value)
+    assert not path.exists() and not list(tmp_path.iterdir())
+    path.write_text(tl.dumps(g))  # written anyway, without limits
+    assert _refuse_path(path, limits) == message
+    with pytest.raises(tl.GraphFormatError) as info:
+        tl.dumps(g, limits=limits)
+    assert str(info.value) == refused(tl.dumps(g), limits)
+
+
+def test_save_is_all_or_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    g = small_graph()
+    path = tmp_path / "g.json"
+    path.write_text("old")
+
+    def fail(*args: Any) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", fail)
+    with pytest.raises(OSError, match="No space left"):
+        tl.save(g, path)
+    assert path.read_text() == "old"
+    assert [p.name for p in tmp_path.iterdir()] == ["g.json"]
 
 
 # -- random corruptions ----------------------------------------------------------------------

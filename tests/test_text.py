@@ -332,3 +332,47 @@ def test_random_text_corruptions_are_parsed_or_refused_cleanly(
         return
     tl.check(back)
     assert how != "truncate" or bad.rstrip() == text
+
+
+def test_an_early_error_is_reported_without_reading_the_rest() -> None:
+    """The lexer runs on demand: ten million '(' used to be tokenised first (seconds, hundreds of
+    MB) before the error at 1:1; a bad character further on no longer hides the first error."""
+    import tracemalloc
+
+    with pytest.raises(tl.GraphParseError) as info:
+        tl.parse_graph("(" + "$" * 10)
+    assert str(info.value) == "1:1: expected 'graph', got '('"
+    text = "(" * 10_000_000
+    tracemalloc.start()
+    try:
+        with pytest.raises(tl.GraphParseError) as info:
+            tl.parse_graph(text)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert str(info.value) == "1:1: expected 'graph', got '('"
+    assert peak < 1 << 20  # a few tokens, not ten million
+
+
+def test_text_lists_are_bounded() -> None:
+    g = small_graph()
+    text = tl.format_graph(g)
+    out = text.rsplit("return ", 1)[1].split("\n", 1)[0]
+    many = text.replace(f"return {out}", "return " + ", ".join([out] * 4))
+    with pytest.raises(tl.GraphParseError, match=r"more than 3 outputs \(the limit\)"):
+        tl.parse_graph(many, limits=tl.Limits(max_items=3))
+    assert tl.parse_graph(many, limits=tl.Limits(max_items=4)).outputs == g.outputs * 4
+    args = text.replace("linear(%W, %b, %x)", "linear(%W, %b, %x, %x)")
+    with pytest.raises(tl.GraphParseError, match=r"more than 3 arguments \(the limit\)"):
+        tl.parse_graph(args, limits=tl.Limits(max_items=3))
+    with pytest.raises(tl.GraphParseError, match=r"the index value '9223372036854775808' exceeds"):
+        tl.parse_graph(text.replace("#rows: nat[2] = [0, 2]", "#rows: nat[] = 9223372036854775808"))
+
+
+def test_messages_quoting_long_input_stay_short() -> None:
+    """Found by the fuzz campaign: an undefined value named by 5000 digits made a 5000-character
+    message. Parse messages are clipped (300 characters)."""
+    with pytest.raises(tl.GraphParseError) as info:
+        tl.parse_graph("graph(%x: f32[1] input) {\n return %" + "1" * 5000 + "\n}")
+    assert str(info.value).startswith("2:9: %111")
+    assert str(info.value).endswith("...") and len(str(info.value)) <= 310

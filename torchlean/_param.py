@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import io
 import os
+import zipfile
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, overload
 
@@ -10,6 +12,7 @@ import numpy as np
 
 from torchlean_ir import TorchleanError
 from torchlean_ir._graph import valid_name
+from torchlean_ir._util import write_atomic
 
 
 def _host_array(value: Any, what: str) -> np.ndarray:
@@ -212,27 +215,34 @@ def as_param_list(params: ParamList | Iterable[Param] | Mapping[str, Param]) -> 
     return params if isinstance(params, ParamList) else ParamList(params)
 
 
-def _check_state(params: ParamList, values: Mapping[str, Any], what: str) -> dict[str, Any]:
-    names = params.names()
-    missing = [n for n in names if n not in values]
+def _check_names(params: ParamList, names: Iterable[str], what: str) -> None:
+    have = set(names)
+    missing = [n for n in params.names() if n not in have]
     if missing:
         raise TorchleanError(f"{what}: missing parameter {missing[0]!r} ({len(missing)} missing)")
-    extra = sorted(set(values) - set(names))
+    extra = sorted(have - set(params.names()))
     if extra:
-        raise TorchleanError(f"{what}: unexpected parameter {extra[0]!r} ({len(extra)} unexpected)")
+        shown = extra[0] if len(extra[0]) <= 60 else extra[0][:57] + "..."
+        raise TorchleanError(f"{what}: unexpected parameter {shown!r} ({len(extra)} unexpected)")
+
+
+def _check_entry(p: Param, shape: tuple[int, ...], dtype: np.dtype, what: str) -> None:
+    if shape != p.shape:
+        raise TorchleanError(
+            f"{what}: shape mismatch for {p.name!r}: got {list(shape)}, the parameter is "
+            f"{list(p.shape)}"
+        )
+    if not np.issubdtype(dtype, np.floating):
+        raise TorchleanError(f"{what}: {p.name!r} has dtype {dtype}, expected a float")
+
+
+def _check_state(params: ParamList, values: Mapping[str, Any], what: str) -> dict[str, Any]:
+    _check_names(params, values, what)
     out: dict[str, Any] = {}
     for p in params:
         v = values[p.name]  # type: ignore[index]
-        shape = tuple(np.shape(v))
-        if shape != p.shape:
-            raise TorchleanError(
-                f"{what}: shape mismatch for {p.name!r}: got {list(shape)}, the parameter is "
-                f"{list(p.shape)}"
-            )
-        arr = np.asarray(v)
-        if not np.issubdtype(arr.dtype, np.floating):
-            raise TorchleanError(f"{what}: {p.name!r} has dtype {arr.dtype}, expected a float")
-        out[p.name] = _host_array(arr, f"{what}: {p.name!r}")  # type: ignore[index]
+        _check_entry(p, tuple(np.shape(v)), np.asarray(v).dtype, what)
+        out[p.name] = _host_array(np.asarray(v), f"{what}: {p.name!r}")  # type: ignore[index]
     return out
 
 
@@ -266,41 +276,98 @@ def save_params(
     params: ParamList | Iterable[Param] | Mapping[str, Param], path: str | os.PathLike[str]
 ) -> None:
     """Write every parameter (by name, float64) to ``path``: ``.npz`` (NumPy, no pickle) or
-    ``.safetensors``."""
+    ``.safetensors``. The file is written all or nothing (a full disk or an interruption
+    leaves ``path`` as it was)."""
     plist = as_param_list(params)
     arrays = {p.name: np.ascontiguousarray(p.value) for p in plist}  # type: ignore[misc]
     fmt = _format_of(path)
     if fmt == ".npz":
-        with open(path, "wb") as f:
-            np.savez(f, **arrays)  # type: ignore[arg-type]
+        buf = io.BytesIO()
+        np.savez(buf, **arrays)  # type: ignore[arg-type]
+        data = buf.getvalue()
     else:
-        _safetensors_numpy().save_file(arrays, os.fspath(path), metadata={"format": "torchlean-ir"})
+        data = _safetensors_numpy().save(arrays, metadata={"format": "torchlean-ir"})
+    write_atomic(path, data)
 
 
-def read_params_file(path: str | os.PathLike[str]) -> dict[str, np.ndarray]:
-    """The arrays stored in a ``.npz`` or ``.safetensors`` parameter file, by name (nothing is
-    unpickled)."""
+def _one_line(e: BaseException) -> str:
+    text = " ".join(str(e).split()) or type(e).__name__
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
+def _read(path: str | os.PathLike[str], read: Any) -> Any:
+    """``read(where, fmt)``, any failure of a missing or corrupt file as one line."""
     fmt = _format_of(path)
     where = os.fspath(path)
     try:
-        if fmt == ".npz":
-            with np.load(where, allow_pickle=False) as data:
-                return {k: np.asarray(data[k]) for k in data.files}
-        return dict(_safetensors_numpy().load_file(where))
+        return read(where, fmt)
     except FileNotFoundError:
         raise TorchleanError(f"{where}: no such file") from None
     except TorchleanError:
         raise
     except Exception as e:  # a corrupt file can fail in many ways; report it in one line
-        raise TorchleanError(f"{where}: not a readable {fmt} parameter file ({e})") from None
+        raise TorchleanError(
+            f"{where}: not a readable {fmt} parameter file ({_one_line(e)})"
+        ) from None
+
+
+def _read_arrays(where: str, fmt: str) -> dict[str, np.ndarray]:
+    if fmt == ".npz":  # the file opened here: np.load leaks it when the archive is corrupt
+        with open(where, "rb") as f, np.load(f, allow_pickle=False) as data:
+            return {k: np.asarray(data[k]) for k in data.files}
+    return dict(_safetensors_numpy().load_file(where))
+
+
+def _read_headers(where: str, fmt: str) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+    """Name -> (shape, dtype) of every array, from the file's headers only (no data is read or
+    decompressed: a zip bomb or a huge declared array is refused before it costs memory)."""
+    out: dict[str, tuple[tuple[int, ...], np.dtype]] = {}
+    if fmt == ".npz":
+        with zipfile.ZipFile(where) as z:
+            for info in z.infolist():
+                name = info.filename.removesuffix(".npy")
+                if name in out:  # two members of one name: which one is meant?
+                    raise TorchleanError(f"{where}: the array {name[:60]!r} is stored twice")
+                with z.open(info) as f:
+                    version = np.lib.format.read_magic(f)
+                    if version == (1, 0):
+                        shape, _, dtype = np.lib.format.read_array_header_1_0(f)
+                    else:
+                        shape, _, dtype = np.lib.format.read_array_header_2_0(f)
+                out[name] = (tuple(shape), dtype)
+        return out
+    _safetensors_numpy()  # the package, or one line saying how to install it
+    from safetensors import safe_open
+
+    with safe_open(where, framework="numpy") as f:
+        for name in f.keys():  # noqa: SIM118 (a safetensors handle, not a dict)
+            sl = f.get_slice(name)
+            dtype = np.dtype(_SAFETENSORS_DTYPES.get(sl.get_dtype(), "O"))
+            out[name] = (tuple(sl.get_shape()), dtype)
+    return out
+
+
+#: safetensors dtype names -> NumPy (the float ones; anything else is refused as not a float)
+_SAFETENSORS_DTYPES = {"F16": "float16", "F32": "float32", "F64": "float64"}
+
+
+def read_params_file(path: str | os.PathLike[str]) -> dict[str, np.ndarray]:
+    """The arrays stored in a ``.npz`` or ``.safetensors`` parameter file, by name (nothing is
+    unpickled)."""
+    return _read(path, _read_arrays)  # type: ignore[no-any-return]
 
 
 def load_params(
     params: ParamList | Iterable[Param] | Mapping[str, Param], path: str | os.PathLike[str]
 ) -> None:
-    """Load every parameter from ``path`` (written by :func:`save_params`). Names and shapes
-    must match exactly; on any mismatch a one-line :class:`~torchlean_ir.TorchleanError` names
-    it and no parameter is changed."""
+    """Load every parameter from ``path`` (written by :func:`save_params`). Names, shapes and
+    float dtypes must match exactly, and are checked from the file's headers before any data is
+    read; on any mismatch a one-line :class:`~torchlean_ir.TorchleanError` names it and no
+    parameter is changed."""
     plist = as_param_list(params)
-    arrays = read_params_file(path)
-    plist.set_values(arrays, what=f"load_params({os.fspath(path)})")
+    what = f"load_params({os.fspath(path)})"
+    headers = _read(path, _read_headers)
+    _check_names(plist, headers, what)
+    for p in plist:
+        _check_entry(p, *headers[p.name], what)  # type: ignore[index]
+    plist.set_values(read_params_file(path), what=what)

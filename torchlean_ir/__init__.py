@@ -51,12 +51,13 @@ from ._registry import (
     defunary,
     get_op,
     has_op,
+    lower_widened,
     missing_rules,
     register_op,
     same_shape,
     unregister_op,
 )
-from ._types import DType, IndexType, Shape, TensorType
+from ._types import NAT_MAX, DType, IndexType, Shape, TensorType
 
 __version__ = "0.1.0"
 
@@ -64,6 +65,7 @@ __all__ = [
     "DEFAULT_LIMITS",
     "FORMAT",
     "INLINE_LIMIT",
+    "NAT_MAX",
     "REQUIRED_RULES",
     "VERSION",
     "AttrError",
@@ -119,6 +121,7 @@ __all__ = [
     "layered_svg",
     "load",
     "loads",
+    "lower_widened",
     "missing_rules",
     "parse_graph",
     "register_op",

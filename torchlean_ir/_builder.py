@@ -32,7 +32,8 @@ from ._attrs import AttrError, ConstArray, make_attrs
 from ._errors import ShapeError, TorchleanError
 from ._graph import Context, GraphData, IndexInput, Leaf, LeafKind, Node, valid_name
 from ._registry import get_op, has_op
-from ._types import DType, IndexType, TensorType, as_dtype, as_shape, format_shape
+from ._types import DType, IndexType, TensorType, as_dtype, as_shape, format_shape, is_nat
+from ._util import short_repr
 
 #: Directories whose frames are skipped when reporting the user's call site. Front ends built on
 #: the builder add their own package directory with :func:`add_internal_dir`.
@@ -81,6 +82,57 @@ def _is_number(v: object) -> bool:
     return isinstance(v, numbers.Real) and not isinstance(v, bool | np.bool_)
 
 
+# Argument checks of the builder's public calls: each raises a library error naming the call
+# and the user's call site (never a raw ValueError, TypeError or OverflowError).
+
+
+def _scalar(v: object, what: str, site: object) -> float:
+    """A real number constant as a Python float (finite or infinite; NaN is refused later by the
+    attribute rules, which name it)."""
+    if not _is_number(v):
+        raise TorchleanError(f"{what}: expected a real number, got {short_repr(v)}, at {site}")
+    try:
+        return float(v)  # type: ignore[arg-type]
+    except (OverflowError, ValueError, TypeError):
+        raise AttrError(f"{what}: {short_repr(v)} is out of the float range, at {site}") from None
+
+
+def _shape_arg(shape: object, what: str, site: object) -> tuple[int, ...]:
+    try:
+        return as_shape(shape)
+    except ValueError:
+        raise ShapeError(
+            f"{what}: shape must be a tuple of non-negative ints, got {short_repr(shape)}, "
+            f"at {site}"
+        ) from None
+
+
+def _flag(v: object, what: str, site: object) -> bool:
+    if not isinstance(v, bool | np.bool_):
+        raise TorchleanError(f"{what} must be True or False, got {short_repr(v)}, at {site}")
+    return bool(v)
+
+
+def _nat_values(value: object, shape: tuple[int, ...]) -> tuple[int, ...] | None:
+    """``value`` as the static values of an index input of ``shape``, or None if it is not
+    naturals (at most ``NAT_MAX``) of that shape."""
+    try:
+        arr = np.asarray(value)
+    except (ValueError, TypeError, OverflowError):
+        return None
+    if arr.size == 0 and arr.shape == shape:
+        return ()  # [] is a float array to NumPy
+    if arr.shape != shape:
+        return None
+    if arr.dtype == object:  # Python ints beyond the int64 range
+        flat = arr.reshape(-1).tolist()
+    elif np.issubdtype(arr.dtype, np.integer):
+        flat = [int(v) for v in arr.reshape(-1).tolist()]
+    else:
+        return None
+    return tuple(flat) if all(is_nat(v) for v in flat) else None
+
+
 class Var:
     """A value being built: a leaf or a node output of a :class:`GraphBuilder`."""
 
@@ -123,9 +175,10 @@ class Var:
     def _lift(self, other: Any) -> Var:
         if isinstance(other, Var):
             return other
+        site = _Site(sys._getframe(1))
         if _is_number(other):
-            return self._builder.full(self.shape, float(other))
-        raise TypeError(f"cannot combine a Var with {type(other).__name__}")
+            return self._builder._full(self.shape, _scalar(other, "constant", site), site)
+        raise TorchleanError(f"cannot combine a Var with {type(other).__name__}, at {site}")
 
     def __add__(self, o: Any) -> Var:
         return self._builder.apply("add", self, self._lift(o))
@@ -141,7 +194,9 @@ class Var:
 
     def __mul__(self, o: Any) -> Var:
         if _is_number(o):
-            return self._builder.apply("scale", self, c=float(o))
+            return self._builder.apply(
+                "scale", self, c=_scalar(o, "scale", _Site(sys._getframe(1)))
+            )
         return self._builder.apply("mul", self, o)
 
     def __rmul__(self, o: Any) -> Var:
@@ -149,7 +204,11 @@ class Var:
 
     def __truediv__(self, o: Any) -> Var:
         if _is_number(o):
-            return self._builder.apply("scale", self, c=1.0 / float(o))
+            site = _Site(sys._getframe(1))
+            c = _scalar(o, "division", site)
+            if c == 0:
+                raise AttrError(f"division by the constant {short_repr(o)}, at {site}")
+            return self._builder.apply("scale", self, c=1.0 / c)
         return self._builder.apply("mul", self, self._builder.apply("inv", o))
 
     def __rtruediv__(self, o: Any) -> Var:
@@ -162,7 +221,10 @@ class Var:
         return self._builder.apply("matmul", self, o)
 
     def __bool__(self) -> bool:
-        raise TypeError("a Var has no truth value (graphs have no data-dependent control flow)")
+        raise TorchleanError(
+            "a Var has no truth value (graphs have no data-dependent control flow), "
+            f"at {user_call_site()}"
+        )
 
     __hash__ = object.__hash__
 
@@ -198,9 +260,15 @@ class GraphBuilder:
     """
 
     def __init__(self, dtype: DType | str = DType.F32) -> None:
-        self.dtype = as_dtype(dtype)
+        try:
+            self.dtype = as_dtype(dtype)
+        except (ValueError, TypeError):
+            self.dtype = DType.NAT  # refused just below, with the value shown
+            dtype = short_repr(dtype)
         if not self.dtype.is_float:
-            raise ValueError(f"builder dtype must be f32 or f64, got {self.dtype}")
+            raise TorchleanError(
+                f"builder dtype must be f32 or f64, got {dtype}, at {user_call_site()}"
+            )
         self._leaves: list[Leaf] = []
         self._index_inputs: list[IndexInput] = []
         self._nodes: list[Node] = []  # args hold handles until build()
@@ -211,7 +279,7 @@ class GraphBuilder:
     def _new_name(self, name: str) -> str:
         if not valid_name(name):
             raise TorchleanError(
-                f"invalid name {name!r}: use an identifier (letters, digits, '_', '.'), "
+                f"invalid name {short_repr(name)}: use an identifier (letters, digits, '_', '.'), "
                 f"at {user_call_site()}"
             )
         if name in self._names:
@@ -220,11 +288,10 @@ class GraphBuilder:
         return name
 
     def _leaf(self, name: str, shape: Any, kind: LeafKind, requires_grad: bool) -> Var:
-        try:
-            shp = as_shape(shape)
-        except ValueError as e:
-            raise ShapeError(f"{kind} {name!r}: {e}, at {user_call_site()}") from None
-        leaf = Leaf(self._new_name(name), TensorType(shp, self.dtype), kind, bool(requires_grad))
+        site = user_call_site()
+        shp = _shape_arg(shape, f"{kind} {short_repr(name)}", site)
+        rg = _flag(requires_grad, f"{kind} {short_repr(name)}: requires_grad", site)
+        leaf = Leaf(self._new_name(name), TensorType(shp, self.dtype), kind, rg)
         self._leaves.append(leaf)
         return Var(self, ("leaf", len(self._leaves) - 1), leaf.type)
 
@@ -241,32 +308,63 @@ class GraphBuilder:
 
         With ``value`` the index is baked into the graph (static); otherwise it is supplied at
         each call (a label, gather indices)."""
-        shape: tuple[int, ...] = () if size is None else as_shape((size,))
+        site = user_call_site()
+        shape: tuple[int, ...] = ()
+        if size is not None:
+            shape = _shape_arg((size,), f"index {short_repr(name)}: size", site)
         static = None
         if value is not None:
-            arr = np.asarray(value)
-            if arr.size == 0 and arr.shape == shape:
-                arr = arr.astype(np.int64)  # [] is a float array to NumPy
-            if arr.shape != shape or not np.issubdtype(arr.dtype, np.integer) or np.any(arr < 0):
+            static = _nat_values(value, shape)
+            if static is None:
                 raise TorchleanError(
-                    f"index {name!r}: value must be nat{format_shape(shape)} of non-negative ints, "
-                    f"got {value!r}, at {user_call_site()}"
+                    f"index {short_repr(name)}: value must be nat{format_shape(shape)} of "
+                    f"non-negative ints below 2**63, got {short_repr(value)}, at {site}"
                 )
-            static = tuple(int(v) for v in arr.reshape(-1))
         ix = IndexInput(self._new_name(name), IndexType(shape), static)
         self._index_inputs.append(ix)
         return IndexVar(self, len(self._index_inputs) - 1, ix.type)
 
     # -- ops -------------------------------------------------------------------------------
     def const(self, value: Any) -> Var:
-        """A literal tensor (cast to the builder's dtype)."""
-        arr = np.asarray(value, dtype=self.dtype.numpy_name)
-        return self.apply("const", value=ConstArray.from_numpy(arr, self.dtype))
+        """A literal tensor of real numbers (cast to the builder's dtype)."""
+        return self._const(value, _Site(sys._getframe(1)))
+
+    def _const(self, value: Any, site: object) -> Var:
+        if isinstance(value, ConstArray):
+            value = value.to_numpy()
+        try:
+            arr = np.asarray(value)
+            if arr.dtype == object:  # Python ints beyond int64, or anything else
+                flat = arr.reshape(-1).tolist()
+                if not all(_is_number(x) or isinstance(x, bool) for x in flat):
+                    raise TypeError
+            elif arr.dtype.kind not in "biuf":
+                raise TypeError
+            with np.errstate(over="ignore", invalid="ignore"):
+                arr = arr.astype(self.dtype.numpy_name)
+        except OverflowError:
+            raise AttrError(
+                f"const: {short_repr(value)} is out of the float range, at {site}"
+            ) from None
+        except (ValueError, TypeError):
+            raise AttrError(
+                f"const: value must be a real number or an array of them, got "
+                f"{short_repr(value)}, at {site}"
+            ) from None
+        try:
+            attrs = make_attrs("const", get_op("const").attrs, {"value": arr})
+        except AttrError as e:
+            raise AttrError(f"{e}, at {site}") from None
+        return self.apply("const", value=attrs["value"])
 
     def full(self, shape: Any, value: float) -> Var:
         """A tensor filled with ``value``: a scalar literal, broadcast if ``shape`` is not ()."""
-        c = self.const(np.asarray(value))
-        shp = as_shape(shape)
+        site = _Site(sys._getframe(1))
+        return self._full(shape, _scalar(value, "full", site), site)
+
+    def _full(self, shape: Any, value: float, site: object) -> Var:
+        shp = _shape_arg(shape, "full", site)
+        c = self._const(np.asarray(value), site)
         return c if shp == () else self.apply("broadcast_to", c, shape=shp)
 
     def apply(self, op_name: str, *args: Var | IndexVar, **attrs: Any) -> Var:
@@ -276,6 +374,7 @@ class GraphBuilder:
             op = get_op(op_name)
         except TorchleanError as e:
             raise TorchleanError(f"{e}, at {site}") from None
+        op_name = op.name
         tensors: list[Var] = []
         indices: list[IndexVar] = []
         for p, a in enumerate(args):
@@ -292,7 +391,7 @@ class GraphBuilder:
                     )
                 indices.append(a)
             else:
-                raise TypeError(
+                raise TorchleanError(
                     f"{op_name}: argument {p} must be a Var or IndexVar, got "
                     f"{type(a).__name__} (attributes go by keyword), at {site}"
                 )

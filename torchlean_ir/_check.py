@@ -12,26 +12,26 @@ from ._errors import AttrError, GraphCheckError, ShapeError, UnknownOpError
 from ._graph import GraphData, valid_name
 from ._printer import format_node
 from ._registry import get_op
-from ._types import DType, IndexType, TensorType
-from ._util import gc_paused
+from ._types import DType, IndexType, TensorType, is_nat
+from ._util import clip, gc_paused, short_repr
 
 
 def _node_error(graph: GraphData, j: int, message: str) -> GraphCheckError:
     try:
-        shown = format_node(graph, j)
+        shown = clip(format_node(graph, j), 160)
     except Exception:  # a node too broken to print still gets a message
-        shown = repr(graph.nodes[j])
+        shown = short_repr(graph.nodes[j], 160)
     return GraphCheckError(f"node {j} (`{shown}`): {message}", node=j, detail=message)
 
 
 def _check_type(t: object, what: str) -> TensorType:
     if not isinstance(t, TensorType):
-        raise GraphCheckError(f"{what}: type must be a TensorType, got {t!r}")
+        raise GraphCheckError(f"{what}: type must be a TensorType, got {short_repr(t)}")
     if not isinstance(t.shape, tuple) or any(
         isinstance(d, bool) or not isinstance(d, int) or d < 0 for d in t.shape
     ):
         raise GraphCheckError(
-            f"{what}: shape must be a tuple of non-negative ints, got {t.shape!r}"
+            f"{what}: shape must be a tuple of non-negative ints, got {short_repr(t.shape)}"
         )
     if not isinstance(t.dtype, DType) or not t.dtype.is_float:
         raise GraphCheckError(f"{what}: dtype must be f32 or f64, got {t.dtype}")
@@ -51,20 +51,27 @@ def _check(graph: GraphData) -> GraphData:
         where = f"leaf {i} ({leaf.name!r})"
         if not valid_name(leaf.name):
             raise GraphCheckError(
-                f"leaf {i}: invalid name {leaf.name!r} (an identifier, dots allowed)"
+                f"leaf {i}: invalid name {short_repr(leaf.name)} (an identifier, dots allowed)"
             )
         if leaf.name in seen:
             raise GraphCheckError(f"{where}: name already used by {seen[leaf.name]}")
         seen[leaf.name] = f"leaf {i}"
         _check_type(leaf.type, where)
         if leaf.kind not in ("param", "input"):
-            raise GraphCheckError(f"{where}: kind must be 'param' or 'input', got {leaf.kind!r}")
+            raise GraphCheckError(
+                f"{where}: kind must be 'param' or 'input', got {short_repr(leaf.kind)}"
+            )
         if not isinstance(leaf.requires_grad, bool):
             raise GraphCheckError(f"{where}: requires_grad must be a bool")
+        if leaf.type.dtype != ctx.leaves[0].type.dtype:
+            raise GraphCheckError(
+                f"{where}: dtype {leaf.type.dtype} differs from leaf 0's "
+                f"{ctx.leaves[0].type.dtype} (a graph has one float dtype)"
+            )
     for i, ix in enumerate(ctx.index_inputs):
         where = f"index input {i} ({ix.name!r})"
         if not valid_name(ix.name):
-            raise GraphCheckError(f"index input {i}: invalid name {ix.name!r}")
+            raise GraphCheckError(f"index input {i}: invalid name {short_repr(ix.name)}")
         if ix.name in seen:
             raise GraphCheckError(f"{where}: name already used by {seen[ix.name]}")
         seen[ix.name] = f"index input {i}"
@@ -74,16 +81,17 @@ def _check(graph: GraphData) -> GraphData:
             ok = (
                 isinstance(ix.value, tuple)
                 and len(ix.value) == ix.type.size
-                and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in ix.value)
+                and all(is_nat(v) for v in ix.value)
             )
             if not ok:
                 raise GraphCheckError(
-                    f"{where}: a static value must be a tuple of {ix.type.size} naturals, "
-                    f"got {ix.value!r}"
+                    f"{where}: a static value must be a tuple of {ix.type.size} naturals "
+                    f"below 2**63, got {short_repr(ix.value)}"
                 )
 
     n_leaves = len(ctx.leaves)
     n_index = len(ctx.index_inputs)
+    dtype = ctx.leaves[0].type.dtype if ctx.leaves else None  # the graph's one float dtype
     types: list[TensorType] = [leaf.type for leaf in ctx.leaves]
     for j, node in enumerate(graph.nodes):
         v = n_leaves + j
@@ -96,14 +104,15 @@ def _check(graph: GraphData) -> GraphData:
                 raise _node_error(
                     graph,
                     j,
-                    f"argument {p} refers to %{a}, which is not an earlier value (0..{v - 1})",
+                    f"argument {p} refers to %{short_repr(a)}, which is not an earlier value "
+                    f"(0..{v - 1})",
                 )
         for p, a in enumerate(node.index_args):
             if isinstance(a, bool) or not isinstance(a, int) or not 0 <= a < n_index:
                 raise _node_error(
                     graph,
                     j,
-                    f"index argument {p} refers to #{a}, but the graph declares "
+                    f"index argument {p} refers to #{short_repr(a)}, but the graph declares "
                     f"{n_index} index input{'' if n_index == 1 else 's'}",
                 )
         if not isinstance(node.attrs, Attrs):
@@ -132,6 +141,16 @@ def _check(graph: GraphData) -> GraphData:
                 j,
                 f"recorded type {recorded} but the shape rule of {node.op} gives {inferred}",
             )
+        if dtype is None:
+            dtype = recorded.dtype
+        elif recorded.dtype != dtype:
+            first = "leaf 0" if n_leaves else "node 0"
+            raise _node_error(
+                graph,
+                j,
+                f"recorded dtype {recorded.dtype} differs from {first}'s {dtype} "
+                "(a graph has one float dtype)",
+            )
         types.append(recorded)
 
     if not graph.outputs:
@@ -139,6 +158,6 @@ def _check(graph: GraphData) -> GraphData:
     for k, o in enumerate(graph.outputs):
         if isinstance(o, bool) or not isinstance(o, int) or not 0 <= o < len(types):
             raise GraphCheckError(
-                f"output {k} refers to %{o}, which is not a value (0..{len(types) - 1})"
+                f"output {k} refers to %{short_repr(o)}, which is not a value (0..{len(types) - 1})"
             )
     return graph

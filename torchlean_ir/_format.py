@@ -15,6 +15,7 @@ import json
 import math
 import os
 import re
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,14 +23,17 @@ import numpy as np
 
 from ._attrs import INLINE_LIMIT, Attrs, AttrSpec, ConstArray, make_attrs
 from ._check import check
-from ._encode import FORMAT, VERSION, content_hash, dumps, graph_to_dict
+from ._encode import FORMAT, VERSION, content_hash, graph_to_dict
+from ._encode import dumps as _dumps
 from ._errors import AttrError, GraphCheckError, GraphFormatError, UnknownOpError
 from ._graph import Context, GraphData, IndexInput, Leaf, Node, valid_name
 from ._printer import format_node
 from ._registry import get_op
-from ._types import DType, IndexType, TensorType
-from ._util import gc_paused
+from ._types import NAT_MAX, DType, IndexType, TensorType
+from ._util import clip, gc_paused, short_repr, write_atomic
 
+#: The deepest nesting of arrays and objects in a file: $.nodes[j].attrs.k.data[i].
+_MAX_FILE_DEPTH = 6
 #: The JSON Schema of this version, relative to the package directory.
 SCHEMA_FILE = "schema/graph-v1.schema.json"
 
@@ -52,9 +56,11 @@ __all__ = [
 
 @dataclass(frozen=True)
 class Limits:
-    """Limits applied when reading a graph (from a file or text); override any of them.
+    """Limits applied when reading a graph (from a file or text) and when writing one (a file
+    the library writes, it reads back with the same limits); override any of them.
 
-    ``Limits(max_nodes=10_000)`` or ``DEFAULT_LIMITS.replace(max_bytes=1 << 20)``.
+    ``Limits(max_nodes=10_000)`` or ``DEFAULT_LIMITS.replace(max_bytes=1 << 20)``. Each is a
+    positive int; a value above ``sys.maxsize`` means no limit and is stored as ``sys.maxsize``.
     """
 
     #: Size of the file (bytes) or text (characters).
@@ -69,12 +75,15 @@ class Limits:
     max_elements: int = 1 << 28
     #: Nesting depth of the JSON document (a valid graph file needs 6).
     max_depth: int = 32
+    #: Entries of any other list: the outputs, a node's args, a node's index args.
+    max_items: int = 100_000
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
             v = getattr(self, f.name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"Limits.{f.name} must be a positive int, got {v!r}")
+                raise ValueError(f"Limits.{f.name} must be a positive int, got {_short(v)}")
+            object.__setattr__(self, f.name, min(int(v), sys.maxsize))
 
     def replace(self, **changes: int) -> Limits:
         """A copy with some limits changed."""
@@ -83,14 +92,114 @@ class Limits:
 
 DEFAULT_LIMITS = Limits()
 
-# -- writing (the encoding itself is in _encode) ----------------------------------------
+# -- writing (the encoding itself is in _encode; the limits, shared with reading, here) ------
 
 
-def save(graph: GraphData, path: str | os.PathLike[str]) -> None:
-    """Write a graph file (checks the graph first; UTF-8, ``\\n`` line ends)."""
+def dumps(graph: GraphData, *, indent: int | None = None, limits: Limits | None = None) -> str:
+    """The JSON text of a graph.
+
+    The default layout (``indent=None``) is the canonical file layout: one leaf, index input or
+    node per line, keys in a fixed order, a final newline. ``indent=n`` pretty-prints fully.
+
+    With ``limits`` (``save`` passes :data:`DEFAULT_LIMITS`), a graph that :func:`loads` would
+    refuse under these limits is refused here, with the reader's message (a
+    :class:`GraphFormatError`): the library writes only what it reads back.
+    """
+    text = _dumps(graph, indent=indent)
+    if limits is not None:
+        if len(text) > limits.max_bytes:
+            raise GraphFormatError(
+                f"$: {len(text)} characters exceed the limit {limits.max_bytes}", path="$"
+            )
+        _check_limits(graph, limits, text)
+    return text
+
+
+def save(
+    graph: GraphData, path: str | os.PathLike[str], *, limits: Limits = DEFAULT_LIMITS
+) -> None:
+    """Write a graph file (UTF-8, ``\\n`` line ends) that :func:`load` reads back with the same
+    ``limits``. The graph is checked first and a graph over a limit is refused with the message
+    ``load`` would give (a :class:`GraphFormatError`); nothing is written then. The file is
+    written all or nothing (an ``OSError``, a full disk say, leaves ``path`` as it was)."""
     check(graph)
-    with open(path, "wb") as f:
-        f.write(dumps(graph).encode("utf-8"))
+    data = _dumps(graph).encode("utf-8")
+    if len(data) > limits.max_bytes:
+        raise GraphFormatError(
+            f"$: file of {len(data)} bytes exceeds the limit {limits.max_bytes}", path="$"
+        )
+    _check_limits(graph, limits, data)
+    write_atomic(path, data)
+
+
+def _check_limits(graph: GraphData, limits: Limits, encoded: str | bytes | None = None) -> None:
+    """Raise the :class:`GraphFormatError` that reading ``graph``'s file under ``limits``
+    would raise for a limit (counts, ranks, elements, list lengths, integer sizes, and the
+    nesting depth of ``encoded``, its JSON text); the reader's checks in the reader's order.
+    The size of the text is the caller's to check (a file counts bytes, text characters)."""
+    if encoded is not None and limits.max_depth < _MAX_FILE_DEPTH:
+        _check_depth(encoded.encode("utf-8") if isinstance(encoded, str) else encoded, limits)
+    root = _Path()
+
+    def shape_over(shape: tuple[int, ...], p: _Path) -> None:
+        msg = _rank_over(len(shape), limits) or _over(
+            math.prod(shape), limits.max_elements, "elements"
+        )
+        if msg:
+            raise p.fail(msg)
+
+    p = root.key("leaves")
+    msg = _over(len(graph.leaves), limits.max_leaves, "leaves")
+    if msg:
+        raise p.fail(msg)
+    for i, leaf in enumerate(graph.leaves):
+        shape_over(leaf.type.shape, p.item(i).key("shape"))
+    p = root.key("index_inputs")
+    msg = _over(len(graph.index_inputs), limits.max_leaves, "index inputs")
+    if msg:
+        raise p.fail(msg)
+    for i, ix in enumerate(graph.index_inputs):
+        shape_over(ix.type.shape, p.item(i).key("shape"))
+    p = root.key("nodes")
+    msg = _over(len(graph.nodes), limits.max_nodes, "nodes")
+    if msg:
+        raise p.fail(msg)
+    for j, node in enumerate(graph.nodes):
+        pn = p.item(j)
+        for key, n in (("args", len(node.args)), ("index_args", len(node.index_args))):
+            msg = _over(n, limits.max_items, "entries")
+            if msg:
+                raise pn.key(key).fail(msg)
+        specs = get_op(node.op).attrs
+        for k, v in node.attrs.items():
+            _attr_over(specs[k].kind, v, pn.key("attrs").key(k), limits)
+        shape_over(node.type.shape, pn.key("shape"))
+    msg = _over(len(graph.outputs), limits.max_items, "entries")
+    if msg:
+        raise root.key("outputs").fail(msg)
+
+
+def _attr_over(kind: str, v: Any, p: _Path, limits: Limits) -> None:
+    """The reader's limit checks of one attribute value (see :func:`_dec_attr`)."""
+    if isinstance(v, ConstArray):
+        msg = _rank_over(len(v.shape), limits) or _over(
+            math.prod(v.shape), limits.max_elements, "elements"
+        )
+        if msg:
+            raise p.key("shape").fail(msg)
+    elif kind in ("floats", "ints", "nats", "shape"):
+        msg = _over(len(v), _attr_list_limit(limits), "entries")
+        if msg:
+            raise p.fail(msg)
+        if kind != "floats":
+            for i, x in enumerate(v):
+                msg = _too_long(x)
+                if msg:
+                    raise p.item(i).fail(msg)
+    elif kind in ("int", "nat"):
+        msg = _too_long(v)
+        if msg:
+            raise p.fail(msg)
 
 
 def graph_schema() -> dict[str, Any]:
@@ -147,8 +256,7 @@ _KEY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 
 def _short(v: Any, limit: int = 60) -> str:
     """A one-line, bounded ``repr`` for messages."""
-    text = repr(v)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    return short_repr(v, limit)
 
 
 def _clip(text: str, limit: int = 60) -> str:
@@ -177,8 +285,9 @@ def _object_pairs(pairs: list[tuple[str, Any]]) -> _Obj:
 
 
 class _BadNumber(str):
-    """A JSON number Python cannot hold as a finite float or a bounded int (``1e400``), or one
-    of the non-JSON constants ``NaN``, ``Infinity`` that Python's parser would accept."""
+    """A JSON number Python cannot hold as a finite float (``1e400``), or one of the non-JSON
+    constants ``NaN``, ``Infinity`` that Python's parser would accept. (Integers are parsed as
+    Python ints, without a hook per number, and checked where they are read.)"""
 
     __slots__ = ("why",)
 
@@ -192,10 +301,6 @@ def _bad_number(text: str, why: str) -> _BadNumber:
 def _parse_float(text: str) -> float | _BadNumber:
     f = float(text)
     return _bad_number(text, "out of range") if math.isinf(f) else f
-
-
-def _parse_int(text: str) -> int | _BadNumber:
-    return _bad_number(text, "too long") if len(text.lstrip("-")) > 400 else int(text)
 
 
 def _parse_constant(text: str) -> _BadNumber:
@@ -228,9 +333,9 @@ def _obj(
     for k in required:
         if k not in v:
             raise p.fail(f"missing key {k!r}")
-    extra = sorted(set(v) - set(required) - set(optional))
+    extra = set(v).difference(required, optional)
     if extra:
-        raise p.fail(f"unknown key {_short(extra[0])}")
+        raise p.fail(f"unknown key {_short(min(extra))}")
     return v
 
 
@@ -240,22 +345,63 @@ def _list(v: Any, p: _Path) -> list[Any]:
     return v
 
 
+#: Integers of more than 400 digits are refused as too long (JSON integers are exact, of any
+#: size, but nothing in a graph needs more; Python's parser refuses more than 4300 digits).
+_INT_TOO_LONG = 10**400
+
+
+# The limit checks, shared by the reader and the writer (which refuses, with the reader's message,
+# to write what the reader would refuse): each returns the message, or None within the limit.
+
+
+def _over(n: int, limit: int, what: str) -> str | None:
+    return f"{n} {what} exceed the limit {limit}" if n > limit else None
+
+
+def _rank_over(rank: int, lim: Limits) -> str | None:
+    return f"rank {rank} exceeds the limit {lim.max_rank}" if rank > lim.max_rank else None
+
+
+def _too_long(v: int) -> str | None:
+    if -_INT_TOO_LONG < v < _INT_TOO_LONG:
+        return None
+    return f"an integer of {len(str(abs(v)))} digits is too long (at most 400)"
+
+
+def _attr_list_limit(lim: Limits) -> int:
+    """Entries of a list-valued attribute (``ints``, ``nats``, ``shape``, ``floats``)."""
+    return max(lim.max_rank, 64)
+
+
+def _items(v: Any, p: _Path, lim: Limits) -> list[Any]:
+    """A list bounded by ``max_items`` (outputs, args, index args)."""
+    items = _list(v, p)
+    msg = _over(len(items), lim.max_items, "entries")
+    if msg:
+        raise p.fail(msg)
+    return items
+
+
 def _int(v: Any, p: _Path, lo: int | None = 0, hi: int | None = None) -> int:
-    if isinstance(v, bool) or not isinstance(v, int) or isinstance(v, _BadNumber):
+    if isinstance(v, bool) or not isinstance(v, int):
         raise p.fail(f"expected an integer, got {_typename(v)}")
-    if (lo is not None and v < lo) or (hi is not None and v > hi):
-        rng = f">= {lo}" if hi is None else f"in {lo}..{hi}"
-        raise p.fail(f"expected an integer {rng}, got {v}")
+    msg = _too_long(v)
+    if msg:
+        raise p.fail(msg)
+    if lo is not None and v < lo:
+        raise p.fail(f"expected an integer >= {lo}, got {_short(v)}")
+    if hi is not None and v > hi:
+        raise p.fail(f"expected an integer <= {hi}, got {_short(v)}")
     return v
 
 
 def _ref(v: Any, p: _Path, n: int, what: str) -> int:
     """A reference to one of the ``n`` values (or index inputs) available at ``p``."""
-    if isinstance(v, bool) or not isinstance(v, int) or isinstance(v, _BadNumber):
+    if isinstance(v, bool) or not isinstance(v, int):
         raise p.fail(f"expected an integer (a {what} id), got {_typename(v)}")
     if not 0 <= v < n:
         avail = f"ids 0..{n - 1} are available" if n else f"there is no {what} to refer to"
-        raise p.fail(f"refers to {what} {v}, but {avail}")
+        raise p.fail(f"refers to {what} {_short(v)}, but {avail}")
     return v
 
 
@@ -277,11 +423,13 @@ def _name(v: Any, p: _Path, seen: dict[str, _Path]) -> str:
 
 def _shape(v: Any, p: _Path, lim: Limits) -> tuple[int, ...]:
     items = _list(v, p)
-    if len(items) > lim.max_rank:
-        raise p.fail(f"rank {len(items)} exceeds the limit {lim.max_rank}")
+    msg = _rank_over(len(items), lim)
+    if msg:
+        raise p.fail(msg)
     shape = tuple(_int(d, p.item(i)) for i, d in enumerate(items))
-    if math.prod(shape) > lim.max_elements:
-        raise p.fail(f"{math.prod(shape)} elements exceed the limit {lim.max_elements}")
+    msg = _over(math.prod(shape), lim.max_elements, "elements")
+    if msg:
+        raise p.fail(msg)
     return shape
 
 
@@ -364,8 +512,9 @@ def _dec_attr(spec: AttrSpec, v: Any, p: _Path, lim: Limits) -> Any:
         return _dec_float(v, p)
     if spec.kind in ("floats", "ints", "nats", "shape"):
         items = _list(v, p)
-        if len(items) > max(lim.max_rank, 64):
-            raise p.fail(f"{len(items)} entries exceed the limit {max(lim.max_rank, 64)}")
+        msg = _over(len(items), _attr_list_limit(lim), "entries")
+        if msg:
+            raise p.fail(msg)
         if spec.kind == "floats":
             return [_dec_float(x, p.item(i)) for i, x in enumerate(items)]
         return [_int(x, p.item(i), lo=None) for i, x in enumerate(items)]
@@ -412,6 +561,15 @@ def _line_col(data: bytes, offset: int) -> str:
     return f"line {line} column {col}"
 
 
+def _check_depth(data: bytes, limits: Limits) -> None:
+    at = _too_deep(data, limits.max_depth)
+    if at is not None:
+        raise GraphFormatError(
+            f"$: JSON nested deeper than {limits.max_depth} levels (at {_line_col(data, at)})",
+            path="$",
+        )
+
+
 def loads(text: str | bytes, *, limits: Limits = DEFAULT_LIMITS) -> GraphData:
     """Parse and validate a graph from JSON text (``str`` or UTF-8 ``bytes``)."""
     if isinstance(text, bytes | bytearray | memoryview):
@@ -434,19 +592,13 @@ def loads(text: str | bytes, *, limits: Limits = DEFAULT_LIMITS) -> GraphData:
         data = text.encode("utf-8", "surrogatepass")
     else:
         raise TypeError(f"loads expects str or bytes, got {type(text).__name__}")
-    at = _too_deep(data, limits.max_depth)
-    if at is not None:
-        raise GraphFormatError(
-            f"$: JSON nested deeper than {limits.max_depth} levels (at {_line_col(data, at)})",
-            path="$",
-        )
+    _check_depth(data, limits)
     try:
         with gc_paused():
             raw = json.loads(
                 text,
                 object_pairs_hook=_object_pairs,
                 parse_float=_parse_float,
-                parse_int=_parse_int,
                 parse_constant=_parse_constant,
             )
     except json.JSONDecodeError as e:
@@ -456,6 +608,20 @@ def loads(text: str | bytes, *, limits: Limits = DEFAULT_LIMITS) -> GraphData:
     except (ValueError, RecursionError) as e:
         raise GraphFormatError(f"$: invalid JSON: {_clip(str(e), 120)}", path="$") from None
     return graph_from_dict(raw, limits=limits)
+
+
+def _read_at_most(f: Any, limit: int) -> bytes:
+    """The file's bytes, or its first ``limit + 1`` (a pipe or a device has no size to check
+    first; ``loads`` then refuses what is over the limit)."""
+    chunks: list[bytes] = []
+    total = 0
+    while total <= limit:
+        chunk = f.read(min(limit + 1 - total, 1 << 24))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        total += len(chunk)
+    return b"".join(chunks)
 
 
 def load(path: str | os.PathLike[str], *, limits: Limits = DEFAULT_LIMITS) -> GraphData:
@@ -468,7 +634,7 @@ def load(path: str | os.PathLike[str], *, limits: Limits = DEFAULT_LIMITS) -> Gr
                 raise GraphFormatError(
                     f"$: file of {size} bytes exceeds the limit {limits.max_bytes}", path="$"
                 )
-            data = f.read(limits.max_bytes + 1)
+            data = _read_at_most(f, limits.max_bytes)
     except OSError as e:
         raise GraphFormatError(f"cannot read {shown}: {e.strerror or e}") from None
     return loads(data, limits=limits)
@@ -494,10 +660,9 @@ def _graph_from_dict(raw: Any, limits: Limits) -> GraphData:
     seen: dict[str, _Path] = {}
 
     leaves_raw = _list(d["leaves"], root.key("leaves"))
-    if len(leaves_raw) > limits.max_leaves:
-        raise root.key("leaves").fail(
-            f"{len(leaves_raw)} leaves exceed the limit {limits.max_leaves}"
-        )
+    msg = _over(len(leaves_raw), limits.max_leaves, "leaves")
+    if msg:
+        raise root.key("leaves").fail(msg)
     leaves = []
     for i, lv in enumerate(leaves_raw):
         p = root.key("leaves").item(i)
@@ -514,10 +679,9 @@ def _graph_from_dict(raw: Any, limits: Limits) -> GraphData:
         leaves.append(Leaf(name, TensorType(shape, dtype), kind, rg))  # type: ignore[arg-type]
 
     index_raw = _list(d.get("index_inputs", []), root.key("index_inputs"))
-    if len(index_raw) > limits.max_leaves:
-        raise root.key("index_inputs").fail(
-            f"{len(index_raw)} index inputs exceed the limit {limits.max_leaves}"
-        )
+    msg = _over(len(index_raw), limits.max_leaves, "index inputs")
+    if msg:
+        raise root.key("index_inputs").fail(msg)
     index_inputs = []
     for i, ixr in enumerate(index_raw):
         p = root.key("index_inputs").item(i)
@@ -533,12 +697,13 @@ def _graph_from_dict(raw: Any, limits: Limits) -> GraphData:
             vals = _list(e["value"], p.key("value"))
             if len(vals) != math.prod(shape):
                 raise p.key("value").fail(f"expected {math.prod(shape)} naturals, got {len(vals)}")
-            value = tuple(_int(x, p.key("value").item(k)) for k, x in enumerate(vals))
+            value = tuple(_int(x, p.key("value").item(k), hi=NAT_MAX) for k, x in enumerate(vals))
         index_inputs.append(IndexInput(name, IndexType(shape), value))
 
     nodes_raw = _list(d["nodes"], root.key("nodes"))
-    if len(nodes_raw) > limits.max_nodes:
-        raise root.key("nodes").fail(f"{len(nodes_raw)} nodes exceed the limit {limits.max_nodes}")
+    msg = _over(len(nodes_raw), limits.max_nodes, "nodes")
+    if msg:
+        raise root.key("nodes").fail(msg)
     n_leaves, n_index = len(leaves), len(index_inputs)
     nodes_path = root.key("nodes")
     nodes = []
@@ -554,12 +719,13 @@ def _graph_from_dict(raw: Any, limits: Limits) -> GraphData:
             raise p.key("op").fail(f"unknown op {_short(name)}") from None
         pa = p.key("args")
         args = tuple(
-            _ref(a, pa.item(k), n_leaves + j, "value") for k, a in enumerate(_list(e["args"], pa))
+            _ref(a, pa.item(k), n_leaves + j, "value")
+            for k, a in enumerate(_items(e["args"], pa, limits))
         )
         pi = p.key("index_args")
         index_args = tuple(
             _ref(a, pi.item(k), n_index, "index input")
-            for k, a in enumerate(_list(e.get("index_args", []), pi))
+            for k, a in enumerate(_items(e.get("index_args", []), pi, limits))
         )
         if "attrs" in e or name not in no_attrs:
             attrs = _dec_attrs(op.name, op.attrs, e.get("attrs", {}), p.key("attrs"), limits)
@@ -576,7 +742,7 @@ def _graph_from_dict(raw: Any, limits: Limits) -> GraphData:
 
     n_values = n_leaves + len(nodes)
     po = root.key("outputs")
-    outs_raw = _list(d["outputs"], po)
+    outs_raw = _items(d["outputs"], po, limits)
     if not outs_raw:
         raise po.fail("a graph needs at least one output")
     outputs = tuple(_ref(o, po.item(k), n_values, "value") for k, o in enumerate(outs_raw))
@@ -587,7 +753,7 @@ def _graph_from_dict(raw: Any, limits: Limits) -> GraphData:
         if err.node is None:
             raise GraphFormatError(f"$: {err}", path="$") from None
         where = f"$.nodes[{err.node}]"
-        shown = format_node(graph, err.node)
+        shown = clip(format_node(graph, err.node), 160)
         raise GraphFormatError(f"{where} (`{shown}`): {err.detail}", path=where) from None
     return graph
 

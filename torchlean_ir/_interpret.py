@@ -24,6 +24,8 @@ from ._errors import EvalError, TorchleanError
 from ._graph import GraphData, Node
 from ._printer import format_node
 from ._registry import Op, get_op
+from ._types import NAT_MAX
+from ._util import clip, short_repr
 from .backends import NUMPY
 
 Leaves = Mapping[str, Any] | Sequence[Any]
@@ -36,10 +38,10 @@ def at_node(graph: GraphData, j: int, what: str) -> Iterator[None]:
     try:
         yield
     except TorchleanError as e:
-        raise type(e)(f"while {what} node {j} (`{format_node(graph, j)}`): {e}") from e
+        raise type(e)(f"while {what} node {j} (`{clip(format_node(graph, j), 160)}`): {e}") from e
     except Exception as e:
         raise EvalError(
-            f"while {what} node {j} (`{format_node(graph, j)}`): {type(e).__name__}: {e}"
+            f"while {what} node {j} (`{clip(format_node(graph, j), 160)}`): {type(e).__name__}: {e}"
         ) from e
 
 
@@ -111,17 +113,31 @@ def index_values(graph: GraphData, index: IndexValues) -> list[np.ndarray]:
             continue
         if ix.name not in given:
             raise EvalError(f"index: missing index input {ix.name!r}")
-        arr = np.asarray(given[ix.name])
-        if arr.shape != ix.type.shape:
-            raise EvalError(
-                f"index[{ix.name!r}]: expected shape {list(ix.type.shape)}, got {list(arr.shape)}"
-            )
-        if arr.size and (not np.issubdtype(arr.dtype, np.integer) or np.any(arr < 0)):
-            raise EvalError(
-                f"index[{ix.name!r}]: expected non-negative integers, got {given[ix.name]!r}"
-            )
-        out.append(arr.astype(np.int64))
+        out.append(_runtime_index(given[ix.name], ix.type.shape, f"index[{ix.name!r}]"))
     return out
+
+
+def _runtime_index(v: Any, shape: tuple[int, ...], where: str) -> np.ndarray:
+    """A runtime index value as int64: non-negative integers of ``shape``; values above
+    ``NAT_MAX`` read as ``NAT_MAX`` (out of range either way, never wrapped)."""
+    try:
+        arr = np.asarray(v)
+    except (ValueError, TypeError, OverflowError):
+        raise EvalError(f"{where}: expected non-negative integers, got {short_repr(v)}") from None
+    if arr.shape != shape:
+        raise EvalError(f"{where}: expected shape {list(shape)}, got {list(arr.shape)}")
+    if arr.size == 0:
+        return np.zeros(shape, np.int64)
+    if arr.dtype == object:  # Python ints beyond the int64 range
+        flat = arr.reshape(-1).tolist()
+        if not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in flat):
+            raise EvalError(f"{where}: expected non-negative integers, got {short_repr(v)}")
+        return np.array([min(x, NAT_MAX) for x in flat], np.int64).reshape(shape)
+    if not np.issubdtype(arr.dtype, np.integer) or (arr.dtype.kind == "i" and np.any(arr < 0)):
+        raise EvalError(f"{where}: expected non-negative integers, got {short_repr(v)}")
+    if arr.dtype == np.uint64:  # the only integer dtype beyond int64
+        arr = np.minimum(arr, np.uint64(NAT_MAX))
+    return arr.astype(np.int64)
 
 
 def node_params(op: Op, node: Node, idx: Sequence[Any], position: int) -> dict[str, Any]:

@@ -38,8 +38,8 @@ from ._errors import GraphCheckError, GraphParseError, UnknownOpError
 from ._format import DEFAULT_LIMITS, Limits
 from ._graph import Context, GraphData, IndexInput, Leaf, Node, valid_name
 from ._registry import get_op
-from ._types import DType, IndexType, TensorType, shape_size
-from ._util import gc_paused
+from ._types import NAT_MAX, DType, IndexType, TensorType, shape_size
+from ._util import clip, gc_paused
 
 _TOKEN = re.compile(
     r"""
@@ -78,8 +78,8 @@ class _Parser:
         self.text = text
         self.source = source
         self.limits = limits
-        self.toks = self._lex()
-        self.i = 0
+        self._scan = 0  # where the next token starts being looked for
+        self.tok = self._lex()  # the current token; lexed one at a time, on demand
 
     # -- errors and tokens ---------------------------------------------------------------------
     def where(self, pos: int) -> tuple[int, int]:
@@ -89,29 +89,30 @@ class _Parser:
 
     def fail(self, pos: int, message: str) -> NoReturn:
         line, col = self.where(pos)
-        raise GraphParseError(message, line=line, column=col, source=self.source)
+        raise GraphParseError(clip(message, 300), line=line, column=col, source=self.source)
 
-    def _lex(self) -> list[_Tok]:
-        toks: list[_Tok] = []
-        append = toks.append
-        for m in _TOKEN.finditer(self.text):
+    def _lex(self) -> _Tok:
+        """The next token from ``self._scan`` on (whitespace skipped). Lexing on demand, an error
+        early in a huge text is reported without reading the rest."""
+        text, pos = self.text, self._scan
+        while pos < len(text):
+            m = _TOKEN.match(text, pos)
+            assert m is not None  # the last alternative matches any character
             kind = m.lastgroup
+            pos = m.end()
             if kind == "ws":
                 continue
             if kind == "bad":
                 self.fail(m.start(), f"unexpected character {m.group()!r}")
-            append(_Tok(kind, m.group(), m.start()))  # type: ignore[arg-type]
-        toks.append(_Tok("eof", "", len(self.text)))
-        return toks
-
-    @property
-    def tok(self) -> _Tok:
-        return self.toks[self.i]
+            self._scan = pos
+            return _Tok(kind, m.group(), m.start())  # type: ignore[arg-type]
+        self._scan = pos
+        return _Tok("eof", "", len(text))
 
     def next(self) -> _Tok:
-        t = self.toks[self.i]
+        t = self.tok
         if t.kind != "eof":
-            self.i += 1
+            self.tok = self._lex()
         return t
 
     def at(self, text: str) -> bool:
@@ -120,7 +121,7 @@ class _Parser:
 
     def accept(self, text: str) -> bool:
         if self.at(text):
-            self.i += 1
+            self.next()
             return True
         return False
 
@@ -134,13 +135,21 @@ class _Parser:
             self.fail(self.tok.pos, f"expected {what}, got {_describe(self.tok)}")
         return self.next()
 
+    def bound(self, items: list[Any], what: str) -> None:
+        """Refuse one more entry in a list that holds ``max_items`` already."""
+        if len(items) >= self.limits.max_items:
+            self.fail(self.tok.pos, f"more than {self.limits.max_items} {what} (the limit)")
+
     # -- small pieces --------------------------------------------------------------------------
-    def nat(self, what: str) -> int:
+    def nat(self, what: str, hi: int | None = None) -> int:
         t = self.tok
         if t.kind != "num" or not t.text.isdigit() or len(t.text) > 400:
             self.fail(t.pos, f"expected {what} (a non-negative integer), got {_describe(t)}")
+        v = int(t.text)
+        if hi is not None and v > hi:
+            self.fail(t.pos, f"{what} {_describe(t)} exceeds {hi}")
         self.next()
-        return int(t.text)
+        return v
 
     def number(self) -> int | float:
         t = self.next()
@@ -316,6 +325,7 @@ class _Parser:
         self.expect("return", "a node '%name: type = op(...)' or 'return'")
         outputs = [self.use(values)]
         while self.accept(","):
+            self.bound(outputs, "outputs")
             outputs.append(self.use(values))
         self.expect("}", "',' or '}'")
         if self.tok.kind != "eof":
@@ -363,14 +373,14 @@ class _Parser:
         value: tuple[int, ...] | None = None
         if self.accept("="):
             if not shape:
-                value = (self.nat("the index value"),)
+                value = (self.nat("the index value", NAT_MAX),)
             else:
                 start = self.expect("[", "'[' (the index values)").pos
                 vals: list[int] = []
                 if not self.accept("]"):
-                    vals.append(self.nat("an index value"))
+                    vals.append(self.nat("an index value", NAT_MAX))
                     while self.accept(","):
-                        vals.append(self.nat("an index value"))
+                        vals.append(self.nat("an index value", NAT_MAX))
                     self.expect("]", "',' or ']'")
                 if len(vals) != shape[0]:
                     self.fail(start, f"expected {shape[0]} index values, got {len(vals)}")
@@ -410,9 +420,11 @@ class _Parser:
         if self.tok.kind == "value":
             args.append(self.use(values))
             while self.accept(","):
+                self.bound(args, "arguments")
                 args.append(self.use(values))
         if self.accept(";"):
             while True:
+                self.bound(index_args, "index arguments")
                 it = self.expect_kind("index", "an index input '#name'")
                 k = indices.get(it.text[1:])
                 if k is None:

@@ -40,9 +40,12 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import numpy as np
+
 from ._attrs import AttrSpec
 from ._errors import ShapeError, UnknownOpError
 from ._types import DType, IndexType, TensorType
+from ._util import short_repr
 
 Rule = Callable[..., Any]
 Domain = Literal["real", "positive", "nonzero", "unit"]
@@ -249,14 +252,14 @@ def unregister_op(name: str) -> None:
 
 
 def get_op(name: str) -> Op:
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        raise UnknownOpError(f"unknown op {name!r}") from None
+    op = _REGISTRY.get(name) if isinstance(name, str) else None
+    if op is None:
+        raise UnknownOpError(f"unknown op {short_repr(name)}")
+    return op
 
 
 def has_op(name: str) -> bool:
-    return name in _REGISTRY
+    return isinstance(name, str) and name in _REGISTRY
 
 
 def all_ops() -> dict[str, Op]:
@@ -290,6 +293,61 @@ def same_shape(*args: TensorType, **_: Any) -> tuple[int, ...]:
                 + ", ".join(str(a) for a in args)
             )
     return first
+
+
+def lower_widened(op: Op) -> Op:
+    """Give ``op`` lowering rules (forward, JVP, VJP) that run its own rules in the backend's
+    widest float (``B.wide()``: float64 for a float32 compilation) and round the results back.
+
+    For ops whose intermediate values leave the float32 range although their results do not:
+    layer_norm's squared deviations at 1e30 overflow (the row used to come out as ``beta``),
+    and a mean of the smallest normals is flushed to 0 as subnormal. The reference already
+    computes in float64, so the float32 lowering then agrees with it over the whole float32
+    range. Equal to the rules in real arithmetic; the verifier reads the conversions as the
+    identity."""
+    fwd, jvp, vjp = op.forward_rule, op.jvp_rule, op.vjp_rule
+    assert fwd is not None and jvp is not None and vjp is not None, op.name
+
+    def widen(W: Any, v: Any) -> Any:
+        if isinstance(v, tuple | list):
+            return type(v)(widen(W, x) for x in v)
+        return None if v is None else W.asarray(v)
+
+    def rounded(B: Any, params: dict[str, Any]) -> dict[str, Any]:
+        # float attributes keep the compiled dtype's value (eps as a float32 constant), as in
+        # the unwidened rule and in the verifier's model of a float32 compilation
+        return {
+            k: float(np.asarray(v, B.float_dtype)) if isinstance(v, float) else v
+            for k, v in params.items()
+        }
+
+    def lowered(B: Any, *args: Any, **params: Any) -> Any:
+        W = B.wide()
+        if W is B:
+            return fwd(B, *args, **params)
+        return B.asarray(fwd(W, *widen(W, args), **rounded(B, params)))
+
+    def lowered_jvp(B: Any, args: tuple, tangents: tuple, out: Any, **params: Any) -> Any:
+        W = B.wide()
+        if W is B:
+            return jvp(B, args, tangents, out, **params)
+        p = rounded(B, params)
+        return B.asarray(jvp(W, widen(W, args), widen(W, tangents), W.asarray(out), **p))
+
+    def lowered_vjp(B: Any, args: tuple, out: Any, ct: Any, **params: Any) -> tuple:
+        W = B.wide()
+        if W is B:
+            return vjp(B, args, out, ct, **params)
+        cts = vjp(W, widen(W, args), W.asarray(out), W.asarray(ct), **rounded(B, params))
+        return tuple(None if c is None else B.asarray(c) for c in cts)
+
+    for fn, rule in ((lowered, "lower"), (lowered_jvp, "lower_jvp"), (lowered_vjp, "lower_vjp")):
+        fn.__name__ = f"{op.name}_{rule}"
+        fn.__qualname__ = fn.__name__
+    op.def_lower(lowered)
+    op.def_lower_jvp(lowered_jvp)
+    op.def_lower_vjp(lowered_vjp)
+    return op
 
 
 def deflinear(op: Op) -> Op:

@@ -8,6 +8,16 @@ from dataclasses import dataclass
 
 Shape = tuple[int, ...]
 
+#: The largest static index value a graph may hold (the int64 range the interpreters use).
+#: Larger values would be out of range for any shape anyway; runtime index values above it are
+#: accepted and read as this value (out of range: they read 0 and send no gradient).
+NAT_MAX = (1 << 63) - 1
+
+
+def is_nat(v: object) -> bool:
+    """``v`` is a Python int (not a bool) in ``0 .. NAT_MAX``: a valid static index value."""
+    return isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= NAT_MAX
+
 
 class DType(enum.Enum):
     """Element type of a value.

@@ -9,11 +9,14 @@
     torchlean verify ...            the verifier (``verify.cli``), when installed
 
 Exit codes: 0 success; 2 bad input or usage (a malformed, ill-typed or oversized graph file, an
-unreadable path, an unwritable output, a bad option), with one line ``torchlean: error: ...`` on
-stderr and never a traceback; 4 a program the command needs is missing or failed (Graphviz's
-``dot`` for ``show --format svg``), one line naming it; 130 interrupted. A subcommand provided
-by another package (``verify``) returns its own documented codes. Anything else (a traceback,
-exit 1) is a bug.
+unreadable path, an unwritable output, a bad option, standard output that cannot be written),
+with one line ``torchlean: error: ...`` on stderr and never a traceback; 4 a program the command
+needs is missing or failed (Graphviz's ``dot`` for ``show --format svg``), one line naming it;
+130 interrupted. A subcommand provided by another package (``verify``) returns its own
+documented codes. Anything else (a traceback, exit 1) is a bug.
+
+The installed ``torchlean`` script starts in :mod:`torchlean_cli`, which handles an interrupt
+while this module is still being imported.
 
 Subcommands provided by other packages are listed in :data:`PLUGINS`: ``torchlean NAME ARGS...``
 imports the module and calls its ``main(argv)`` with ``ARGS`` (a list of strings); the return
@@ -23,11 +26,13 @@ value (an int, or None for 0) is the exit code.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import errno
 import importlib
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from . import __version__
 from ._dot import GraphvizError, render_svg, to_dot
@@ -56,6 +61,82 @@ PLUGINS: dict[str, tuple[str, str]] = {
 
 class _Fail(Exception):
     """A user error: printed as one line, exit code 2."""
+
+
+# -- output that may fail ------------------------------------------------------------------
+# Shared with the other command lines (verify.cli): standard output may be a full disk
+# (`> /dev/full`), a closed pipe (`| head`) or a closed descriptor. A write that fails raises
+# OutputError (never an OSError that could be mistaken for something else); the command answers
+# with one line and its exit code, and silence_stdout() makes the interpreter's last flush at exit
+# harmless.
+
+
+class OutputError(Exception):
+    """Standard output could not be written; ``broken_pipe`` when its reader went away."""
+
+    def __init__(self, err: OSError) -> None:
+        super().__init__(f"cannot write to standard output: {err.strerror or err}")
+        self.broken_pipe = isinstance(err, BrokenPipeError)
+
+
+class GuardedOutput:
+    """A text stream whose ``write`` and ``flush`` raise :class:`OutputError` instead of
+    ``OSError`` (and ``ValueError`` for a closed stream); text the stream's encoding cannot
+    represent (an undecodable file name) is written with backslash escapes. Anything else is the
+    wrapped stream's."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        if self._stream is None:  # descriptor 1 was closed when the interpreter started
+            raise OutputError(OSError(errno.EBADF, os.strerror(errno.EBADF)))
+        try:
+            try:
+                return int(self._stream.write(text))
+            except UnicodeEncodeError:
+                enc = getattr(self._stream, "encoding", None) or "utf-8"
+                safe = text.encode(enc, "backslashreplace").decode(enc, "replace")
+                return int(self._stream.write(safe))
+        except (OSError, ValueError) as e:
+            raise OutputError(e if isinstance(e, OSError) else OSError(str(e))) from None
+
+    def flush(self) -> None:
+        if self._stream is None:
+            return
+        try:
+            self._stream.flush()
+        except (OSError, ValueError) as e:
+            raise OutputError(e if isinstance(e, OSError) else OSError(str(e))) from None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def silence_stdout() -> None:
+    """Point standard output at the null device (after a failed write, so that the
+    interpreter's final flush of what is still buffered cannot fail again)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+def one_line(text: str) -> str:
+    """``text`` with its control characters and undecodable bytes escaped (``\\n``,
+    ``\\udcff``): a file name or a message that stays on one line, whatever it holds."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def say(prog: str, message: str) -> None:
+    """``prog: message`` on standard error, on one line; nothing if standard error cannot be
+    written."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        print(one_line(f"{prog}: {message}"), file=sys.stderr, flush=True)
 
 
 def _positive_int(text: str) -> int:
@@ -113,7 +194,7 @@ def summary(graph: GraphData) -> str:
 
 def cmd_check(args: argparse.Namespace) -> int:
     graph = _load(args)
-    print(f"{args.graph}: ok: {summary(graph)}")
+    print(f"{one_line(args.graph)}: ok: {summary(graph)}", file=args.out)
     return EXIT_OK
 
 
@@ -131,8 +212,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         if fmt == "svg":
             text = render_svg(text)  # GraphvizError: exit 4
     if args.output is None:
-        sys.stdout.write(text)
-        sys.stdout.flush()
+        args.out.write(text)
         return EXIT_OK
     try:
         with open(args.output, "w", encoding="utf-8") as f:
@@ -142,9 +222,19 @@ def cmd_show(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, with its error on one line (an argument may hold a newline)."""
+
+    def error(self, message: str) -> NoReturn:
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            self.print_usage(sys.stderr)
+        say(self.prog, f"error: {message}")
+        sys.exit(EXIT_BAD_INPUT)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the built-in subcommands (plugins are listed, not parsed)."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog=PROG,
         description="torchlean-ir: typed IR graphs with proof-checked backprop.",
         epilog="Exit codes: 0 ok; 2 bad input or usage (one line on stderr); 4 a program the "
@@ -215,27 +305,40 @@ def run_plugin(name: str, argv: list[str]) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``torchlean`` command line; return the exit code."""
     args_list = list(sys.argv[1:] if argv is None else argv)
+    out = GuardedOutput(sys.stdout)
     try:
-        if args_list and args_list[0] in PLUGINS:
-            return run_plugin(args_list[0], args_list[1:])
-        args = build_parser().parse_args(args_list)
-        if args.run is None:  # a plugin reached through argparse (options before its name)
-            return run_plugin(args.plugin, list(args.rest))
-        return int(args.run(args))
+        code = _run(args_list, out)
+        out.flush()  # a failure to write is reported here, not by the interpreter at exit
+        return code
     except _Fail as e:
-        print(f"{PROG}: error: {e}", file=sys.stderr)
+        say(PROG, f"error: {e}")
         return EXIT_BAD_INPUT
     except GraphvizError as e:
         print(f"{PROG}: error: {e}", file=sys.stderr)
         return EXIT_MISSING_PROGRAM
     except KeyboardInterrupt:
-        print(f"{PROG}: interrupted", file=sys.stderr)
+        say(PROG, "interrupted")
         return EXIT_INTERRUPTED
-    except BrokenPipeError:
-        # the reader went away (`torchlean show g.json | head`): not an error
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        return EXIT_OK
+    except OutputError as e:
+        silence_stdout()
+        if e.broken_pipe:  # the reader went away (`torchlean show g.json | head`): not an error
+            return EXIT_OK
+        say(PROG, f"error: {e}")
+        return EXIT_BAD_INPUT
+
+
+def _run(args_list: list[str], out: GuardedOutput) -> int:
+    if args_list and args_list[0] in PLUGINS:
+        return run_plugin(args_list[0], args_list[1:])
+    try:
+        with contextlib.redirect_stdout(out):  # argparse ignores a failed write of --help
+            args = build_parser().parse_args(args_list)
+    except SystemExit as e:  # --help or --version (printed), or a usage error (printed)
+        return EXIT_OK if e.code in (None, 0) else EXIT_BAD_INPUT
+    if args.run is None:  # a plugin reached through argparse (options before its name)
+        return run_plugin(args.plugin, list(args.rest))
+    args.out = out
+    return int(args.run(args))
 
 
 if __name__ == "__main__":

@@ -949,7 +949,19 @@ def _reduce_max(it: Interpreter, eqn: Any, invals: list, *, axes: Any, **_: Any)
     if any(a.shape[d] == 0 for d in axes):
         raise Unsupported("max over an empty axis")
     fn = se.Max if big else se.Min
-    return _reduce(a, axes, lambda xs: fn(*xs) if len(xs) > 1 else xs[0])
+    return _reduce(a, axes, lambda xs: _extremum(fn, xs))
+
+
+def _extremum(fn: Any, xs: list[Any]) -> Any:
+    """``fn(*xs)`` (``se.Max`` or ``se.Min``) with the terms added to every value taken out,
+    ``max_i (a_i + c) = max_i a_i + c``: the maximum of values already shifted by their maximum
+    (the JAX backend's second shift of softmax-like forms) is then exactly 0."""
+    if len(xs) == 1:
+        return xs[0]
+    terms = [set(x.args) if isinstance(x, se.Add) else {x} for x in xs]
+    common = terms[0].intersection(*terms[1:])
+    c = se.Add(*common) if common else se.Integer(0)
+    return fn(*[x - c for x in xs]) + c
 
 
 @rule("reduce_and", "reduce_or")

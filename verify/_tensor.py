@@ -945,6 +945,11 @@ class TensorBackend:
     def stop_gradient(self, x: Any) -> Any:
         return x
 
+    def max_shift(self, x: Any, axis: int = -1) -> TArray:
+        """``x - max(x)`` along ``axis`` (the shift of softmax-like forms, as in the reference
+        backends; the JAX backend's second shift is read from its jaxpr)."""
+        return asarray(x) - self.max(x, axis=axis, keepdims=True)
+
     def rand_uniform(self, seed: int, counter: int, shape: Sequence[int]) -> TArray:
         from torchlean_ir.backends import _random
 

@@ -833,11 +833,23 @@ def ssum(body: Callable[[Any], Any], lo: int, hi: int, prefix: str = "_k") -> An
 
 
 def smax(body: Callable[[Any], Any], lo: int, hi: int) -> Any:
-    """``max_{lo <= k < hi} body(k)`` (unrolled when short)."""
+    """``max_{lo <= k < hi} body(k)`` (unrolled when short). Terms added to every value are
+    taken out, ``max_k (a_k + c) = max_k a_k + c``: the maximum of values already shifted by
+    their maximum (the JAX backend's second shift) is then exactly 0 (short ranges) or a plain
+    maximum (long ones), and the shifts stay common factors."""
     if hi - lo <= UNROLL_MAX:
-        return se.Max(*[body(se.Integer(v)) for v in range(lo, hi)])
+        values = [body(se.Integer(v)) for v in range(lo, hi)]
+        common = set(_add_terms(values[0])).intersection(*map(_add_terms, values[1:]))
+        c = se.Add(*common) if common else ZERO
+        return se.Max(*[v - c for v in values]) + c
     k = fresh("_m", lo, hi)
-    return MAXR(body(k), k, se.Integer(lo), se.Integer(hi))
+    b = body(k)
+    c = se.Add(*[t for t in _add_terms(b) if k not in t.free_symbols])
+    return MAXR(b - c, k, se.Integer(lo), se.Integer(hi)) + c
+
+
+def _add_terms(e: Any) -> tuple[Any, ...]:
+    return e.args if isinstance(e, se.Add) else (e,)
 
 
 def sum_over(k: Any, body: Any, unroll: bool = False) -> Any:

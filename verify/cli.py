@@ -8,13 +8,19 @@
                      [--max-elements N] [--no-kinks] [--quiet]
 
 Exit codes: 0 verified, 1 mismatch found, 2 bad input or usage (one line on stderr, no
-traceback), 3 some part could not be decided, 5 internal error of the verifier. With several
-graphs, a mismatch anywhere gives 1, else anything undecided gives 3.
+traceback; also standard output, the ``--json`` or the ``--html`` file that cannot be written),
+3 some part could not be decided (or an interruption), 5 an internal error of the verifier or of
+the HTML page writer (a bug, one line on stderr). With several graphs, a mismatch anywhere gives
+1, else anything undecided gives 3.
+
+The installed script starts in :mod:`torchlean_cli`, which answers an interrupt during the
+imports at start-up in the same way (one line, exit code 3).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import importlib.util
 import json
@@ -184,8 +190,11 @@ def _print_report(console: Any, report: Report, quiet: bool) -> None:
             if c.counterexample is not None:
                 console.print("  counterexample: " + c.counterexample.describe(), highlight=False,
                               soft_wrap=True)  # fmt: skip
+    from torchlean_ir.cli import one_line
+
     first = report.summary().splitlines()[0]
-    console.print(f"{report.graph}: {first}", style=style[report.verdict], highlight=False,
+    shown = one_line(str(report.graph))
+    console.print(f"{shown}: {first}", style=style[report.verdict], highlight=False,
                   soft_wrap=True)  # fmt: skip
     if quiet and report.verdict == "mismatch" and report.counterexamples:
         console.print("  counterexample: " + report.counterexamples[0].describe(),
@@ -218,11 +227,37 @@ def _exit_code(reports: Sequence[Report]) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code."""
+    from torchlean_ir.cli import GuardedOutput, OutputError, say, silence_stdout
+
+    stdout = GuardedOutput(sys.stdout)
+    reports: list[Report] = []
+    try:
+        try:
+            code = _main(argv, stdout, reports)
+        except SystemExit as e:  # --help, printed by argparse
+            code = 0 if e.code in (None, 0) else 2
+        stdout.flush()  # a failure to write is reported here, not by the interpreter at exit
+        return code
+    except KeyboardInterrupt:
+        say(PROG, "interrupted")
+        return 3
+    except OutputError as e:
+        silence_stdout()
+        if e.broken_pipe:  # the reader went away (`torchlean-verify g.json | head`)
+            return _exit_code(reports) if reports else 3
+        say(PROG, f"error: {e}")
+        return 2
+
+
+def _main(argv: Sequence[str] | None, stdout: Any, reports: list[Report]) -> int:
     from rich.console import Console
+
+    from torchlean_ir.cli import OutputError, say
 
     err = Console(stderr=True, highlight=False)
     try:
-        args = _parser().parse_args(argv)
+        with contextlib.redirect_stdout(stdout):  # argparse ignores a failed write of --help
+            args = _parser().parse_args(argv)
         if args.jobs < 1:
             raise UsageError(f"--jobs must be at least 1, got {args.jobs}")
         if args.max_elements is not None and args.max_elements < 1:
@@ -235,16 +270,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             load_plugin(spec)
         graphs = [(path, _load(path)) for path in args.graphs]
     except UsageError as e:
-        print(f"{PROG}: error: {e}", file=sys.stderr)
+        say(PROG, f"error: {e}")
         return 2
     json_stdout = args.json == "-"
-    out = Console(file=sys.stderr if json_stdout else sys.stdout, highlight=False)
+    out = Console(file=sys.stderr if json_stdout else stdout, highlight=False)
     if not out.is_terminal:  # a log or a pipe: wide enough that signatures do not wrap
         out = Console(file=out.file, highlight=False, width=160)
     from ._rules import MAX_ELEMENTS
     from ._verify import graph_dtype, verify_graph
 
-    reports: list[Report] = []
     try:
         runs = [(path, graph, dt) for path, graph in graphs
                 for dt in (("f64", "f32") if args.dtype == "all" else (args.dtype,))]  # fmt: skip
@@ -277,11 +311,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 )
             reports.append(report)
             _print_report(out, report, args.quiet or json_stdout)
-    except KeyboardInterrupt:
-        print(f"{PROG}: interrupted", file=sys.stderr)
-        return 3
+    except (KeyboardInterrupt, OutputError):
+        raise
     except Exception as e:  # a verifier bug, not the user's: say so in one line
-        print(f"{PROG}: internal error: {type(e).__name__}: {e}", file=sys.stderr)
+        say(PROG, f"internal error: {type(e).__name__}: {e}")
         return INTERNAL_ERROR
     if args.html is not None:
         from ._html import render_html
@@ -292,10 +325,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             with open(args.html, "w", encoding="utf-8") as f:
                 f.write(page)
         except OSError as e:
-            print(f"{PROG}: error: --html {args.html}: {e.strerror or e}", file=sys.stderr)
+            say(PROG, f"error: --html {args.html}: {e.strerror or e}")
             return 2
         except Exception as e:  # a bug of the page writer, not the user's
-            print(f"{PROG}: internal error: --html: {type(e).__name__}: {e}", file=sys.stderr)
+            say(PROG, f"internal error: --html: {type(e).__name__}: {e}")
             return INTERNAL_ERROR
     if args.json is not None:
         doc = reports[0].to_json() if len(reports) == 1 else {
@@ -305,13 +338,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         }  # fmt: skip
         text = json.dumps(doc, indent=2)
         if json_stdout:
-            print(text)
+            print(text, file=stdout)
         else:
-            try:
-                with open(args.json, "w") as f:
-                    f.write(text + "\n")
+            from torchlean_ir._util import write_atomic
+
+            try:  # all or nothing: a full disk leaves no truncated report
+                write_atomic(args.json, (text + "\n").encode("utf-8"))
             except OSError as e:
-                print(f"{PROG}: error: --json {args.json}: {e.strerror or e}", file=sys.stderr)
+                say(PROG, f"error: --json {args.json}: {e.strerror or e}")
                 return 2
     return _exit_code(reports)
 

@@ -112,10 +112,86 @@ def test_bad_files(tmp_path) -> None:  # type: ignore[no-untyped-def]
         load_params(pl, bad)
     assert "\n" not in str(e.value)
     pickled = tmp_path / "obj.npz"
-    np.savez(pickled, a=np.array([object()], dtype=object))
+    np.savez(pickled, a=np.array([object(), object()], dtype=object))
+    with pytest.raises(tl.TorchleanError, match="'a' has dtype object, expected a float"):
+        load_params(pl, pickled)  # refused from its header: nothing is unpickled
     with pytest.raises(tl.TorchleanError, match=r"not a readable \.npz"):
-        load_params(pl, pickled)
+        read_params_file(pickled)
     ints = tmp_path / "ints.npz"
     np.savez(ints, a=np.array([1, 2]))
     with pytest.raises(tl.TorchleanError, match="'a' has dtype int64, expected a float"):
         load_params(pl, ints)
+
+
+def _npz_member(
+    path, name: str, shape: tuple[int, ...], payload: bytes, dtype: str = "<f8"
+) -> None:  # type: ignore[no-untyped-def]
+    """An .npz whose member ``name`` declares ``shape`` and holds ``payload`` (deflated)."""
+    import io
+    import zipfile
+
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(
+        header, {"descr": dtype, "fortran_order": False, "shape": shape}
+    )
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr(name + ".npy", header.getvalue() + payload)
+
+
+def test_huge_declared_arrays_and_zip_bombs_are_refused_from_the_headers(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A 32 GB array declared in a tiny file (or a zip bomb) is refused before any data is
+    read or decompressed; the parameters are unchanged."""
+    import tracemalloc
+
+    pl = ParamList([Param(np.ones(2), name="a")])
+    bomb = tmp_path / "bomb.npz"
+    _npz_member(bomb, "a", (1 << 32,), b"\0" * (1 << 20))
+    tracemalloc.start()
+    try:
+        with pytest.raises(tl.TorchleanError, match=r"shape mismatch for 'a': got \[4294967296\]"):
+            load_params(pl, bomb)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 1 << 24
+    assert pl["a"].value.tolist() == [1.0, 1.0]
+
+
+def test_truncated_and_mismatched_files_change_nothing(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    pl = ParamList([Param(np.ones(2), name="a"), Param(np.zeros(3), name="b")])
+    for suffix in (".npz", ".safetensors"):
+        good = tmp_path / f"good{suffix}"
+        other = ParamList([Param(np.full(2, 7.0), name="a"), Param(np.full(3, 8.0), name="b")])
+        save_params(other, good)
+        data = good.read_bytes()
+        for cut in (0, 10, len(data) // 2, len(data) - 1):
+            bad = tmp_path / f"cut{cut}{suffix}"
+            bad.write_bytes(data[:cut])
+            with pytest.raises(tl.TorchleanError) as e:
+                load_params(pl, bad)
+            assert "\n" not in str(e.value)
+            assert pl["a"].value.tolist() == [1.0, 1.0] and pl["b"].value.tolist() == [0.0] * 3
+        load_params(pl, good)
+        assert pl["a"].value.tolist() == [7.0, 7.0]
+        pl["a"].value, pl["b"].value = np.ones(2), np.zeros(3)
+    short = tmp_path / "short.npz"
+    _npz_member(short, "a", (2,), b"\0" * 8)  # declares 2 float64, holds 1
+    with pytest.raises(tl.TorchleanError, match=r"not a readable \.npz parameter file"):
+        load_params(ParamList([Param(np.ones(2), name="a")]), short)
+
+
+def test_save_is_all_or_nothing(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import os
+
+    pl = ParamList([Param(np.ones(2), name="a")])
+    path = tmp_path / "p.npz"
+    path.write_bytes(b"old")
+
+    def fail(*args: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", fail)
+    with pytest.raises(OSError, match="No space left"):
+        save_params(pl, path)
+    assert path.read_bytes() == b"old"
+    assert [p.name for p in tmp_path.iterdir()] == ["p.npz"]

@@ -1,4 +1,4 @@
-"""``torchlean-verify``: exit codes 0 / 1 / 2 / 3, one-line errors, the table and --json."""
+"""``torchlean-verify``: exit codes 0 / 1 / 2 / 3 / 5, one-line errors, the table and --json."""
 
 from __future__ import annotations
 
@@ -151,3 +151,23 @@ def test_undecided_exits_3(tmp_path: object) -> None:
 def test_jobs_with_a_plugin_in_worker_processes() -> None:
     proc = _run(CUSTOM_GRAPH, "--plugin", PLUGIN, "--jobs", "2", "-q")
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_an_internal_error_exits_5_with_one_line(
+    tmp_path: object, capsys: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bug of the verifier (here, verify_graph raising) is not the user's and not an open
+    question: one line on stderr, exit code 5 (INTERNAL_ERROR), not 3."""
+    import verify._verify
+    from verify.cli import INTERNAL_ERROR
+
+    def broken(*args: object, **kwargs: object) -> NoReturn:
+        raise RuntimeError("a bug\nover two lines")
+
+    monkeypatch.setattr(verify._verify, "verify_graph", broken)
+    path = _graph(os.path.join(str(tmp_path), "g.json"))
+    assert INTERNAL_ERROR == 5
+    assert main([path, "-q"]) == 5
+    err = capsys.readouterr().err.strip()  # type: ignore[attr-defined]
+    assert err.startswith("torchlean-verify: internal error: RuntimeError: a bug"), err
+    assert "\n" not in err and "Traceback" not in err, err

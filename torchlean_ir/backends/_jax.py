@@ -15,6 +15,21 @@ from . import _random
 from ._numpy import _first_max_onehot, _logsumexp, _softmax, _softplus
 
 
+def twice_shifted(x: Any, axis: int) -> Any:
+    """``x - max(x)`` along ``axis``, shifted once more by the maximum of the result.
+
+    In real arithmetic the second maximum is 0. In XLA it is not always: when a multiply that
+    produced ``x`` is fused into the subtraction, it is contracted into one FMA (the product
+    exact, the maximum computed from the rounded products), and the maximum's own entry comes
+    out as the product's rounding error, positive or negative, up to 1e285 for scores of 1e301
+    in float64 (1.5e9 in float32): its exp is inf or 0 and the softmax NaN. The second shift
+    works on the values the first produced, with nothing left to contract: the maximum's entry
+    is exactly 0. (The verifier reads both shifts as common factors ``exp(-max)`` that cancel.)"""
+    stop = jax.lax.stop_gradient
+    s = x - stop(jnp.max(x, axis=axis, keepdims=True))
+    return s - stop(jnp.max(s, axis=axis, keepdims=True))
+
+
 @cache
 def _softmax_call(valid_key: tuple[bytes, tuple[int, ...]] | None) -> Any:
     """A jitted ``tl_softmax`` over the last axis for one static mask (``None``: no mask)."""
@@ -23,7 +38,7 @@ def _softmax_call(valid_key: tuple[bytes, tuple[int, ...]] | None) -> Any:
         valid = np.frombuffer(valid_key[0], dtype=bool).reshape(valid_key[1])
 
     def tl_softmax(x: Any) -> Any:
-        return _softmax(jnp, x, -1, valid, jax.lax.stop_gradient)
+        return _softmax(jnp, x, -1, valid, jax.lax.stop_gradient, twice=True)
 
     return jax.jit(tl_softmax)
 
@@ -136,7 +151,7 @@ class JaxBackend:
         return _first_max_onehot(jnp, x, axis, valid)
 
     def logsumexp(self, x: Any, axis: int = -1, keepdims: bool = False, valid: Any = None) -> Any:
-        return _logsumexp(jnp, x, axis, keepdims, valid, self.stop_gradient)
+        return _logsumexp(jnp, x, axis, keepdims, valid, self.stop_gradient, twice=True)
 
     def softmax(self, x: Any, axis: int = -1, valid: Any = None) -> Any:
         """The max-shifted softmax, as one nested call named ``tl_softmax`` (over the last
@@ -185,9 +200,14 @@ class JaxBackend:
 
     # -- runtime indices (nat inputs) -----------------------------------------------------
     def gather(self, x: Any, idx: Any, axis: int = 0) -> Any:
+        if x.shape[axis] == 0:  # every index is out of range (jnp.take refuses an empty axis)
+            shape = x.shape[:axis] + jnp.shape(idx) + x.shape[axis + 1 :]
+            return jnp.zeros(shape, dtype=self.float_dtype)
         return jnp.take(x, idx, axis=axis, mode="fill", fill_value=0)
 
     def scatter_add(self, x: Any, idx: Any, updates: Any, axis: int = 0) -> Any:
+        if x.shape[axis] == 0:  # every index is out of range: nothing is added
+            return jnp.asarray(x, dtype=self.float_dtype)
         moved = jnp.moveaxis(x, axis, 0)
         upd = jnp.moveaxis(updates, axis, 0) if jnp.ndim(idx) else updates
         # JAX narrows scatter indices to int32: map every out-of-range index to n first, or one
@@ -199,6 +219,17 @@ class JaxBackend:
 
     def stop_gradient(self, x: Any) -> Any:
         return jax.lax.stop_gradient(x)
+
+    def max_shift(self, x: Any, axis: int = -1) -> Any:
+        """``x - max(x)`` along ``axis``, shifted twice (see :func:`twice_shifted`)."""
+        return twice_shifted(x, axis)
+
+    def wide(self) -> JaxBackend:
+        """The float64 backend for a float32 one (under JAX's x64 mode, which the compiler
+        turns on); otherwise itself."""
+        if self.float_dtype == jnp.float32 and jax.config.read("jax_enable_x64"):
+            return jax_backend("float64")
+        return self
 
     # -- seeded randomness ----------------------------------------------------------------
     def rand_uniform(self, seed: int, counter: int, shape: Sequence[int], dtype: Any = None) -> Any:

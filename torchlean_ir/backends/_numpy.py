@@ -27,27 +27,40 @@ def _any_valid(valid: Any, shape: tuple[int, ...], axis: int) -> np.ndarray:
     return np.any(np.broadcast_to(np.asarray(valid, dtype=bool), shape), axis=axis, keepdims=True)
 
 
-def _shifted_exp(xp: Any, x: Any, axis: int, valid: Any, stop: Any) -> tuple[Any, Any]:
+def _shifted_exp(
+    xp: Any, x: Any, axis: int, valid: Any, stop: Any, twice: bool = False
+) -> tuple[Any, Any]:
     """``(exp(x - m), m)`` with ``m`` the (stopped) maximum of the valid entries along ``axis``
     (0 for a slice the static mask leaves empty); invalid entries are exactly 0. As in the core
-    softmax, the shift assumes finite inputs (an infinite one gives NaN)."""
-    if valid is None:
-        m = xp.max(x, axis=axis, keepdims=True)
-    else:
+    softmax, the shift assumes finite inputs (an infinite one gives NaN). ``twice``: shift by the
+    maximum of the shifted values again (the JAX backend, see ``twice_shifted``)."""
+
+    def top(v: Any) -> Any:
+        if valid is None:
+            return stop(xp.max(v, axis=axis, keepdims=True))
+        best = xp.max(v, axis=axis, keepdims=True)
+        return stop(xp.where(_any_valid(valid, v.shape, axis), best, 0.0))
+
+    if valid is not None:
         x = xp.where(valid, x, -np.inf)
-        m = xp.where(_any_valid(valid, x.shape, axis), xp.max(x, axis=axis, keepdims=True), 0.0)
-    m = stop(m)
-    return xp.exp(x - m), m
+    m = top(x)
+    s = x - m
+    if twice:
+        m2 = top(s)
+        s, m = s - m2, m + m2
+    return xp.exp(s), m
 
 
-def _logsumexp(xp: Any, x: Any, axis: int, keepdims: bool, valid: Any, stop: Any) -> Any:
-    e, m = _shifted_exp(xp, x, axis, valid, stop)
+def _logsumexp(
+    xp: Any, x: Any, axis: int, keepdims: bool, valid: Any, stop: Any, twice: bool = False
+) -> Any:
+    e, m = _shifted_exp(xp, x, axis, valid, stop, twice)
     out = xp.log(xp.sum(e, axis=axis, keepdims=True)) + m
     return out if keepdims else xp.squeeze(out, axis=axis)
 
 
-def _softmax(xp: Any, x: Any, axis: int, valid: Any, stop: Any) -> Any:
-    e, _ = _shifted_exp(xp, x, axis, valid, stop)
+def _softmax(xp: Any, x: Any, axis: int, valid: Any, stop: Any, twice: bool = False) -> Any:
+    e, _ = _shifted_exp(xp, x, axis, valid, stop, twice)
     s = xp.sum(e, axis=axis, keepdims=True)
     if valid is not None:
         s = xp.where(_any_valid(valid, x.shape, axis), s, 1.0)
@@ -230,6 +243,8 @@ class NumpyBackend:
         reads zeros."""
         idx = np.asarray(idx, dtype=np.int64)
         n = x.shape[axis]
+        if n == 0:  # every index is out of range
+            return np.zeros(x.shape[:axis] + idx.shape + x.shape[axis + 1 :], self.float_dtype)
         ok = idx < n
         safe = np.where(ok, idx, 0)
         taken = np.take(x, safe, axis=axis)
@@ -255,6 +270,18 @@ class NumpyBackend:
 
     def stop_gradient(self, x: Any) -> Any:
         return x
+
+    def max_shift(self, x: Any, axis: int = -1) -> Any:
+        """``x - max(x)`` along ``axis`` (the maximum stopped: no gradient flows through it),
+        the shift of softmax-like forms; its maximum is exactly 0 in every backend (the JAX
+        backend shifts twice for that, see ``twice_shifted``)."""
+        return x - self.stop_gradient(self.max(x, axis=axis, keepdims=True))
+
+    def wide(self) -> NumpyBackend:
+        """The backend of the widest float this one offers (here: itself, float64). A rule
+        whose intermediate values leave the range of its dtype, although its results do not,
+        runs there (see :func:`torchlean_ir.lower_widened`)."""
+        return self
 
     # -- seeded randomness ----------------------------------------------------------------
     def rand_uniform(self, seed: int, counter: int, shape: Sequence[int], dtype: Any = None) -> Any:

@@ -490,6 +490,14 @@ class SymBackend:
     def stop_gradient(self, x: Any) -> Any:
         return x
 
+    def max_shift(self, x: Any, axis: int = -1) -> SymArray:
+        """``x - max(x)`` along ``axis``."""
+        return x - self.max(x, axis=axis, keepdims=True)
+
+    def wide(self) -> SymBackend:
+        """Itself: exact arithmetic has no range to leave."""
+        return self
+
     # -- seeded randomness (concrete: the draws do not depend on any symbol) -------------
     def rand_uniform(
         self, seed: int, counter: int, shape: Sequence[int], dtype: Any = None

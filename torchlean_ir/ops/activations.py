@@ -59,13 +59,28 @@ GELU_C = math.sqrt(2 / math.pi)
 GELU_A = 0.044715
 
 
+# The rules compute the documented formula through (1 + tanh(u)) / 2 = sigmoid(2u), exactly equal
+# in real arithmetic and stable over the whole float range: no cancellation in 1 + tanh(u) for
+# x < 0, and no 0 * inf in the derivative, whose x^3 overflows float32 beyond |x| ~ 7e12 (it
+# was NaN at |x| = 1e30). The symbolic forward (what the verifier differentiates) is the
+# documented tanh formula itself.
+
+
+def _gelu_u(x: Any) -> Any:
+    return GELU_C * (x + GELU_A * x * x * x)
+
+
 def _gelu_forward(B: Any, x: Any) -> Any:
-    return x * (1 + B.tanh(GELU_C * (x + GELU_A * x * x * x))) / 2
+    return x * B.sigmoid(_gelu_u(x) * 2)
 
 
 def _gelu_deriv(B: Any, x: Any, y: Any) -> Any:
-    t = B.tanh(GELU_C * (x + GELU_A * x * x * x))
-    return (1 + t) / 2 + x * (1 - t * t) * GELU_C * (1 + GELU_A * x * x * 3) / 2
+    # d/dx x s(2u) = s(2u) + 2C w (1 + 3A x^2) with w = x s(2u) s(-2u), s(-2u) = 1 - s(2u);
+    # w (1 + 3A x^2) is summed as w + 3A x (x w): w vanishes before x^2 would overflow
+    u2 = _gelu_u(x) * 2
+    s = B.sigmoid(u2)
+    w = x * B.sigmoid(-u2) * s
+    return s + GELU_C * (w + GELU_A * x * (x * w) * 3) * 2
 
 
 gelu = defunary(
@@ -74,6 +89,11 @@ gelu = defunary(
     _gelu_deriv,
     doc="0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))): GELU, tanh approximation.",
 )
+
+
+@gelu.def_sym
+def gelu_sym(B: Any, x: Any) -> Any:
+    return x * (1 + B.tanh(_gelu_u(x))) / 2
 
 
 def _silu_deriv(B: Any, x: Any, y: Any) -> Any:

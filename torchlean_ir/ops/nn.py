@@ -6,7 +6,7 @@ from typing import Any
 
 from .._attrs import AttrSpec
 from .._errors import ShapeError
-from .._registry import Op, same_shape
+from .._registry import Op, lower_widened, same_shape
 from .._types import Shape, TensorType
 
 # -- softmax / log_softmax (last axis, max-shifted) ------------------------------------------
@@ -24,7 +24,9 @@ softmax.def_shape(same_shape)
 def softmax_forward(B: Any, x: Any) -> Any:
     if x.ndim == 0:
         return B.ones_like(x)
-    e = B.exp(x - B.stop_gradient(B.max(x, axis=-1, keepdims=True)))
+    if x.shape[-1] == 0:  # empty rows: nothing to normalise (and no maximum to shift by)
+        return B.zeros_like(x)
+    e = B.exp(B.max_shift(x))
     return e / B.sum(e, axis=-1, keepdims=True)
 
 
@@ -62,9 +64,9 @@ log_softmax.def_shape(same_shape)
 
 @log_softmax.def_forward
 def log_softmax_forward(B: Any, x: Any) -> Any:
-    if x.ndim == 0:
+    if x.ndim == 0 or x.shape[-1] == 0:  # a scalar's log softmax is 0; empty rows are empty
         return B.zeros_like(x)
-    shifted = x - B.stop_gradient(B.max(x, axis=-1, keepdims=True))
+    shifted = B.max_shift(x)
     return shifted - B.log(B.sum(B.exp(shifted), axis=-1, keepdims=True))
 
 
@@ -202,5 +204,9 @@ def layer_norm_vjp(B: Any, args: tuple, out: Any, ct: Any, *, eps: float) -> tup
     )
     return (gx, B.sum(ct * xhat, axis=0), B.sum(ct, axis=0))
 
+
+# float32: the statistics in float64 (squares of 1e30 overflow, a mean of smallest normals is
+# subnormal and flushed); see docs/ops-notes.md
+lower_widened(layer_norm)
 
 __all__ = ["layer_norm", "log_softmax", "mse_loss", "softmax"]

@@ -6,7 +6,7 @@ from typing import Any
 
 from .._attrs import AttrSpec
 from .._errors import ShapeError
-from .._registry import Op
+from .._registry import Op, lower_widened
 from .._types import Shape, TensorType
 
 batchnorm_channel_first = Op(
@@ -80,5 +80,8 @@ def batchnorm_channel_first_vjp(B: Any, args: tuple, out: Any, ct: Any, *, eps: 
     gx = r * (g - _mean_hw(B, g) - xhat * _mean_hw(B, g * xhat))
     return (gx, B.sum(ct * xhat, axis=(1, 2)), B.sum(ct, axis=(1, 2)))
 
+
+# float32: the statistics in float64, as layer_norm (docs/ops-notes.md)
+lower_widened(batchnorm_channel_first)
 
 __all__ = ["batchnorm_channel_first"]
