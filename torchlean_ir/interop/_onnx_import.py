@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 
 from .._builder import GraphBuilder
-from ._common import Imported, Mapping, Names, float_dtype
 from .._errors import TorchleanError
+from ._common import Imported, Mapping, Names, float_dtype
 from ._trace import InteropError, Refused, T, Tracer, one_line
 
 #: The opset models are read at (older ones are converted to it first).
