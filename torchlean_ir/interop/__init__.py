@@ -19,9 +19,12 @@ only by the functions that need them. What maps to what, and what is refused, is
 from ._common import Imported, Mapping
 from ._onnx_export import EXPORT_OPSET, NOT_EXPORTED, ONNX_EXPORTS, OPSET_NEEDED, to_onnx
 from ._onnx_import import IMPORT_OPSET, ONNX_IMPORTS, ONNX_REFUSED, from_onnx
+from ._torch_import import ATEN_IMPORTS, ATEN_REFUSED, from_torch
 from ._trace import InteropError
 
 __all__ = [
+    "ATEN_IMPORTS",
+    "ATEN_REFUSED",
     "EXPORT_OPSET",
     "IMPORT_OPSET",
     "NOT_EXPORTED",
@@ -33,5 +36,6 @@ __all__ = [
     "InteropError",
     "Mapping",
     "from_onnx",
+    "from_torch",
     "to_onnx",
 ]

@@ -315,7 +315,12 @@ class Tracer:
         for i, d in enumerate(x.full):
             if shape[lead + i] == -1:
                 shape[lead + i] = d
-        full, bdim, inner = self._broadcast([x, T(tuple(shape))])
+        probe = T(tuple(shape))
+        if x.bdim is not None:  # the target keeps x's batch where it names the same size
+            k = x.bdim + lead
+            if shape[k] == x.full[x.bdim]:
+                probe = T(tuple(shape), k, x.inner)
+        full, bdim, inner = self._broadcast([x, probe])
         if x.known and x.value is not None:
             return self.const(np.broadcast_to(x.value, full).copy())
         if full == x.full:
