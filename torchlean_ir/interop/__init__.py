@@ -17,7 +17,14 @@ only by the functions that need them. What maps to what, and what is refused, is
 """
 
 from ._common import Imported, Mapping
-from ._onnx_export import EXPORT_OPSET, NOT_EXPORTED, ONNX_EXPORTS, OPSET_NEEDED, to_onnx
+from ._onnx_export import (
+    EXPORT_OPSET,
+    NOT_EXPORTED,
+    ONNX_EXPORTS,
+    OPSET_NEEDED,
+    UNBATCHED_ARGS,
+    to_onnx,
+)
 from ._onnx_import import IMPORT_OPSET, ONNX_IMPORTS, ONNX_REFUSED, from_onnx
 from ._torch_import import ATEN_IMPORTS, ATEN_REFUSED, from_torch
 from ._trace import InteropError
@@ -32,6 +39,7 @@ __all__ = [
     "ONNX_IMPORTS",
     "ONNX_REFUSED",
     "OPSET_NEEDED",
+    "UNBATCHED_ARGS",
     "Imported",
     "InteropError",
     "Mapping",

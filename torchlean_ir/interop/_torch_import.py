@@ -834,7 +834,7 @@ def _eq(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
     if (
         isinstance(x, T)
         and x.known
-        and (isinstance(other, T) and other.known or _num(other) is not None)
+        and ((isinstance(other, T) and other.known) or _num(other) is not None)
     ):
         o = other.value if isinstance(other, T) else other
         fn = np.equal if c.op == "eq" else np.not_equal  # type: ignore[attr-defined]
