@@ -537,6 +537,9 @@ def to_onnx(
     initializers. Raises :class:`InteropError` naming the node for an op with no ONNX form
     (:data:`NOT_EXPORTED`) or an argument ONNX cannot take batched (a batched conv weight).
     """
+    from ._onnx_import import _need_onnx
+
+    _need_onnx("to_onnx")
     from onnx import TensorProto, helper, numpy_helper
 
     params = dict(params or {})

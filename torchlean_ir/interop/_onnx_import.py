@@ -684,6 +684,15 @@ def _reduce(c: _Ctx, node: Any, ins: list[T | None]) -> list[T]:
 # -- the driver -------------------------------------------------------------------------------
 
 
+def _need_onnx(where: str) -> None:
+    try:
+        import onnx  # noqa: F401
+    except ImportError:
+        raise InteropError(
+            f"{where}: needs the onnx package, an optional extra: pip install 'torchlean-ir[onnx]'"
+        ) from None
+
+
 def _load(model: Any) -> Any:
     import onnx
 
@@ -740,10 +749,11 @@ def from_onnx(
     leaves, integer inputs index inputs (labels, token ids). Raises :class:`InteropError` with
     one line naming the ONNX node for anything that cannot be expressed; never a partial graph.
     """
+    where = "from_onnx"
+    _need_onnx(where)
     from onnx import numpy_helper, version_converter
 
     m = _load(model)
-    where = "from_onnx"
     opset = _default_opset(m)
     if any(o.domain not in ("", "ai.onnx") for o in m.opset_import if len(m.graph.node)):
         used = {n.domain for n in m.graph.node} - {"", "ai.onnx"}

@@ -969,9 +969,13 @@ def from_torch(
     the node and the model's source line for anything that cannot be expressed; never a
     partial graph.
     """
-    import torch
-
     where = "from_torch"
+    try:
+        import torch
+    except ImportError:
+        raise InteropError(
+            f"{where}: needs PyTorch, an optional extra: pip install 'torchlean-ir[torch]'"
+        ) from None
     if not isinstance(program, torch.export.ExportedProgram):
         raise InteropError(
             f"{where}: expected a torch.export.ExportedProgram, got {type(program).__name__}"
@@ -1079,6 +1083,14 @@ def from_torch(
         target = node.target
         name = _op_name(target)
         label = f"node {node.name} ({name}) at {_source_line(node)}"
+        first = node.args[0] if node.args else None
+        if name.endswith("_") and getattr(first, "op", None) == "placeholder":
+            spec = specs[first.name]
+            what = getattr(spec, "target", None) or first.name
+            raise InteropError(
+                f"{where}: {label}: updates {what!r} in place: a training-mode side effect "
+                "(export the model in eval mode)"
+            )
         try:
             env[node.name] = _call(ctx, target, name, node, env)
         except Refused as e:

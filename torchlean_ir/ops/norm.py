@@ -87,7 +87,6 @@ def batchnorm_channel_first_vjp(B: Any, args: tuple, out: Any, ct: Any, *, eps: 
     return (gx, B.sum(ct * xhat, axis=(1, 2)), B.sum(ct, axis=(1, 2)))
 
 
-
 # -- batchnorm_eval (inference: given statistics) --------------------------------------------
 
 batchnorm_eval = Op(
