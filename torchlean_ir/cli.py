@@ -4,12 +4,17 @@
 
     torchlean check GRAPH.json      validate a graph file; print a one-line summary
     torchlean show GRAPH.json       print the graph's text form
+    torchlean import MODEL.pt2|MODEL.onnx -o GRAPH.json [--params PARAMS.safetensors]
+                                    import a PyTorch or ONNX model (torchlean_ir.interop)
+    torchlean export GRAPH.json -o MODEL.onnx (--params PARAMS | --zero-params)
+                                    export a graph as an ONNX model
     torchlean verify ...            the verifier (``verify.cli``), when installed
 
 Exit codes: 0 success; 2 bad input or usage (a malformed, ill-typed or oversized graph file, an
-unreadable path, a bad option), with one line ``torchlean: error: ...`` on stderr and never a
-traceback; 130 interrupted. A subcommand provided by another package (``verify``) returns its
-own documented codes. Anything else (a traceback, exit 1) is a bug.
+unreadable path, a bad option, a model with an op that cannot be imported or exported), with one
+line ``torchlean: error: ...`` on stderr and never a traceback; 130 interrupted. A subcommand
+provided by another package (``verify``) returns its own documented codes. Anything else (a
+traceback, exit 1) is a bug.
 
 Subcommands provided by other packages are listed in :data:`PLUGINS`: ``torchlean NAME ARGS...``
 imports the module and calls its ``main(argv)`` with ``ARGS`` (a list of strings); the return
@@ -113,6 +118,25 @@ def cmd_show(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_import(args: argparse.Namespace) -> int:
+    from .interop._cli import cmd_import as run
+
+    try:
+        return run(args)
+    except TorchleanError as e:
+        raise _Fail(str(e)) from None
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from .interop._cli import cmd_export as run
+
+    graph = _load(args)
+    try:
+        return run(args, graph)
+    except TorchleanError as e:
+        raise _Fail(str(e)) from None
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the built-in subcommands (plugins are listed, not parsed)."""
     parser = argparse.ArgumentParser(
@@ -135,6 +159,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_limits(p)
     p.set_defaults(run=cmd_show)
+
+    from .interop._cli import add_parsers
+
+    add_parsers(sub, _add_limits, cmd_import, cmd_export)
 
     for name, (module, help_text) in PLUGINS.items():
         p = sub.add_parser(name, help=f"{help_text} ({module})", add_help=False)
