@@ -55,9 +55,11 @@ class Names:
         self.source: dict[str, str] = {}
 
     def __call__(self, source: str, prefix: str = "v") -> str:
+        """``source`` with characters outside ``[A-Za-z0-9_.]`` replaced by ``_``, and ``_``
+        before a leading digit (``0.weight`` -> ``_0.weight``); ``_2``, ``_3``... on a clash."""
         name = _BAD.sub("_", source) or prefix
         if not name[0].isalpha() and name[0] != "_":
-            name = f"{prefix}{name}"
+            name = f"_{name}"
         name = name[:200]
         base, k = name, 1
         while name in self.used or not valid_name(name):

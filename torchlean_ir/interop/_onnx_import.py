@@ -900,10 +900,24 @@ def _is_leaf_or_index(graph: Any, name: str) -> bool:
     )
 
 
+def _decimal(v: float) -> float:
+    """An ONNX float attribute (a float32): the shortest decimal that rounds to it when that has
+    at most 6 significant digits (``epsilon=1e-5`` reads back as 1e-05, not
+    9.999999747378752e-06), else its exact value (2^-12 stays 2^-12)."""
+    text = str(np.float32(v))
+    digits = text.lower().split("e")[0].replace("-", "").replace(".", "").lstrip("0")
+    return float(text) if len(digits) <= 6 else float(v)
+
+
 def _attr(a: Any) -> Any:
-    from onnx import helper
+    """An attribute's value (see :func:`_decimal` for floats)."""
+    from onnx import AttributeProto, helper
 
     v = helper.get_attribute_value(a)
+    if a.type == AttributeProto.FLOAT:
+        return _decimal(v)
+    if a.type == AttributeProto.FLOATS:
+        return [_decimal(x) for x in v]
     if isinstance(v, bytes):
         return v.decode("utf-8", "replace")
     if isinstance(v, list) and v and isinstance(v[0], bytes):
