@@ -206,8 +206,7 @@ class TrainStep:
         """A fresh :class:`TrainState` from initial parameter values (copied to the device)."""
         vals = self.compiled._floats(self._params, params, None)
         values = tuple(
-            jax.device_put(jnp.array(v, dtype=self.compiled.dtype), self._replicated)
-            for v in vals
+            jax.device_put(jnp.array(v, dtype=self.compiled.dtype), self._replicated) for v in vals
         )
         return TrainState(
             dict(zip(self.param_names, values, strict=True)),
