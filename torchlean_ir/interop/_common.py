@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from .._graph import GraphData, valid_name
+from .._graph import GraphData, Node, valid_name
 from ._trace import InteropError
 
 
@@ -81,4 +81,25 @@ def float_dtype(dtypes: set[np.dtype], where: str) -> str:
     raise InteropError(f"{where}: float tensors must be all float32 or all float64, got {shown}")
 
 
-__all__ = ["Imported", "Mapping", "Names", "float_dtype"]
+def prune(graph: GraphData) -> GraphData:
+    """``graph`` without the nodes no output depends on (an importer's intermediate views that
+    a later step folded away). Leaves and index inputs stay: they are the model's interface."""
+    n_leaves = graph.num_leaves
+    live = set(graph.outputs)
+    for j in range(len(graph.nodes) - 1, -1, -1):
+        if n_leaves + j in live:
+            live.update(graph.nodes[j].args)
+    keep = [j for j in range(len(graph.nodes)) if n_leaves + j in live]
+    if len(keep) == len(graph.nodes):
+        return graph
+    new_id = {v: v for v in range(n_leaves)}
+    nodes = []
+    for j in keep:
+        node = graph.nodes[j]
+        new_id[n_leaves + j] = n_leaves + len(nodes)
+        args = tuple(new_id[a] for a in node.args)
+        nodes.append(Node(node.op, args, node.type, node.attrs, node.index_args))
+    return GraphData(graph.context, tuple(nodes), tuple(new_id[o] for o in graph.outputs))
+
+
+__all__ = ["Imported", "Mapping", "Names", "float_dtype", "prune"]

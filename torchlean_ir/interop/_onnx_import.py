@@ -16,7 +16,7 @@ import numpy as np
 
 from .._builder import GraphBuilder
 from .._errors import TorchleanError
-from ._common import Imported, Mapping, Names, float_dtype
+from ._common import Imported, Mapping, Names, float_dtype, prune
 from ._trace import InteropError, Refused, T, Tracer, one_line
 
 #: The opset models are read at (older ones are converted to it first).
@@ -742,8 +742,8 @@ def from_onnx(
     the compiler's batching (``Imported.batched``). ``None`` imports the model as it stands,
     every dimension part of the graph. ``batched`` names the inputs (ONNX names) that carry
     the batch; by default, the inputs whose dimension ``batch_axis`` is symbolic if any input
-    has a symbolic one (as :func:`to_onnx` writes them), else every input. A symbolic batch
-    dimension reads as ``batch_size`` (default 1). Float initializers become ``param`` leaves
+    has a symbolic one (as :func:`to_onnx` writes them), else every input. A symbolic dimension
+    reads as ``batch_size`` (default 1). Float initializers become ``param`` leaves
     (statistics that only feed
     ``BatchNormalization`` are frozen: ``requires_grad=False``); float inputs become ``input``
     leaves, integer inputs index inputs (labels, token ids). Raises :class:`InteropError` with
@@ -815,7 +815,7 @@ def from_onnx(
     for vi in inputs:
         dt, dims = _tensor_type(vi)
         b_axis = None if vi.name not in carry else batch_axis % len(dims)  # type: ignore[operator]
-        dims = [n if (d <= 0 and i == b_axis) else (d if d > 0 else 1) for i, d in enumerate(dims)]
+        dims = [d if d > 0 else (n if i == b_axis else batch_size or 1) for i, d in enumerate(dims)]
         name = names(vi.name, "x")
         try:
             if b_axis is None:
@@ -882,7 +882,7 @@ def from_onnx(
             outs.append(tr.var(t))
         except Refused as e:
             raise InteropError(f"{where}: output {vi.name!r}: {e}") from None
-    graph = b.build(outs)
+    graph = prune(b.build(outs))
     params = {k: v.astype(np_dtype) for k, v in tr.param_values.items() if k in tr._params}
     return Imported(
         graph,

@@ -20,7 +20,7 @@ import numpy as np
 
 from .._builder import GraphBuilder
 from .._errors import TorchleanError
-from ._common import Imported, Mapping, Names, float_dtype
+from ._common import Imported, Mapping, Names, float_dtype, prune
 from ._trace import InteropError, Refused, T, Tracer, one_line
 
 Converter = Callable[["_Ctx", list[Any], dict[str, Any]], Any]
@@ -1106,7 +1106,7 @@ def from_torch(
             outs.append(tr.var(t))
         except Refused as e:
             raise InteropError(f"{where}: output {o}: {e}") from None
-    graph = b.build(outs)
+    graph = prune(b.build(outs))
     params = {k: v for k, v in tr.param_values.items() if k in tr._params}
     return Imported(
         graph,

@@ -147,7 +147,10 @@ class Tracer:
         src = self._reshaped.get(id(v), (v, v))[1]
         if src.shape == shape:
             return src
-        out = self.b.reshape(src, shape=shape)
+        if len(shape) == 1 and len(src.shape) > 1:
+            out = self.b.flatten(src)
+        else:
+            out = self.b.reshape(src, shape=shape)
         self._reshaped[id(out)] = (out, src)
         return out
 
