@@ -44,9 +44,10 @@ ONNX_REFUSED: dict[str, str] = {
 class _Ctx:
     """One import: the tracer and the current node's attributes."""
 
-    def __init__(self, tracer: Tracer, opset: int) -> None:
+    def __init__(self, tracer: Tracer, opset: int, names: Names) -> None:
         self.tr = tracer
         self.opset = opset
+        self.names = names
         self.attrs: dict[str, Any] = {}
 
     def attr(self, name: str, default: Any = None) -> Any:
@@ -808,8 +809,7 @@ def from_onnx(
     b = GraphBuilder(dtype)
     tr = Tracer(b, n)
     names = Names()
-    ctx = _Ctx(tr, opset)
-    ctx.names = names  # type: ignore[attr-defined]
+    ctx = _Ctx(tr, opset, names)
     env: dict[str, T] = {}
     batched: list[str] = []
     for vi in inputs:

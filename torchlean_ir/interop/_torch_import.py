@@ -40,9 +40,16 @@ ATEN_REFUSED: dict[str, str] = {
 
 
 class _Ctx:
+    """One import: the tracer, and the current op's name (without ``aten.``)."""
+
     def __init__(self, tracer: Tracer, batched_program: bool) -> None:
         self.tr = tracer
         self.batched_program = batched_program
+        self.op = ""
+        #: id(transposed T) -> the unbatched matrix it transposes (addmm reads it as linear);
+        #: ``keep`` holds the transposed Ts so that their ids stay theirs
+        self.transposed: dict[int, T] = {}
+        self.keep: list[T] = []
 
 
 def _aten(*names: str, ours: str, note: str = "") -> Callable[[Converter], Converter]:
@@ -109,7 +116,7 @@ _UNARY = {
 
 @_aten(*_UNARY, ours="the op of the same name (reciprocal: inv)")
 def _unary(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
-    return c.tr.unary(_UNARY[c.op], _t(args[0]))  # type: ignore[attr-defined]
+    return c.tr.unary(_UNARY[c.op], _t(args[0]))
 
 
 @_aten("rsqrt", ours="sqrt, inv")
@@ -145,7 +152,7 @@ def _softplus(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
 @_aten("hardtanh", "clamp", "clamp_min", "clamp_max", ours="clamp (max / min when one-sided)")
 def _clamp(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
     x = _t(args[0])
-    name = c.op  # type: ignore[attr-defined]
+    name = c.op
     if name == "hardtanh":
         lo, hi = _arg(args, kw, 1, "min_val", -1.0), _arg(args, kw, 2, "max_val", 1.0)
     elif name == "clamp_min":
@@ -182,7 +189,7 @@ def _leaky(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
     note="NumPy broadcasting; alpha as scale; div by a power of two: scale",
 )
 def _arith(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
-    name = c.op  # type: ignore[attr-defined]
+    name = c.op
     if name == "div" and kw.get("rounding_mode") is not None:
         raise Refused(f"div with rounding_mode={kw['rounding_mode']!r}")
     a, b = _operand(c, args[0]), _operand(c, args[1])
@@ -210,7 +217,7 @@ def _pow(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
 
 @_aten("maximum", "minimum", ours="max / min")
 def _maximum(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
-    op = "max" if c.op == "maximum" else "min"  # type: ignore[attr-defined]
+    op = "max" if c.op == "maximum" else "min"
     return c.tr.binary(op, _operand(c, args[0]), _operand(c, args[1]))
 
 
@@ -227,7 +234,7 @@ def _linear(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
 def _addmm(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
     bias, x, m2 = _t(args[0]), _t(args[1]), _t(args[2])
     beta, alpha = float(kw.get("beta", 1)), float(kw.get("alpha", 1))
-    src = c.transposed.get(id(m2))  # type: ignore[attr-defined]
+    src = c.transposed.get(id(m2))
     if src is not None and beta == 1 and alpha == 1 and not bias.batched and bias.rank == 1:
         return c.tr.linear(x, src, bias)
     y = c.tr.scale(c.tr.matmul(x, m2), alpha)
@@ -359,7 +366,7 @@ def _max_pool(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> Any:
         ceil_mode=bool(_arg(args, kw, 5, "ceil_mode", False)),
         dilation=_ints(_arg(args, kw, 4, "dilation", 1), d),
     )
-    if c.op.endswith("_with_indices"):  # type: ignore[attr-defined]
+    if c.op.endswith("_with_indices"):
         return (y, Refused("max pooling indices (integers) are not a graph value"))
     return y
 
@@ -485,7 +492,7 @@ def _ln(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> Any:
     y = c.tr.layer_norm(
         x, len(shape), w if isinstance(w, T) else None, b if isinstance(b, T) else None, eps
     )
-    if c.op == "native_layer_norm":  # type: ignore[attr-defined]
+    if c.op == "native_layer_norm":
         return (y, Refused("layer norm statistics outputs"), Refused("layer norm statistics"))
     return y
 
@@ -500,7 +507,7 @@ def _ln(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> Any:
     note="_safe_softmax: ours, a row of -inf aside",
 )
 def _softmax(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
-    log = "log" in c.op  # type: ignore[attr-defined]
+    log = "log" in c.op
     return c.tr.softmax(_t(args[0]), int(args[1]), log=log)
 
 
@@ -576,8 +583,8 @@ def _permute(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
     x = _t(args[0])
     out = c.tr.permute(x, [int(p) for p in args[1]])
     if x.rank == 2 and not x.batched and list(args[1]) in ([1, 0], [-1, -2], [1, -2], [-1, 0]):
-        c.transposed[id(out)] = x  # type: ignore[attr-defined]
-        c.keep.append(out)  # type: ignore[attr-defined]
+        c.transposed[id(out)] = x
+        c.keep.append(out)
     return out
 
 
@@ -589,8 +596,8 @@ def _transpose(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
         return x
     out = c.tr.transpose(x, a, b)
     if x.rank == 2 and not x.batched:
-        c.transposed[id(out)] = x  # type: ignore[attr-defined]
-        c.keep.append(out)  # type: ignore[attr-defined]
+        c.transposed[id(out)] = x
+        c.keep.append(out)
     return out
 
 
@@ -645,7 +652,7 @@ def _slice(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
 @_aten("split", "split_with_sizes", "chunk", "unbind", ours="slice")
 def _split(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> Any:
     x = _t(args[0])
-    name = c.op  # type: ignore[attr-defined]
+    name = c.op
     if name == "unbind":
         dim = int(_arg(args, kw, 1, "dim", 0)) % x.rank
         return tuple(c.tr.select(x, dim, i) for i in range(x.full[dim]))
@@ -683,7 +690,7 @@ def _reduce(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
     if isinstance(dims, int):
         dims = [dims]
     keep = bool(_arg(args, kw, 2, "keepdim", False))
-    kind = "mean" if c.op == "mean" else "sum"  # type: ignore[attr-defined]
+    kind = "mean" if c.op == "mean" else "sum"
     return c.tr.reduce(x, list(dims) if dims else None, keep, kind)
 
 
@@ -748,7 +755,7 @@ def _nll(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> Any:
     weight = _arg(args, kw, 2, "weight")
     reduction = int(_arg(args, kw, 3, "reduction", 1))
     y = _log_probs_pick(c, x, target, reduction, weight)
-    if c.op == "nll_loss_forward":  # type: ignore[attr-defined]
+    if c.op == "nll_loss_forward":
         return (y, Refused("nll_loss total weight"))
     return y
 
@@ -837,12 +844,12 @@ def _eq(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
         and ((isinstance(other, T) and other.known) or _num(other) is not None)
     ):
         o = other.value if isinstance(other, T) else other
-        fn = np.equal if c.op == "eq" else np.not_equal  # type: ignore[attr-defined]
+        fn = np.equal if c.op == "eq" else np.not_equal
         return c.tr.const(fn(x.value, o))
     v = _num(other)
     if not isinstance(x, T) or v is None or math.isfinite(v) or x.index is not None:
         raise Refused("comparisons of runtime values (only against ±inf, which is never equal)")
-    return c.tr.const(np.full(_shape_of(c, x), c.op == "ne"))  # type: ignore[attr-defined]
+    return c.tr.const(np.full(_shape_of(c, x), c.op == "ne"))
 
 
 @_aten("logical_not", "any", "all", ours="(folded)", note="of booleans known at import time")
@@ -850,7 +857,7 @@ def _logic(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
     x = _t(args[0])
     if not x.known:
         raise Refused("boolean logic on runtime values")
-    name = c.op  # type: ignore[attr-defined]
+    name = c.op
     if name == "logical_not":
         return c.tr.const(np.logical_not(x.value))
     dims = _arg(args, kw, 1, "dim", None)
@@ -886,7 +893,7 @@ def _where(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
     note="a constant (the batch axis of a batched template is size 1)",
 )
 def _fill(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
-    name = c.op  # type: ignore[attr-defined]
+    name = c.op
     if name.endswith("_like"):
         x = _t(args[0])
         shape = list(x.full)
@@ -1022,8 +1029,6 @@ def from_torch(
     b = GraphBuilder(dtype)
     tr = Tracer(b, n_batch)
     ctx = _Ctx(tr, batch_axis is not None)
-    ctx.transposed = {}  # type: ignore[attr-defined]
-    ctx.keep = []  # type: ignore[attr-defined]
     names = Names()
     env: dict[str, Any] = {}
     batched_names: list[str] = []
@@ -1152,7 +1157,7 @@ def _call(ctx: _Ctx, target: Any, name: str, node: Any, env: dict[str, Any]) -> 
     if mapping is None:
         why = ATEN_REFUSED.get(name, "no mapping to our ops")
         raise Refused(f"ATen op {name} is not supported: {why}")
-    ctx.op = name.removeprefix("aten.")  # type: ignore[attr-defined]
+    ctx.op = name.removeprefix("aten.")
     return mapping.fn(ctx, args, kw)
 
 
