@@ -30,6 +30,40 @@ def median_time(
     return statistics.median(samples)
 
 
+def interleaved(
+    fns: dict[str, Callable[[], object]], *, repeats: int, number: int = 1, warmup: int = 2
+) -> dict[str, tuple[float, float]]:
+    """Median seconds per call of each function, ``(wall clock, process CPU time)``, timed in
+    alternation (round-robin over the functions within each repeat, so the slow phases of a
+    shared machine hit all of them). The functions must return only when their work is done
+    (block on asynchronous results). With every library on one thread (:func:`one_thread`),
+    the CPU time is the work itself, which waiting for a core on a loaded machine does not
+    inflate."""
+    for fn in fns.values():
+        for _ in range(warmup):
+            fn()
+    wall: dict[str, list[float]] = {k: [] for k in fns}
+    cpu: dict[str, list[float]] = {k: [] for k in fns}
+    for _ in range(repeats):
+        for k, fn in fns.items():
+            t0, c0 = time.perf_counter(), time.process_time()
+            for _ in range(number):
+                fn()
+            cpu[k].append((time.process_time() - c0) / number)
+            wall[k].append((time.perf_counter() - t0) / number)
+    return {k: (statistics.median(wall[k]), statistics.median(cpu[k])) for k in fns}
+
+
+def one_thread() -> None:
+    """Ask every numeric library for one thread (call before importing NumPy, JAX or PyTorch):
+    the comparisons against PyTorch on one thread then run ours on one thread too."""
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    os.environ.setdefault("MKL_NUM_THREADS", "1")
+    flags = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
+    os.environ.setdefault("XLA_FLAGS", flags)
+
+
 def machine() -> str:
     """One line describing where the figures were taken."""
     cpu = platform.processor() or platform.machine()

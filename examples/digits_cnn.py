@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from torchlean_ir.frontend import NatInput, Options, Predictor, ScalarTrainer, nn, save_params
+from torchlean import NatInput, Options, Predictor, ScalarTrainer, Tensor, nn, save_params
 
 try:
     from . import _common as common
@@ -45,6 +46,29 @@ def make_model(opts: Options) -> nn.Module:
     )  # fmt: skip
 
 
+def make_logits(model: nn.Module) -> Callable[..., Tensor]:
+    """The model on one flattened 8x8 image: 10 logits."""
+
+    def logits(ops, image):  # type: ignore[no-untyped-def]
+        return model(ops, ops.reshape(image, shape=(1, 8, 8)))
+
+    return logits
+
+
+def make_loss(model: nn.Module) -> Callable[..., Tensor]:
+    """The per-sample loss: cross-entropy of one image's logits against its label (a nat);
+    ``ScalarTrainer(..., batched=True)`` averages it over a batch."""
+    logits = make_logits(model)
+
+    def loss(ops, image, label):  # type: ignore[no-untyped-def]
+        return ops.cross_entropy(logits(ops, image), label)
+
+    return loss
+
+
+INPUTS = [(64,), NatInput()]
+
+
 def train(
     *,
     backend: str = "compiled",
@@ -69,15 +93,8 @@ def train(
         Xte, yte = Xte[:test_limit], yte[:test_limit]
     model = make_model(opts)
     params = model.parameters()
-
-    def logits(ops, image):  # type: ignore[no-untyped-def]
-        return model(ops, ops.reshape(image, shape=(1, 8, 8)))
-
-    def loss(ops, image, label):  # type: ignore[no-untyped-def]
-        return ops.cross_entropy(logits(ops, image), label)
-
-    trainer = ScalarTrainer(loss, params, inputs=[(64,), NatInput()], options=opts)
-    predict = Predictor(logits, params, [(64,)], opts)
+    trainer = ScalarTrainer(make_loss(model), params, inputs=INPUTS, options=opts)
+    predict = Predictor(make_logits(model), params, INPUTS[:1], opts)
     shuffle = opts.rng("shuffle")
     curve, accs, t0 = [], [], time.perf_counter()
     n_batches = len(Xtr) // batch_size

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from torchlean_ir.frontend import Options, Predictor, ScalarTrainer, nn, save_params
+from torchlean import Options, Predictor, ScalarTrainer, Tensor, nn, save_params
 
 try:
     from . import _common as common
@@ -42,6 +43,18 @@ def make_model(opts: Options) -> nn.Module:
     return nn.Sequential(nn.Linear(10, 32, rng=rng), nn.Tanh(), nn.Linear(32, 1, rng=rng))
 
 
+def make_loss(model: nn.Module) -> Callable[..., Tensor]:
+    """The per-sample loss: squared error of the prediction for one row of features."""
+
+    def loss(ops, x, y):  # type: ignore[no-untyped-def]
+        return ops.mse_loss(model(ops, x), y)
+
+    return loss
+
+
+INPUTS = [(10,), (1,)]
+
+
 def train(
     *,
     backend: str = "compiled",
@@ -61,12 +74,8 @@ def train(
     Ytr = ((ytr - y_mu) / y_sd)[:, None]
     model = make_model(opts)
     params = model.parameters()
-
-    def loss(ops, x, y):  # type: ignore[no-untyped-def]
-        return ops.mse_loss(model(ops, x), y)
-
-    trainer = ScalarTrainer(loss, params, inputs=[(10,), (1,)], options=opts)
-    predict = Predictor(lambda ops, x: model(ops, x), params, [(10,)], opts)
+    trainer = ScalarTrainer(make_loss(model), params, inputs=INPUTS, options=opts)
+    predict = Predictor(lambda ops, x: model(ops, x), params, INPUTS[:1], opts)
     shuffle = opts.rng("shuffle")
     curve, t0 = [], time.perf_counter()
     bar = common.progress(range(epochs), desc=f"diabetes [{backend}]", enabled=progress)

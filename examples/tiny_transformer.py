@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from torchlean_ir.frontend import NatInput, Options, Predictor, ScalarTrainer, nn, save_params
+from torchlean import NatInput, Options, Predictor, ScalarTrainer, Tensor, nn, save_params
 
 try:
     from . import _common as common
@@ -48,6 +49,21 @@ class Sorter(nn.Module):
         positions = ops.nat_vec(np.arange(self.length))  # static in a recorded graph
         h = ops.add(self.tok(ops, tokens), self.pos(ops, positions))
         return self.head(ops, self.norm(ops, self.block(ops, h)))  # (length, vocab) logits
+
+
+def make_loss(model: Sorter) -> Callable[..., Tensor]:
+    """The per-sample loss: softmax cross-entropy of one sequence's logits against the one-hot
+    rows of its sorted tokens."""
+
+    def loss(ops, tokens, target):  # type: ignore[no-untyped-def]
+        return ops.softmax_cross_entropy(model(ops, tokens), target)
+
+    return loss
+
+
+def inputs(length: int, vocab: int) -> list[Any]:
+    """The input specs: the tokens (nats) and the one-hot targets."""
+    return [NatInput(length), (length, vocab)]
 
 
 def data(n: int, length: int, vocab: int, rng: np.random.Generator) -> tuple[np.ndarray, ...]:
@@ -79,11 +95,7 @@ def train(
     onehot = np.eye(vocab)
     model = Sorter(vocab, length, 16, 2, opts)
     params = model.parameters()
-
-    def loss(ops, tokens, target):  # type: ignore[no-untyped-def]
-        return ops.softmax_cross_entropy(model(ops, tokens), target)
-
-    trainer = ScalarTrainer(loss, params, inputs=[NatInput(length), (length, vocab)], options=opts)
+    trainer = ScalarTrainer(make_loss(model), params, inputs(length, vocab), options=opts)
     predict = Predictor(model, params, [NatInput(length)], opts)
     shuffle = opts.rng("shuffle")
     curve, accs, t0 = [], [], time.perf_counter()

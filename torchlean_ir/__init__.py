@@ -7,8 +7,6 @@ interpreters (:func:`eval_graph`, :func:`jvp`, :func:`backprop_ctx`). The ``comp
 lowers it to JAX; the ``verify`` package proves the compiled backward equal to the reference.
 """
 
-# The Torch-style front end (imports neither JAX nor the compiler until used).
-from . import frontend
 from . import ops as _ops  # noqa: F401  (registers the built-in ops)
 from ._attrs import Attrs, AttrSpec, ConstArray
 from ._builder import GraphBuilder, IndexVar, Var
@@ -56,7 +54,6 @@ from ._registry import (
     unregister_op,
 )
 from ._types import DType, IndexType, Shape, TensorType
-from .frontend import EagerSession, LinkedSession, Param, ParamList, ScalarTrainer, Session
 
 __version__ = "0.1.0"
 
@@ -72,7 +69,6 @@ __all__ = [
     "ConstArray",
     "Context",
     "DType",
-    "EagerSession",
     "EvalError",
     "GraphBuilder",
     "GraphCheckError",
@@ -85,13 +81,8 @@ __all__ = [
     "IndexVar",
     "Leaf",
     "Limits",
-    "LinkedSession",
     "Node",
     "Op",
-    "Param",
-    "ParamList",
-    "ScalarTrainer",
-    "Session",
     "Shape",
     "ShapeError",
     "TensorType",
@@ -109,7 +100,6 @@ __all__ = [
     "eval_graph",
     "format_graph",
     "format_node",
-    "frontend",
     "get_op",
     "graph_from_dict",
     "graph_schema",

@@ -14,6 +14,8 @@ from functools import cached_property
 from typing import Literal
 
 from ._attrs import Attrs
+from ._encode import content_hash as _content_hash
+from ._printer import format_graph
 from ._types import IndexType, TensorType
 
 LeafKind = Literal["param", "input"]
@@ -126,9 +128,7 @@ class GraphData:
 
     @cached_property
     def content_hash(self) -> str:
-        from ._format import content_hash
-
-        return content_hash(self)
+        return _content_hash(self)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, GraphData):
@@ -151,6 +151,4 @@ class GraphData:
         )
 
     def __str__(self) -> str:
-        from ._printer import format_graph
-
         return format_graph(self)

@@ -22,8 +22,12 @@ parse. The grammar is in ``docs/ir-format.md``.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ._attrs import format_attr_value
-from ._graph import GraphData, IndexInput, Leaf, Node
+
+if TYPE_CHECKING:  # the records are read by their fields; _graph imports this module
+    from ._graph import GraphData, IndexInput, Leaf, Node
 
 
 def value_name(graph: GraphData, v: int) -> str:

@@ -74,12 +74,21 @@ class Check:
     how: str = ""
     counterexample: Counterexample | None = None
     seconds: float = 0.0
+    #: how the elements were covered: ``"tensor"`` (one symbolic element for all),
+    #: ``"elements"`` (element by element), or ``""`` (not element-wise: wiring)
+    level: str = ""
+
+    @property
+    def label(self) -> str:
+        """The method with its level, e.g. ``exact (tensor)``."""
+        return f"{self.method} ({self.level})" if self.level else self.method
 
     def to_json(self) -> dict[str, Any]:
         return {
             "link": self.link,
             "name": self.name,
             "method": self.method,
+            "level": self.level,
             "result": self.result,
             "coverage": self.coverage,
             "how": self.how,
@@ -129,6 +138,12 @@ class NodeReport:
             return next(c.method for c in self.checks if c.result == "fail")
         return combine_method(self.checks)
 
+    @property
+    def label(self) -> str:
+        """The method with the levels it rests on, e.g. ``exact (tensor)``."""
+        levels = sorted({c.level for c in self.checks if c.level})
+        return f"{self.method} ({', '.join(levels)})" if levels else self.method
+
     def to_json(self) -> dict[str, Any]:
         return {
             "node": self.node,
@@ -136,6 +151,7 @@ class NodeReport:
             "signature": self.signature,
             "result": self.result,
             "method": self.method,
+            "label": self.label,
             "shared_with": self.shared_with,
             "checks": [c.to_json() for c in self.checks],
         }
@@ -248,7 +264,7 @@ def render_text(report: Report, *, max_rows: int = 60) -> str:
     for n in firsts[:max_rows]:
         same = [m.node for m in report.nodes if m.shared_with == n.node]
         nodes = f"{n.node}" + (f" (+{len(same)})" if same else "")
-        lines.append(f"  node {nodes:<10} {n.signature:<40} {n.result:<9} {n.method}")
+        lines.append(f"  node {nodes:<10} {n.signature:<40} {n.result:<9} {n.label}")
     if len(firsts) > max_rows:
         lines.append(f"  ... {len(firsts) - max_rows} more signatures")
     for c in report.graph_checks:

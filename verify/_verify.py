@@ -24,8 +24,9 @@ import numpy as np
 import torchlean_ir as tl
 
 from ._decide import tree_size
+from ._methods import METHODS, Method, rule_checks
 from ._report import Check, NodeReport, Report
-from ._rules import MAX_ELEMENTS, check_signature
+from ._rules import MAX_ELEMENTS
 from ._sig import Signature
 
 Progress = Callable[[str, int, int], None]
@@ -50,10 +51,10 @@ def clear_caches() -> None:
     _LOWER_CACHE.clear()
 
 
-def _rule_key(sig: Signature, max_elements: int, kinks: bool) -> tuple:
+def _rule_key(sig: Signature, max_elements: int, kinks: bool, method: str) -> tuple:
     op = tl.get_op(sig.op)
     rules = (op.shape_rule, op.forward_rule, op.sym_rule, op.jvp_rule, op.vjp_rule, op.kinks_rule)
-    return (sig, rules, max_elements, kinks)
+    return (sig, rules, max_elements, kinks, method)
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,19 @@ class Options:
     max_elements: int = MAX_ELEMENTS
     jobs: int = 1
     plugins: tuple[str, ...] = ()
+    method: Method = "auto"
+
+
+def graph_dtype(graph: tl.GraphData) -> str:
+    """The dtype ``compiler.compile(graph)`` runs: the graph's own float dtype (its first
+    leaf's, else its first node's; f32 for an empty graph)."""
+    if graph.leaves:
+        d = graph.leaves[0].type.dtype
+    elif graph.nodes:
+        d = graph.nodes[0].type.dtype
+    else:
+        return "f32"
+    return "f64" if d.value == "f64" else "f32"
 
 
 def _float_dtype(dtype: str) -> str:
@@ -86,15 +100,16 @@ def _init_worker(plugins: Sequence[str]) -> None:
         load_plugin(m)
 
 
-def _work_rule(sig: Signature, max_elements: int, kinks: bool) -> list[Check]:
-    return check_signature(sig, max_elements=max_elements, kinks=kinks)
+def _work_rule(sig: Signature, max_elements: int, kinks: bool, method: Method) -> list[Check]:
+    return rule_checks(sig, method=method, max_elements=max_elements, kinks=kinks)
 
 
 def _work_call(
-    graph_json: str, dtype: str, node: int, kind: str, text: str, max_elements: int
+    graph_json: str, dtype: str, node: int, kind: str, text: str, max_elements: int,
+    method: Method,
 ) -> Check:
     from ._compile import compile_graph, trace_entry
-    from ._tape import check_call
+    from ._methods import call_check
 
     graph = tl.loads(graph_json)
     cg = compile_graph(graph, dtype)
@@ -103,7 +118,7 @@ def _work_call(
     if str(inner) != text:
         return Check("compiled", f"compiled {kind} = reference", "not verified", "undecided", "",
                      "the worker traced a different jaxpr for this call")  # fmt: skip
-    return check_call(graph, kind, entry, inner, dtype, max_elements=max_elements)
+    return call_check(graph, kind, entry, inner, dtype, method=method, max_elements=max_elements)
 
 
 class _Runner:
@@ -138,7 +153,7 @@ class _Runner:
 def verify_graph(
     graph: tl.GraphData,
     *,
-    dtype: str = "f64",
+    dtype: str | None = None,
     compiled: bool = True,
     end_to_end: EndToEnd = "auto",
     kinks: bool = True,
@@ -147,17 +162,26 @@ def verify_graph(
     plugins: Iterable[str] = (),
     progress: Progress | None = None,
     name: str | None = None,
+    method: Method = "auto",
 ) -> Report:
     """Verify ``graph``: rule soundness of every op signature, the compiled tape's rule calls
-    and wiring (compiled in ``dtype``, float64 by default), and the whole compiled functions end
+    and wiring (compiled in ``dtype``: by default the graph's own dtype, what
+    ``compiler.compile(graph)`` runs), and the whole compiled functions end
     to end when small (``end_to_end``). Returns a :class:`~verify.Report`.
+
+    ``method`` picks how links 1 and 2 cover the elements (:mod:`verify._methods`): ``"auto"``
+    (tensor level, the element-wise method for what it leaves undecided on small signatures),
+    ``"tensor"`` or ``"elements"``.
 
     ``jobs > 1`` runs the per-signature checks in that many processes (fresh interpreters that
     import ``plugins``). Raises :class:`torchlean_ir.TorchleanError` for an invalid graph."""
     t0 = time.perf_counter()
     tl.check(graph)
+    dtype = dtype or graph_dtype(graph)
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
     opts = Options(_float_dtype(dtype), compiled, end_to_end, kinks, max_elements, jobs,
-                   tuple(plugins))  # fmt: skip
+                   tuple(plugins), method)  # fmt: skip
     report_progress = progress or (lambda stage, done, total: None)
     runner = _Runner(jobs, opts.plugins)
     try:
@@ -210,7 +234,10 @@ def _rule_checks(
     sigs: list[Signature], opts: Options, runner: _Runner, progress: Progress
 ) -> dict[Signature, list[Check]]:
     unique = list(dict.fromkeys(sigs))
-    todo = [s for s in unique if _rule_key(s, opts.max_elements, opts.kinks) not in _RULE_CACHE]
+    def key(s: Signature) -> tuple:
+        return _rule_key(s, opts.max_elements, opts.kinks, opts.method)
+
+    todo = [s for s in unique if key(s) not in _RULE_CACHE]
     done = [len(unique) - len(todo)]
 
     def tick() -> None:
@@ -218,10 +245,11 @@ def _rule_checks(
         progress("rules", done[0], len(unique))
 
     progress("rules", done[0], len(unique))
-    results = runner.map(_work_rule, [(s, opts.max_elements, opts.kinks) for s in todo], tick)
+    results = runner.map(_work_rule, [(s, opts.max_elements, opts.kinks, opts.method)
+                                      for s in todo], tick)  # fmt: skip
     for s, r in zip(todo, results, strict=True):
-        _RULE_CACHE[_rule_key(s, opts.max_elements, opts.kinks)] = r
-    return {s: _RULE_CACHE[_rule_key(s, opts.max_elements, opts.kinks)] for s in unique}
+        _RULE_CACHE[key(s)] = r
+    return {s: _RULE_CACHE[key(s)] for s in unique}
 
 
 def _lowering_checks(
@@ -251,7 +279,8 @@ def _compiled_checks(
     graph: tl.GraphData, opts: Options, runner: _Runner, progress: Progress
 ) -> tuple[dict[int, list[Check]], list[Check], list[str]]:
     from ._compile import CompilerUnavailable, compile_graph, outer_jaxprs
-    from ._tape import ContractError, call_key, check_call, check_end_to_end, check_wiring
+    from ._methods import call_check
+    from ._tape import ContractError, call_key, check_end_to_end, check_wiring
 
     notes: list[str] = []
     if opts.dtype == "float32":
@@ -286,7 +315,8 @@ def _compiled_checks(
     per_node: dict[int, list[tuple]] = {}
     for k in ("forward", "jvp", "vjp"):
         for c in calls[k]:
-            key = call_key(graph, c.kind, c.entry, c.inner, opts.dtype) + (opts.max_elements,)
+            key = call_key(graph, c.kind, c.entry, c.inner, opts.dtype) + (opts.max_elements,
+                                                                            opts.method)
             keyed.setdefault(key, c)
             lst = per_node.setdefault(c.entry.node, [])
             if key not in lst:
@@ -301,13 +331,13 @@ def _compiled_checks(
     progress("compiled calls", done[0], len(keyed))
     if runner.pool is not None:
         gj = tl.dumps(graph)
-        tasks = [(gj, opts.dtype, keyed[k].entry.node, keyed[k].kind, k[4], opts.max_elements)
-                 for k in todo]  # fmt: skip
+        tasks = [(gj, opts.dtype, keyed[k].entry.node, keyed[k].kind, k[4], opts.max_elements,
+                  opts.method) for k in todo]  # fmt: skip
         results = runner.map(_work_call, tasks, tick)
     else:
         tasks = [(graph, keyed[k].kind, keyed[k].entry, keyed[k].inner, opts.dtype) for k in todo]
         results = runner.map(
-            lambda g, kind, e, inner, dt: check_call(g, kind, e, inner, dt,
+            lambda g, kind, e, inner, dt: call_check(g, kind, e, inner, dt, method=opts.method,
                                                      max_elements=opts.max_elements),
             tasks, tick,
         )  # fmt: skip

@@ -201,10 +201,13 @@ class JaxBackend:
         return jax.lax.stop_gradient(x)
 
     # -- seeded randomness ----------------------------------------------------------------
-    def rand_uniform(self, seed: int, counter: int, shape: Sequence[int]) -> Any:
+    def rand_uniform(self, seed: int, counter: int, shape: Sequence[int], dtype: Any = None) -> Any:
         """The same draws as the NumPy reference, computed on device (see
-        :func:`random_bits`), in this backend's float dtype."""
-        return uniform_from_bits(random_bits(seed, counter, shape), self.float_dtype)
+        :func:`random_bits`), rounded in ``dtype`` or this backend's dtype, whichever is
+        narrower, and returned in this backend's dtype."""
+        narrow = _random.narrowest(self.float_dtype, dtype)
+        u = uniform_from_bits(random_bits(seed, counter, shape), narrow)
+        return u if narrow == self.float_dtype else u.astype(self.float_dtype)
 
 
 # -- SplitMix64 on pairs of uint32 words ----------------------------------------------------
@@ -263,8 +266,9 @@ def uniform_from_bits(bits: Any, dtype: Any) -> Any:
     dt = jnp.dtype(dtype)
     p = _random.significant_bits(dt)
     if p < 32:
-        length = 32 - jax.lax.clz(bits).astype(jnp.int32)
-        drop = jnp.maximum(length - p, 0).astype(jnp.uint32)
+        # bits to drop: max(bit length - p, 0), counted as the powers 2^p .. 2^31 that k
+        # reaches (comparisons only, so the verifier's jaxpr interpreter reads it exactly)
+        drop = sum((bits >= _U32(1 << j)).astype(jnp.uint32) for j in range(p, 32))
         bits = (bits >> drop) << drop
     return bits.astype(dt) * jnp.asarray(_random.UNIT, dtype=dt)
 

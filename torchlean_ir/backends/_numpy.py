@@ -64,7 +64,9 @@ def _sigmoid(xp: Any, x: Any) -> Any:
 
 
 class NumpyBackend:
-    """Array operations used by op rules, on NumPy arrays in float64.
+    """Array operations used by op rules, on NumPy arrays in float64 (the reference semantics;
+    :func:`numpy_backend` gives the same functions in float32, for an eager session in that
+    dtype).
 
     Every backend offers the same functions with the same meaning (the JAX backend on
     ``jax.numpy`` arrays, the symbolic backend on exact symbolic arrays); op rules may use these
@@ -73,8 +75,13 @@ class NumpyBackend:
     """
 
     name = "numpy"
-    float_dtype = np.float64
     index_dtype = np.int64
+
+    def __init__(self, float_dtype: Any = np.float64) -> None:
+        self.float_dtype = _random.float_dtype(float_dtype).type
+
+    def __repr__(self) -> str:
+        return f"NumpyBackend({np.dtype(self.float_dtype)})"
 
     # -- creation -------------------------------------------------------------------------
     def asarray(self, value: Any) -> Any:
@@ -250,10 +257,26 @@ class NumpyBackend:
         return x
 
     # -- seeded randomness ----------------------------------------------------------------
-    def rand_uniform(self, seed: int, counter: int, shape: Sequence[int]) -> Any:
+    def rand_uniform(self, seed: int, counter: int, shape: Sequence[int], dtype: Any = None) -> Any:
         """The SplitMix64 uniform draws in [0, 1) of the random node at position ``counter``
-        (see :mod:`torchlean_ir.backends._random`); bit-identical in every backend."""
-        return _random.uniform(seed, counter, shape, self.float_dtype)
+        (see :mod:`torchlean_ir.backends._random`), rounded toward zero in ``dtype`` (``"f32"``
+        or ``"f64"``; default, and at most, this backend's precision) and returned in this
+        backend's dtype; bit-identical in every backend."""
+        narrow = _random.narrowest(self.float_dtype, dtype)
+        return _random.uniform(seed, counter, shape, narrow).astype(self.float_dtype, copy=False)
 
 
 NUMPY = NumpyBackend()
+_FLOAT32 = NumpyBackend(np.float32)
+
+
+def numpy_backend(dtype: Any = np.float64) -> NumpyBackend:
+    """The NumPy backend in ``dtype`` (``"float64"``/``"f64"``: :data:`NUMPY`, the reference;
+    ``"float32"``/``"f32"``: the same rules in float32, as an eager session in that dtype runs
+    them). Rules may still produce a wider dtype here and there; callers cast results."""
+    dt = _random.float_dtype(dtype)
+    if dt == np.float64:
+        return NUMPY
+    if dt == np.float32:
+        return _FLOAT32
+    raise ValueError(f"the NumPy backend computes in float32 or float64, not {dt}")

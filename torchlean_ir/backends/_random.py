@@ -17,6 +17,9 @@ A random node at position ``counter`` of a graph, with attribute ``seed``, draws
 In float32, ``u`` is ``k / 2^32`` rounded toward zero (``k`` keeps its 24 leading significant
 bits), so ``u < 1`` in every dtype and ``p > u`` has the same truth value as ``p > k / 2^32``
 for every float32 ``p`` (the largest float32 not above ``k / 2^32`` separates the same floats).
+The precision is the node's own dtype (``rand_uniform``'s ``dtype`` attribute) or the
+backend's, whichever is narrower, so a float32 graph draws the same bits in the float64
+reference interpreter as in float32 compiled code.
 
 This module is the reference; the JAX backend computes the same bits on device with pairs of
 uint32 words (no ``jax_enable_x64`` needed) and the symbolic backend returns ``k / 2^32`` as
@@ -68,21 +71,41 @@ def random_bits(seed: int, counter: int, shape: Sequence[int]) -> np.ndarray:
 
 def significant_bits(dtype: Any) -> int:
     """Significand precision of a float dtype (24 for float32, 53 for float64)."""
-    dt = np.dtype(dtype)
+    dt = float_dtype(dtype)
     if dt not in (np.dtype(np.float32), np.dtype(np.float64)):
         raise ValueError(f"random values are defined in float32 and float64, not {dt}")
     return int(np.finfo(dt).nmant) + 1
 
 
-def uniform_from_bits(bits: np.ndarray, dtype: Any = np.float64) -> np.ndarray:
-    """``bits / 2^32`` in ``dtype``, rounded toward zero where the dtype is narrower."""
+def float_dtype(dtype: Any) -> np.dtype:
+    """A float dtype from a NumPy dtype (or its name) or a graph dtype name (``"f32"``)."""
+    return np.dtype({"f32": "float32", "f64": "float64"}.get(dtype, dtype))
+
+
+def narrowest(*dtypes: Any) -> np.dtype:
+    """Of the float dtypes given (``None`` skipped), the one with the fewest significant bits:
+    the precision in which draws are rounded when a backend in one dtype computes a node of
+    another (an f32 graph compiled in f64, an f64 one in f32)."""
+    given = [float_dtype(d) for d in dtypes if d is not None]
+    return min(given, key=significant_bits)
+
+
+def truncated_bits(bits: np.ndarray, dtype: Any) -> np.ndarray:
+    """The draws ``k`` (``uint64``) with only the leading significant bits ``dtype`` holds:
+    ``k / 2^32`` rounded toward zero in ``dtype`` is ``truncated_bits(k) / 2^32``, exactly."""
     p = significant_bits(dtype)
     k = np.asarray(bits, dtype=np.uint64)
     if p < 32:
         _, exponent = np.frexp(k.astype(np.float64))  # bit length of k (0 for k = 0)
         drop = np.maximum(exponent - p, 0).astype(np.uint64)
         k = (k >> drop) << drop
-    return k.astype(dtype) * np.asarray(UNIT, dtype=dtype)
+    return k
+
+
+def uniform_from_bits(bits: np.ndarray, dtype: Any = np.float64) -> np.ndarray:
+    """``bits / 2^32`` in ``dtype``, rounded toward zero where the dtype is narrower."""
+    dt = float_dtype(dtype)
+    return truncated_bits(bits, dt).astype(dt) * np.asarray(UNIT, dtype=dt)
 
 
 def uniform(seed: int, counter: int, shape: Sequence[int], dtype: Any = np.float64) -> np.ndarray:
@@ -104,10 +127,13 @@ __all__ = [
     "MIX2",
     "UNIT",
     "bernoulli",
+    "float_dtype",
+    "narrowest",
     "random_bits",
     "significant_bits",
     "splitmix64",
     "stream_key",
+    "truncated_bits",
     "uniform",
     "uniform_from_bits",
 ]

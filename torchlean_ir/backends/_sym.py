@@ -491,9 +491,14 @@ class SymBackend:
         return x
 
     # -- seeded randomness (concrete: the draws do not depend on any symbol) -------------
-    def rand_uniform(self, seed: int, counter: int, shape: Sequence[int]) -> SymArray:
-        """The reference draws ``k / 2^32`` as exact rationals."""
+    def rand_uniform(
+        self, seed: int, counter: int, shape: Sequence[int], dtype: Any = None
+    ) -> SymArray:
+        """The reference draws ``k / 2^32`` as exact rationals, rounded toward zero in ``dtype``
+        when given (``"f32"``: ``k`` keeps its 24 leading significant bits)."""
         bits = _random.random_bits(seed, counter, shape)
+        if dtype is not None:
+            bits = _random.truncated_bits(bits, dtype)
         out = np.empty(bits.shape, dtype=object)
         for i, k in np.ndenumerate(bits):
             out[i] = se.Rational(int(k), 1 << 32)

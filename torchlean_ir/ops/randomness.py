@@ -1,7 +1,7 @@
 """Seeded randomness: rand_uniform and bernoulli_mask (SplitMix64, ``docs/ops.md``).
 
 The draws depend only on the ``seed`` attribute, the node's position in the graph (the counter)
-and the output shape, through the backend function ``B.rand_uniform(seed, counter, shape)``
+and the output shape, through the backend function ``B.rand_uniform(seed, counter, shape, dtype)``
 (reference: :mod:`torchlean_ir.backends._random`), so the reference interpreter, the compiled
 function and the eager session produce the same bits. Nothing here receives gradient.
 """
@@ -49,7 +49,8 @@ def rand_uniform_shape(*, shape: Shape, seed: int, dtype: str) -> TensorType:
 
 @rand_uniform.def_forward
 def rand_uniform_forward(B: Any, *, shape: Shape, seed: int, dtype: str, _position: int) -> Any:
-    return B.rand_uniform(seed, _position, shape)
+    # rounded in the node's dtype: an f32 graph draws the same bits on every backend
+    return B.rand_uniform(seed, _position, shape, dtype)
 
 
 @rand_uniform.def_jvp

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from torchlean_ir.frontend import NatInput, Ops, ParamList, Tensor, nn
+from torchlean import NatInput, Ops, ParamList, Tensor, nn
 
 
 @dataclass

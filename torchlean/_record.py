@@ -1,4 +1,4 @@
-"""The graph-recording backend of :class:`~torchlean_ir.frontend.Ops` (TorchLean's ``Ops``
+"""The graph-recording backend of :class:`~torchlean.Ops` (TorchLean's ``Ops``
 instance for ``GraphM``): each op call adds a node to a :class:`~torchlean_ir.GraphBuilder`
 instead of computing a value. This is how the compiled backend turns model code into a
 :class:`~torchlean_ir.GraphData`."""
@@ -9,10 +9,10 @@ from typing import Any
 
 import numpy as np
 
-from .._builder import GraphBuilder, IndexVar, Var, user_call_site
-from .._errors import TorchleanError
-from .._graph import GraphData
-from .._types import DType, as_dtype, as_shape
+from torchlean_ir import GraphData, TorchleanError
+from torchlean_ir._builder import GraphBuilder, IndexVar, Var, user_call_site
+from torchlean_ir._types import DType, as_dtype, as_shape
+
 from ._ops import Ops
 from ._options import Options, as_options
 from ._param import Param

@@ -6,7 +6,9 @@ import numpy as np
 import pytest
 
 import torchlean_ir as tl
-from torchlean_ir.frontend import EagerSession, GraphOps, Options, nn
+from torchlean import EagerSession, GraphOps, Options, nn
+
+F64 = Options(dtype="f64")  # float64 sessions: values compared at float64 tolerances
 
 
 def _mlp(seed: int) -> nn.Module:
@@ -60,7 +62,7 @@ def test_linear_layernorm_match_torch() -> None:
     lin, ln = nn.Linear(3, 4, rng=0), nn.LayerNorm(4)
     ln.weight.value = np.arange(1.0, 5.0)
     xv = np.random.default_rng(0).normal(size=(5, 3))
-    s = EagerSession()
+    s = EagerSession(F64)
     seq = s.input(xv)
     y_seq = ln(s, lin(s, seq)).numpy()
     y_row = ln(s, lin(s, s.input(xv[1]))).numpy()
@@ -81,7 +83,7 @@ def test_composite_attention_matches_torch(causal: bool) -> None:
     d, h, n = 8, 2, 5
     mha = nn.MultiHeadAttention(d, h, causal=causal, composite=True, rng=3)
     xv = np.random.default_rng(1).normal(size=(n, d))
-    s = EagerSession()
+    s = EagerSession(F64)
     y = mha(s, s.input(xv)).numpy()
     t = torch.nn.MultiheadAttention(d, h, bias=False, batch_first=True).double()
     with torch.no_grad():
@@ -98,7 +100,7 @@ def test_embedding_and_transformer_block_run_and_differentiate() -> None:
     block = nn.TransformerBlock(8, 2, 16, causal=True, rng=1)
     params = emb.parameters().names() + block.parameters().names()
     assert len(params) == len(set(params))
-    s = EagerSession()
+    s = EagerSession(F64)
     tokens = s.nat_vec([1, 4, 0])
     y = block(s, emb(s, tokens))
     assert y.shape == (3, 8)
@@ -109,7 +111,7 @@ def test_embedding_and_transformer_block_run_and_differentiate() -> None:
 
 
 def test_activations() -> None:
-    s = EagerSession()
+    s = EagerSession(F64)
     x = s.input(np.array([-1.0, 0.5]))
     for layer, want in (
         (nn.ReLU(), [0.0, 0.5]),
@@ -126,7 +128,7 @@ def test_cnn_layers_match_torch() -> None:
     conv = nn.Conv2d(2, 3, 3, padding=1, rng=0)
     pool = nn.MaxPool2d(2)
     xv = np.random.default_rng(2).normal(size=(2, 6, 6))
-    s = EagerSession()
+    s = EagerSession(F64)
     y = nn.Flatten()(s, pool(s, nn.ReLU()(s, conv(s, s.input(xv))))).numpy()
     tc = torch.nn.Conv2d(2, 3, 3, padding=1).double()
     with torch.no_grad():
@@ -145,7 +147,7 @@ def test_attention_op_equals_composite(causal: bool) -> None:
     op_layer = nn.MultiHeadAttention(8, 2, causal=causal, rng=4)
     comp = nn.MultiHeadAttention(8, 2, causal=causal, composite=True, rng=4)
     xv = np.random.default_rng(3).normal(size=(4, 8))
-    s = EagerSession()
+    s = EagerSession(F64)
     x = s.input(xv, requires_grad=True)
     a, b = op_layer(s, x), comp(s, x)
     np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-12, atol=1e-13)
@@ -157,7 +159,7 @@ def test_attention_op_equals_composite(causal: bool) -> None:
 
 def test_dropout_layer_train_and_eval() -> None:
     model = nn.Sequential(nn.Linear(4, 4, rng=0), nn.Dropout(0.5, seed=3))
-    s = EagerSession()
+    s = EagerSession(F64)
     x = s.input(np.ones(4))
     dropped = model(s, x).numpy()
     model.eval()

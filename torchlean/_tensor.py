@@ -7,22 +7,21 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .._registry import has_op
-from .._types import DType, IndexType, TensorType
+from torchlean_ir import DType, IndexType, TensorType, has_op
 
 if TYPE_CHECKING:
     from ._ops import Ops
 
 
 class Tensor:
-    """A handle to a value owned by an :class:`~torchlean_ir.frontend.Ops` backend.
+    """A handle to a value owned by an :class:`~torchlean.Ops` backend.
 
     In an eager session it names a value on the hidden tape; in a graph-recording backend it names
     a value of the graph being built. It has a type (:attr:`shape`, :attr:`dtype`) but no data of
     its own: read values with :meth:`numpy` (eager and linked sessions only).
 
     Every op of the registry is a method (``x.tanh()``), and so is every derived op of
-    :class:`~torchlean_ir.frontend.Ops` (``x.gelu()``); ``+ - * / @`` and unary ``-`` work, with
+    :class:`~torchlean.Ops` (``x.gelu()``); ``+ - * / @`` and unary ``-`` work, with
     Python numbers on either side. There is no implicit broadcasting (use ``broadcast_to``).
     """
 
@@ -55,16 +54,24 @@ class Tensor:
         """The backend that owns this tensor."""
         return self._ops
 
+    @property
+    def batched(self) -> bool:
+        """Whether the value carries a leading batch axis (a session's batched input, or an op
+        result that depends on one); :attr:`shape` is then the per-sample shape."""
+        return self._ops._is_batched(self)
+
     def numpy(self) -> np.ndarray:
-        """The current value (``session.get_value(t)``)."""
+        """The current value (``session.get_value(t)``; the batch leading when batched)."""
         return self._ops.get_value(self)
 
     def item(self) -> float:
         """The value of a one-element tensor as a Python float."""
-        return float(self.numpy().reshape(-1)[0]) if self.size == 1 else self._not_scalar()
+        v = self.numpy()
+        return float(v.reshape(-1)[0]) if v.size == 1 else self._not_scalar(v)
 
-    def _not_scalar(self) -> float:
-        raise TypeError(f"item() needs a tensor with one element, got {self.type}")
+    def _not_scalar(self, v: np.ndarray) -> float:
+        batch = f" (a batch of {v.shape[0]})" if self.batched else ""
+        raise TypeError(f"item() needs a tensor with one element, got {self.type}{batch}")
 
     @property
     def grad(self) -> np.ndarray | None:

@@ -3,13 +3,14 @@ for predictions (:class:`Predictor`), on either backend.
 
 The loss is written once, ``loss(ops, *inputs) -> scalar Tensor``, reaching its parameters with
 ``ops.use(param)``. With ``Options(backend="eager")`` every call runs it on an
-:class:`~torchlean_ir.frontend.EagerSession`; with ``backend="compiled"`` it is traced once to a
+:class:`~torchlean.EagerSession`; with ``backend="compiled"`` it is traced once to a
 graph and compiled (``compiler.compile``), and the params live on the device between steps
 (synchronised to the host when read).
 
 ``batched=True`` on any call means the inputs carry a leading batch axis and the loss is the
-mean of the per-sample losses (ops are single-sample; the compiled backend maps over the batch
-with ``jax.vmap``, the eager one loops).
+mean of the per-sample losses (model code is per sample; the compiled backend maps the graph
+over the batch with ``jax.vmap``, the eager one runs each op once on the whole batch, declaring
+the inputs batched, and reduces the parameters' gradients with ``grads="mean"``).
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from .._errors import TorchleanError
-from .._graph import GraphData
+from torchlean_ir import GraphData, TorchleanError
+
 from ._compiled import NatInput, as_specs, compile_graph, input_name, nat_name, trace, verify_graph
 from ._eager import EagerSession
 from ._ops import Ops
@@ -88,38 +89,40 @@ class _Runner:
             raise TorchleanError(f"expected {len(self.specs)} inputs, got {len(inputs)}")
 
     # -- eager -----------------------------------------------------------------------------
-    def _eager_refs(self, s: EagerSession, inputs: Sequence[Any]) -> list[Tensor | NatRef]:
+    def _eager_refs(
+        self, s: EagerSession, inputs: Sequence[Any], batched: bool
+    ) -> list[Tensor | NatRef]:
         refs: list[Tensor | NatRef] = []
         for i, (spec, v) in enumerate(zip(self.specs, inputs, strict=True)):
             if isinstance(spec, NatInput):
                 name = nat_name(i)
-                refs.append(s.nat(v, name=name) if spec.size is None else s.nat_vec(v, name=name))
+                if spec.size is None:
+                    refs.append(s.nat(v, name=name, batched=batched))
+                else:
+                    refs.append(s.nat_vec(v, name=name, batched=batched))
             else:
-                refs.append(s.input(v, name=input_name(i), shape=spec))
+                refs.append(s.input(v, name=input_name(i), shape=spec, batched=batched))
         return refs
 
-    def _eager_outputs(self, inputs: Sequence[Any], batched: bool) -> list[Tensor]:
-        """Run the function on the session (tape reset first), per sample when batched."""
+    def _eager_output(self, inputs: Sequence[Any], batched: bool) -> Tensor:
+        """Run the function on the session (tape reset first), on the whole batch at once
+        (inputs declared batched) when ``batched``."""
         self._check_inputs(inputs)
+        if batched:
+            _batch_size(self.specs, inputs)
         s = self.session
         s.reset_tape()
         for p in self.params:
             s.use(p)
-        if not batched:
-            outs = [self.fn(s, *self._eager_refs(s, inputs))]
-        else:
-            n = _batch_size(self.specs, inputs)
-            arrays = [np.asarray(v) for v in inputs]
-            outs = [self.fn(s, *self._eager_refs(s, [a[k] for a in arrays])) for k in range(n)]
+        out = self.fn(s, *self._eager_refs(s, inputs, batched))
         extra = [p.name or "?" for p in s.used_params() if p not in self.params]
         self._check_params(extra)
-        for o in outs[:1]:
-            if not isinstance(o, Tensor) or o.ops is not s:
-                raise TorchleanError(
-                    f"the function must return a Tensor of the ops it was given, got "
-                    f"{type(o).__name__}"
-                )
-        return outs
+        if not isinstance(out, Tensor) or out.ops is not s:
+            raise TorchleanError(
+                f"the function must return a Tensor of the ops it was given, got "
+                f"{type(out).__name__}"
+            )
+        return out
 
     # -- compiled --------------------------------------------------------------------------
     def _compiled_call(self, inputs: Sequence[Any], batched: bool) -> tuple[Any, dict, dict]:
@@ -160,9 +163,12 @@ class Predictor(_Runner):
         if self.options.backend == "compiled":
             cg, leaves, index = self._compiled_call(inputs, batched)
             return np.asarray(cg.forward(leaves, index))
-        outs = self._eager_outputs(inputs, batched)
-        vals = [o.numpy() for o in outs]
-        return np.stack(vals) if batched else vals[0]
+        out = self._eager_output(inputs, batched)
+        value = out.numpy()
+        if batched and not out.batched:  # independent of the inputs: the same for every sample
+            n = _batch_size(self.specs, inputs)
+            value = np.broadcast_to(value, (n, *value.shape)).copy()
+        return value
 
 
 class ScalarTrainer(_Runner):
@@ -196,15 +202,12 @@ class ScalarTrainer(_Runner):
                 f"ScalarTrainer: the loss must be a scalar, got {self._graph.output_types[0]}"
             )
 
-    def _eager_loss(self, inputs: Sequence[Any], batched: bool) -> Tensor:
-        outs = self._eager_outputs(inputs, batched)
-        s = self.session
-        if outs[0].shape != ():
-            raise TorchleanError(f"ScalarTrainer: the loss must be a scalar, got {outs[0].type}")
-        total = outs[0]
-        for o in outs[1:]:
-            total = s.add(total, o)
-        return total if len(outs) == 1 else s.scale(total, c=1.0 / len(outs))
+    def _eager_loss(self, inputs: Sequence[Any], batched: bool) -> tuple[Tensor, float]:
+        """The loss tensor (per sample when batched) and its value (the mean over the batch)."""
+        out = self._eager_output(inputs, batched)
+        if out.shape != ():
+            raise TorchleanError(f"ScalarTrainer: the loss must be a scalar, got {out.type}")
+        return out, float(np.mean(out.numpy()))
 
     def _value_and_grads(
         self, inputs: Sequence[Any], batched: bool
@@ -214,9 +217,9 @@ class ScalarTrainer(_Runner):
             value, grads = cg.value_and_grad(leaves, index)
             loss = float(np.mean(np.asarray(value)))
             return loss, [(p, grads[p.name]) for p in self.params if p.requires_grad]
-        t = self._eager_loss(inputs, batched)
-        self.session.backward(t)
-        return float(t.numpy()), self.session._param_grads()
+        t, loss = self._eager_loss(inputs, batched)
+        self.session.backward(t, grads="mean")
+        return loss, self.session._param_grads()
 
     @property
     def _on_device(self) -> bool:
@@ -227,7 +230,7 @@ class ScalarTrainer(_Runner):
         if self.options.backend == "compiled":
             cg, leaves, index = self._compiled_call(inputs, batched)
             return float(np.mean(np.asarray(cg.forward(leaves, index))))
-        return float(self._eager_loss(inputs, batched).numpy())
+        return self._eager_loss(inputs, batched)[1]
 
     def backward(self, *inputs: Any, batched: bool = False) -> dict[str, np.ndarray]:
         """The gradients of the loss for the params with ``requires_grad``, by name."""

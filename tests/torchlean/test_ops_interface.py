@@ -10,10 +10,11 @@ import numpy as np
 import pytest
 
 import torchlean_ir as tl
-from torchlean_ir.frontend import EagerSession, GraphOps, LinkedSession, Ops, Options, Tensor
+from torchlean import EagerSession, GraphOps, LinkedSession, Ops, Options, Tensor
 
+F64 = Options(dtype="f64")  # the tests below compare values at float64 tolerances
 BACKENDS = {
-    "eager": lambda: EagerSession(),
+    "eager": lambda: EagerSession(F64),
     "eager-jax": lambda: EagerSession(Options(dtype="f64"), array_backend="jax"),
     "linked": lambda: LinkedSession(Options(dtype="f64")),
 }
@@ -73,7 +74,7 @@ def _derived_model(ops: Ops, x: Tensor) -> list[Tensor]:
 def test_derived_ops_values() -> None:
     torch = pytest.importorskip("torch")
     xv = np.linspace(-3, 3, 12)
-    s = EagerSession()
+    s = EagerSession(F64)
     outs = [o.numpy() for o in _derived_model(s, s.input(xv))]
     tx = torch.tensor(xv)
     np.testing.assert_allclose(
@@ -92,7 +93,7 @@ def test_derived_ops_values() -> None:
 def test_gelu_gradient_matches_torch() -> None:
     torch = pytest.importorskip("torch")
     xv = np.linspace(-3, 3, 7)
-    s = EagerSession()
+    s = EagerSession(F64)
     x = s.input(xv, requires_grad=True)
     s.backward(s.sum(s.gelu(x)))
     tx = torch.tensor(xv, requires_grad=True)
@@ -104,7 +105,7 @@ def test_gelu_gradient_matches_torch() -> None:
 @pytest.mark.parametrize("backend", list(BACKENDS))
 def test_one_model_every_backend(backend: str) -> None:
     xv = np.linspace(-2, 2, 12)
-    ref_s = EagerSession()
+    ref_s = EagerSession(F64)
     ref = [o.numpy() for o in _derived_model(ref_s, ref_s.input(xv))]
     s = BACKENDS[backend]()
     got = [s.get_value(o) for o in _derived_model(s, s.input(xv))]
@@ -118,7 +119,7 @@ def test_graph_ops_records_derived_ops_from_core_ops() -> None:
     graph = g.build(g.gelu(x))
     assert {n.op for n in graph.nodes} <= {"mul", "add", "scale", "sigmoid"}
     (val,) = tl.eval_graph(graph, {"x": np.array([-1.0, 0.0, 0.5, 2.0])})
-    s = EagerSession()
+    s = EagerSession(F64)
     np.testing.assert_array_equal(val, s.gelu(s.input(np.array([-1.0, 0.0, 0.5, 2.0]))).numpy())
 
 
@@ -133,7 +134,7 @@ def test_graph_ops_has_no_values() -> None:
 
 def test_cross_entropy_and_softmax_cross_entropy() -> None:
     logits = np.array([1.0, -0.5, 2.0])
-    s = EagerSession()
+    s = EagerSession(F64)
     x = s.input(logits, requires_grad=True)
     ce = s.cross_entropy(x, s.nat(0))
     want = -(logits[0] - np.log(np.sum(np.exp(logits))))
@@ -152,7 +153,7 @@ def test_derived_op_equals_the_primitive_it_shadows(name: str, shape: tuple[int,
     if not tl.has_op(name):
         pytest.skip(f"no primitive {name!r} registered")
     xv = np.linspace(-3, 3, int(np.prod(shape))).reshape(shape)
-    s = EagerSession()
+    s = EagerSession(F64)
     x = s.input(xv, requires_grad=True)
     derived, primitive = getattr(s, name)(x), s.apply(name, x)
     np.testing.assert_allclose(derived.numpy(), primitive.numpy(), rtol=1e-14, atol=1e-15)
@@ -164,7 +165,7 @@ def test_derived_op_equals_the_primitive_it_shadows(name: str, shape: tuple[int,
 
 
 def test_random_ops_eager_equals_graph_and_seed_defaults_to_options() -> None:
-    s = EagerSession(Options(seed=42))
+    s = EagerSession(Options(seed=42, dtype="f64"))
     x = s.input(np.ones((3, 4)), requires_grad=True)
     u = s.rand_uniform((3, 4))
     y = s.dropout(x, 0.5)
@@ -176,7 +177,7 @@ def test_random_ops_eager_equals_graph_and_seed_defaults_to_options() -> None:
     np.testing.assert_array_equal(y.numpy(), ref_y)
     assert set(np.unique(y.numpy())) <= {0.0, 2.0} and u.numpy().min() > 0.0
     assert {n.attrs["seed"] for n in graph.nodes if "seed" in n.attrs} == {42}
-    other = EagerSession(Options(seed=7)).rand_uniform((3, 4)).numpy()
+    other = EagerSession(Options(seed=7, dtype="f64")).rand_uniform((3, 4)).numpy()
     assert not np.array_equal(other, u.numpy())
     s.backward(s.sum(y))
     np.testing.assert_array_equal(s.grad(x), y.numpy())  # mask / keep_prob, no gradient to it

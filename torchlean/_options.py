@@ -8,8 +8,8 @@ from typing import Any, Literal
 
 import numpy as np
 
-from .._errors import TorchleanError
-from .._types import DType, as_dtype
+from torchlean_ir import TorchleanError
+from torchlean_ir._types import DType, as_dtype
 
 Backend = Literal["eager", "compiled"]
 Device = Literal["cpu", "gpu"]
@@ -30,8 +30,9 @@ class Options:
         proof-linked path; its backward can be verified).
     device:
         ``"cpu"`` (default) or ``"gpu"`` (needs JAX's CUDA plugin: ``pip install
-        'torchlean-ir[cuda]'``). Eager on CPU runs the registry's rules with NumPy in float64;
-        eager on GPU runs the same rules lowered to jitted JAX.
+        'torchlean-ir[cuda]'``). Eager on CPU runs the registry's rules with NumPy; eager on GPU
+        runs the same rules lowered to jitted JAX; ops on a batch run the compiler's vmapped
+        rules on either.
     requires_grad:
         Default ``requires_grad`` of new parameters when the caller omits it (TorchLean's
         ``requiresGradByDefault``). Inputs default to ``False`` whatever this says.
@@ -43,11 +44,13 @@ class Options:
         Eager backend only: ops that declare a JAX lowering of their own (``def_lower``, e.g.
         convolution through ``lax.conv_general_dilated``) run that jitted lowering instead of
         the NumPy reference rule. The verifier proves each lowering equal to its reference
-        rule, so this changes speed, not meaning. The compiled backend always uses the
-        lowerings; the flag has no effect there.
+        rule, so this changes speed, not meaning. The compiled backend, and the ops of an
+        eager tape that run on a batch, always use the lowerings; the flag has no effect there.
     dtype:
-        Float dtype of compiled code and of the eager JAX (GPU) path: ``"f32"`` (default) or
-        ``"f64"``. The eager CPU path always computes in float64 (the reference semantics).
+        Float dtype of a session's values (eager, on either array backend, and linked) and of
+        compiled code: ``"f32"`` (default) or ``"f64"``. The eager CPU path runs the reference
+        rules with NumPy in this dtype. Random ops draw the same bits on every path in each
+        dtype.
     """
 
     backend: Backend = "eager"

@@ -8,8 +8,8 @@ from typing import Any, overload
 
 import numpy as np
 
-from .._errors import TorchleanError
-from .._graph import valid_name
+from torchlean_ir import TorchleanError
+from torchlean_ir._graph import valid_name
 
 
 def _host_array(value: Any, what: str) -> np.ndarray:

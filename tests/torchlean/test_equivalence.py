@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import torchlean_ir as tl
-from torchlean_ir.frontend import (
+from torchlean import (
     EagerSession,
     LinkedSession,
     NatInput,

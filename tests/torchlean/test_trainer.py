@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import torchlean_ir as tl
-from torchlean_ir.frontend import (
+from torchlean import (
     CompiledScalar,
     NatInput,
     Options,

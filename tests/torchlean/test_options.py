@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import torchlean_ir as tl
-from torchlean_ir.frontend import EagerSession, LinkedSession, Options, Session
+from torchlean import EagerSession, LinkedSession, Options, Session
 
 
 def test_defaults_and_validation() -> None:

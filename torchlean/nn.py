@@ -1,14 +1,14 @@
-"""Layers in the style PyTorch users know, built on :class:`~torchlean_ir.frontend.Ops`.
+"""Layers in the style PyTorch users know, built on :class:`~torchlean.Ops`.
 
-A :class:`Module` holds :class:`~torchlean_ir.frontend.Param` s and child modules as attributes
+A :class:`Module` holds :class:`~torchlean.Param` s and child modules as attributes
 (registered in assignment order, like ``torch.nn.Module``); ``module(ops, x)`` runs its
 ``forward`` on any backend, so one model trains eagerly or compiled. ``model.parameters()``
-returns a :class:`~torchlean_ir.frontend.ParamList` and names every param by its attribute path
+returns a :class:`~torchlean.ParamList` and names every param by its attribute path
 (``fc1.weight``, ``layers.0.bias``), the names used in graphs and parameter files.
 
 Initialisation is seeded: every layer takes ``rng`` (a ``numpy.random.Generator`` or an int
 seed); without one it draws from a module-level generator that :func:`manual_seed` resets. Pass
-``rng=options.rng("init")`` to thread :attr:`Options.seed <torchlean_ir.frontend.Options.seed>`
+``rng=options.rng("init")`` to thread :attr:`Options.seed <torchlean.Options.seed>`
 through a whole model.
 
 Layers are single-sample, like the ops: ``Linear`` maps ``(in,)`` to ``(out,)`` (and a sequence
@@ -23,8 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from .._errors import TorchleanError
-from .._registry import has_op
+from torchlean_ir import TorchleanError, has_op
+
 from ._ops import Ops
 from ._options import as_generator
 from ._param import Param, ParamList

@@ -1,7 +1,7 @@
 """torch.compile-style wrappers (TorchLean's ``CompiledScalar`` / ``CompiledOut``) and the bridge
 from model code to the ``compiler`` and ``verify`` packages.
 
-:func:`trace` runs backend-generic model code on a :class:`~torchlean_ir.frontend.GraphOps` to
+:func:`trace` runs backend-generic model code on a :class:`~torchlean.GraphOps` to
 get a :class:`~torchlean_ir.GraphData`; :func:`compile_graph` compiles a graph once per
 (content hash, dtype, device); :func:`compile_fn` does both and wraps the result with
 ``forward`` / ``jvp`` / ``vjp_with_seed`` / ``backward`` and ``verify``.
@@ -15,9 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from .._errors import TorchleanError
-from .._graph import GraphData
-from .._types import as_shape
+from torchlean_ir import GraphData, TorchleanError
+from torchlean_ir._types import as_shape
+
 from ._options import Options, as_options
 from ._param import Param, ParamList, as_param_list
 from ._tensor import NatRef, Tensor

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import torchlean_ir as tl
-from torchlean_ir.frontend import LinkedSession, Options, Param, nn
+from torchlean import LinkedSession, Options, Param, nn
 
 F64 = Options(dtype="f64")
 

@@ -11,6 +11,11 @@ tape:
 * ``backward`` runs the *compiled* tape of the recorded graph (package ``compiler``), the artifact
   the verifier checks: :meth:`LinkedSession.verify` asks it to prove that compiled backward equal
   to the reference ``backprop_ctx`` of the same graph.
+
+Batched inputs and nats (``batched=True``) record the same per-sample graph an eager session
+runs on the batch; ``backward`` runs it batched (``CompiledGraph.batched`` over those leaves and
+index inputs, ``grads="sum"`` or ``"mean"``), ``get_value`` evaluates it per sample. Values and
+gradients have the session's dtype.
 """
 
 from __future__ import annotations
@@ -19,11 +24,9 @@ from typing import Any
 
 import numpy as np
 
-from .._builder import Var, user_call_site
-from .._errors import TorchleanError
-from .._graph import GraphData
-from .._interpret import eval_all
-from .._types import DType
+from torchlean_ir import DType, GraphData, TorchleanError, eval_all
+from torchlean_ir._builder import Var, user_call_site
+
 from ._compiled import compile_graph, verify_graph
 from ._options import Options
 from ._param import Param
@@ -57,6 +60,10 @@ class LinkedSession(Session, GraphOps):
         self._nat_version = 0
         self._nat_values = []
         self._nat_refs = []
+        self._nat_batched = []
+        self._batch: int | None = None
+        self._batched_leaves: set[str] = set()
+        self._batched_vids: set[int] = set()  # value ids that carry the batch axis
 
     @property
     def dtype(self) -> DType:
@@ -101,7 +108,10 @@ class LinkedSession(Session, GraphOps):
         name: str | None = None,
         requires_grad: bool = False,
         shape: Any = None,
+        batched: bool = False,
     ) -> Tensor:
+        """An input leaf holding ``value`` (``batched=True``: the leading axis is the batch and
+        the leaf has the per-sample shape)."""
         if value is None:
             raise TorchleanError(f"input: a LinkedSession needs a value, at {user_call_site()}")
         self._check_leaf_order("input" if name is None else f"input({name!r})")
@@ -111,24 +121,61 @@ class LinkedSession(Session, GraphOps):
             raise TorchleanError(
                 f"input: expected a float array, got {type(value).__name__}, at {user_call_site()}"
             ) from None
-        if shape is not None and tuple(shape) != arr.shape:
+        per_sample = arr.shape
+        if batched:
+            if arr.ndim == 0:
+                raise TorchleanError(
+                    f"input: a batched input needs a leading batch axis, got a scalar, at "
+                    f"{user_call_site()}"
+                )
+            self._set_batch(arr.shape[0], "input")
+            per_sample = arr.shape[1:]
+        if shape is not None and tuple(shape) != per_sample:
+            what = "per-sample shape" if batched else "shape"
             raise TorchleanError(
-                f"input: value has shape {list(arr.shape)}, expected {list(shape)}, at "
+                f"input: value has {what} {list(per_sample)}, expected {list(shape)}, at "
                 f"{user_call_site()}"
             )
-        t = GraphOps.input(self, name=name, requires_grad=requires_grad, shape=arr.shape)
-        self._values[self._leaf(t).name] = arr
+        t = GraphOps.input(self, name=name, requires_grad=requires_grad, shape=per_sample)
+        leaf = self._leaf(t)
+        self._values[leaf.name] = arr
+        if batched:
+            self._batched_leaves.add(leaf.name)
+            self._batched_vids.add(self._vid(t._key))
         self._eval_key = None
         return t
 
-    def _add_nat(self, value: Any, size: int | None, name: str | None, what: str) -> NatRef:
-        arr = nat_value(value, size, what)
+    def _set_batch(self, n: int, what: str) -> None:
+        if n == 0:
+            raise TorchleanError(f"{what}: the batch is empty, at {user_call_site()}")
+        if self._batch is not None and n != self._batch:
+            raise TorchleanError(
+                f"{what}: batch size {n}, but this graph's batch size is {self._batch}, at "
+                f"{user_call_site()}"
+            )
+        self._batch = n
+
+    @property
+    def batch_size(self) -> int | None:
+        """The batch size (``None`` until a batched input or nat is given)."""
+        return self._batch
+
+    def _add_nat(
+        self, value: Any, size: int | None, name: str | None, what: str, batched: bool = False
+    ) -> NatRef:
+        arr = nat_value(value, size, what, batched)
+        if batched:
+            self._set_batch(arr.shape[0], what)
         k, iv = self._new_index(size, name)
         ref = NatRef(self, k, iv.type, iv.name, self._gen)
         self._nat_values.append(arr)
         self._nat_refs.append(ref)
+        self._nat_batched.append(batched)
         self._nats_changed()
         return ref
+
+    def _is_batched(self, t: Tensor) -> bool:
+        return self._vid(self._var(t, "batched")) in self._batched_vids
 
     def _nats_changed(self) -> None:
         self._nat_version += 1
@@ -136,7 +183,13 @@ class LinkedSession(Session, GraphOps):
     # -- ops -------------------------------------------------------------------------------
     def apply(self, op_name: str, *args: Tensor | NatRef, **attrs: Any) -> Tensor:
         self._check_fresh(op_name)
-        return GraphOps.apply(self, op_name, *args, **attrs)
+        t = GraphOps.apply(self, op_name, *args, **attrs)
+        if self._batch is not None and any(
+            self._nat_batched[a._key] if isinstance(a, NatRef) else self._is_batched(a)
+            for a in args
+        ):
+            self._batched_vids.add(self._vid(t._key))
+        return t
 
     # -- the recorded graph ----------------------------------------------------------------
     def _leaf(self, t: Tensor) -> Any:
@@ -162,42 +215,80 @@ class LinkedSession(Session, GraphOps):
         """The current nat environment, by index-input name (copies)."""
         return {k: v.copy() for k, v in self._index().items()}
 
+    def _batched_names(self) -> list[str]:
+        index = [r.name for r, b in zip(self._nat_refs, self._nat_batched, strict=True) if b]
+        return sorted(self._batched_leaves) + index
+
     def get_value(self, t: Tensor) -> np.ndarray:
-        """Evaluate the recorded graph (reference interpreter, float64) and return ``t``'s
-        value, with the recorded leaf values and the current nat environment."""
+        """Evaluate the recorded graph (the reference interpreter, in float64; per sample when
+        the graph has batched inputs) and return ``t``'s value in the session's dtype, with the
+        recorded leaf values and the current nat environment."""
         v = self._var(t, "get_value")
         key = (self._n_nodes, self._nat_version)
         if self._eval_key != key:
             graph = self._builder.build(v)
-            self._eval_vals = eval_all(graph, self._values, self._index())
+            if self._batch is None:
+                self._eval_vals = eval_all(graph, self._values, self._index())
+            else:
+                batched = set(self._batched_names())
+                per_sample = []
+                for k in range(self._batch):
+                    leaves = {n: a[k] if n in batched else a for n, a in self._values.items()}
+                    index = {n: a[k] if n in batched else a for n, a in self._index().items()}
+                    per_sample.append(eval_all(graph, leaves, index))
+                self._eval_vals = [np.stack(vs) for vs in zip(*per_sample, strict=True)]
             self._eval_key = key
-        return np.array(self._eval_vals[self._vid(v)], dtype=np.float64)
+        vid = self._vid(v)
+        value = self._eval_vals[vid]
+        if self._batch is not None and vid not in self._batched_vids:
+            value = value[0]  # the same for every sample
+        return np.array(value, dtype=self.dtype.numpy_name)
 
     def compiled(self, t: Tensor) -> Any:
         """The compiled graph (``compiler.compile``) of the recording with output ``t``."""
         return compile_graph(self.graph(t), self.options)
 
-    def backward(self, t: Tensor, seed: Any = None) -> None:
+    def backward(self, t: Tensor, seed: Any = None, *, grads: str = "sum") -> None:
         """Run the compiled tape of the recorded graph (output ``t``) backwards: seed 1 for a
-        scalar, else the cotangent ``seed``. Gradients of the leaves are then read with
-        :meth:`grad`."""
+        scalar, else the cotangent ``seed``. With batched inputs the graph runs batched
+        (``CompiledGraph.batched``): a batched ``t`` is seeded per sample (``seed`` with the
+        batch leading) and the other leaves' gradients are summed or averaged over the batch
+        (``grads``). Gradients of the leaves are then read with :meth:`grad`."""
         v = self._var(t, "backward")
+        if grads not in ("sum", "mean"):
+            raise TorchleanError(f"backward: grads must be 'sum' or 'mean', got {grads!r}")
+        batched = self._vid(v) in self._batched_vids
+        full = (self._batch, *v.type.shape) if batched else v.type.shape
         if seed is None and v.type.shape != ():
             raise TorchleanError(
                 f"backward: the output is {v.type}, not a scalar; pass seed= (a cotangent of "
                 f"that shape), at {user_call_site()}"
             )
-        if seed is not None and tuple(np.shape(seed)) != v.type.shape:
+        if seed is not None and tuple(np.shape(seed)) != full:
+            want = f"{list(full)} (the batch, then {v.type})" if batched else str(v.type)
             raise TorchleanError(
-                f"backward: seed has shape {list(np.shape(seed))}, the output is {v.type}, at "
+                f"backward: seed has shape {list(np.shape(seed))}, the output is {want}, at "
                 f"{user_call_site()}"
             )
         cg = self.compiled(t)
-        if seed is None:
-            grads = cg.backward(self._values, self._index())
+        if self._batch is None:
+            if seed is None:
+                out = cg.backward(self._values, self._index())
+            else:
+                out = cg.vjp_with_seed(self._values, np.asarray(seed), self._index())
         else:
-            grads = cg.vjp_with_seed(self._values, np.asarray(seed), self._index())
-        self._grads = {k: np.asarray(g, dtype=np.float64) for k, g in dict(grads).items()}
+            # an unbatched output is the same for every sample: seed one sample only, so that
+            # the per-sample seeds add up to the seed (batched(grads="sum") sums them)
+            cg = cg.batched(over=self._batched_names(), grads=grads if batched else "sum")
+            if not batched:
+                one = np.ones(()) if seed is None else np.asarray(seed)
+                seed = np.zeros((self._batch, *v.type.shape))
+                seed[0] = one
+            elif seed is None:
+                seed = np.ones(self._batch)
+            out = cg.vjp_with_seed(self._values, np.asarray(seed), self._index())
+        dt = self.dtype.numpy_name
+        self._grads = {k: np.asarray(g, dtype=dt) for k, g in dict(out).items()}
 
     def grad(self, t: Tensor) -> np.ndarray | None:
         """The gradient of the last :meth:`backward` output with respect to leaf ``t``

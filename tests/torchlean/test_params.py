@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import torchlean_ir as tl
-from torchlean_ir.frontend import Param, ParamList, load_params, read_params_file, save_params
+from torchlean import Param, ParamList, load_params, read_params_file, save_params
 
 
 def test_param_value_is_a_read_only_copy() -> None:

@@ -10,10 +10,12 @@
 * :class:`Param`, :class:`ParamList`, :func:`save_params`, :func:`load_params`;
 * :class:`ScalarTrainer` and :class:`Predictor` - training and inference over model code, on
   either backend; :func:`compile_fn` - TorchLean's ``CompiledScalar`` / ``CompiledOut``;
-* :mod:`torchlean_ir.frontend.nn` - layers (``Linear``, ``Conv2d``, ``LayerNorm``, ...).
+* :mod:`torchlean.nn` - layers (``Linear``, ``Conv2d``, ``LayerNorm``, ...).
 
 See ``docs/tutorial.md``.
 """
+
+from torchlean_ir._builder import add_internal_dir
 
 from . import nn
 from ._compiled import (
@@ -35,6 +37,9 @@ from ._record import GraphOps
 from ._session import Session
 from ._tensor import NatRef, Tensor
 from ._trainer import Predictor, ScalarTrainer, scalar_trainer
+
+# Errors name the user's file:line: frames of this package count as library code.
+add_internal_dir(__file__)
 
 __all__ = [
     "CompiledOut",

@@ -6,9 +6,9 @@ Model and loss code is written once against :class:`Ops`::
         h = ops.tanh(ops.linear(ops.use(W), ops.use(b), x))
         return ops.mse_loss(h, y)
 
-and runs on any backend: an :class:`~torchlean_ir.frontend.EagerSession` executes each op at once
-on a hidden tape, a :class:`~torchlean_ir.frontend.GraphOps` (and the proof-linked
-:class:`~torchlean_ir.frontend.LinkedSession`) records a :class:`~torchlean_ir.GraphData` node
+and runs on any backend: an :class:`~torchlean.EagerSession` executes each op at once
+on a hidden tape, a :class:`~torchlean.GraphOps` (and the proof-linked
+:class:`~torchlean.LinkedSession`) records a :class:`~torchlean_ir.GraphData` node
 instead, which the compiler runs. Every op of the registry is a method (generated from the
 registry, so a newly registered op appears without touching this file); the *derived* ops below
 (``gelu``, ``silu``, ``global_avg_pool``, ...) are built from registry ops, so they work in every
@@ -26,10 +26,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
-from .._attrs import REQUIRED, ConstArray
-from .._errors import TorchleanError
-from .._registry import Op, all_ops, get_op, has_op
-from .._types import DType, as_shape
+from torchlean_ir import Op, TorchleanError, all_ops, get_op, has_op
+from torchlean_ir._attrs import REQUIRED, ConstArray
+from torchlean_ir._types import DType, as_shape
+
 from ._options import Options
 from ._tensor import NatRef, Tensor
 
@@ -129,7 +129,7 @@ class Ops(ABC):
 
     @abstractmethod
     def use(self, param: Param) -> Tensor:
-        """The tensor of a :class:`~torchlean_ir.frontend.Param` in this computation (a leaf
+        """The tensor of a :class:`~torchlean.Param` in this computation (a leaf
         holding its current value; calling ``use`` again with the same param returns the same
         leaf until the tape is reset)."""
 
@@ -167,6 +167,10 @@ class Ops(ABC):
 
     def _describe(self, t: Tensor) -> str:
         return type(self).__name__
+
+    def _is_batched(self, t: Tensor) -> bool:
+        """Whether ``t``'s value carries a batch axis (only sessions have batched values)."""
+        return False
 
     @classmethod
     def derived_ops(cls) -> frozenset[str]:

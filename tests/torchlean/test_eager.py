@@ -8,9 +8,11 @@ import numpy as np
 import pytest
 
 import torchlean_ir as tl
-from torchlean_ir.frontend import EagerSession, Options, Param, Tensor
+from torchlean import EagerSession, Options, Param, Tensor
 
 from ..op_cases import CASES, KINKS, OpCase
+
+F64 = Options(dtype="f64")  # float64 sessions: values compared at float64 tolerances
 
 # numpy: the reference rules exactly; numpy-fast: JAX lowerings for ops that declare one
 # (fast_kernels); jax: every op lowered and jitted (the GPU path, run on the CPU here).
@@ -102,7 +104,7 @@ def _mlp_graph_and_session() -> tuple[tl.GraphData, dict[str, np.ndarray], Eager
     h = h * h + b.relu(h)  # fan-out: h feeds three uses
     out = b.mse_loss(b.linear(W2, b2, h), y)
     graph = b.build(out)
-    s = EagerSession()
+    s = EagerSession(F64)
     params = [Param(vals[k], name=k) for k in ("W1", "b1", "W2", "b2")]
     return graph, vals, s, params
 
@@ -123,7 +125,7 @@ def test_fan_out_sums_like_backprop_ctx() -> None:
 
 
 def test_values_and_intermediate_grads() -> None:
-    s = EagerSession()
+    s = EagerSession(F64)
     x = s.input(np.array([0.5, -1.0]), requires_grad=True)
     h = s.tanh(x)
     y = s.sum(h * h)
@@ -134,7 +136,7 @@ def test_values_and_intermediate_grads() -> None:
 
 
 def test_no_grad_inputs_constants_and_detach() -> None:
-    s = EagerSession()
+    s = EagerSession(F64)
     x = s.input(np.ones(3))  # requires_grad=False by default
     w = s.input(np.full(3, 2.0), requires_grad=True)
     c = s.const(np.arange(3.0))
@@ -146,7 +148,7 @@ def test_no_grad_inputs_constants_and_detach() -> None:
 
 
 def test_unreached_leaf_gets_zeros_and_optimizer_skips_nothing() -> None:
-    s = EagerSession()
+    s = EagerSession(F64)
     p, q = Param(np.ones(2), name="p"), Param(np.ones(2), name="q")
     a, b = s.use(p), s.use(q)
     s.backward(s.sum(a))
@@ -157,7 +159,7 @@ def test_unreached_leaf_gets_zeros_and_optimizer_skips_nothing() -> None:
 
 
 def test_explicit_seed() -> None:
-    s = EagerSession()
+    s = EagerSession(F64)
     x = s.input(np.array([1.0, 2.0]), requires_grad=True)
     y = x * 3.0
     s.backward(y, np.array([1.0, -1.0]))
@@ -167,7 +169,7 @@ def test_explicit_seed() -> None:
 
 
 def test_backward_errors_name_the_problem() -> None:
-    s = EagerSession()
+    s = EagerSession(F64)
     y = s.input(np.ones(2), requires_grad=True) * 2.0
     with pytest.raises(tl.TorchleanError, match=r"not a scalar; pass seed="):
         s.backward(y)
@@ -178,7 +180,7 @@ def test_backward_errors_name_the_problem() -> None:
 
 
 def test_shape_error_at_the_call_site() -> None:
-    s = EagerSession()
+    s = EagerSession(F64)
     a, b = s.input(np.ones((2, 3))), s.input(np.ones((2, 3)))
     with pytest.raises(tl.ShapeError) as e:
         s.matmul(a, b)
@@ -196,7 +198,7 @@ def test_shape_error_at_the_call_site() -> None:
 
 
 def test_stale_and_foreign_handles() -> None:
-    s, other = EagerSession(), EagerSession()
+    s, other = EagerSession(F64), EagerSession(F64)
     x = s.input(np.ones(2))
     s.reset_tape()
     with pytest.raises(tl.TorchleanError, match="before the last reset_tape"):
@@ -209,7 +211,7 @@ def test_stale_and_foreign_handles() -> None:
 
 
 def test_nat_inputs_read_and_overwrite() -> None:
-    s = EagerSession()
+    s = EagerSession(F64)
     v = s.input(np.array([10.0, 20.0, 30.0]), requires_grad=True)
     i = s.nat(2)
     assert s.read_nat(i) == 2
@@ -235,7 +237,7 @@ def test_nat_inputs_read_and_overwrite() -> None:
 
 
 def test_use_is_memoised_and_steps_update_used_params() -> None:
-    s = EagerSession()
+    s = EagerSession(F64)
     p = Param(np.array([1.0, -2.0]), name="p")
     unused = Param(np.array([5.0]), name="unused")
     a = s.use(p)
@@ -265,7 +267,7 @@ def test_adam_and_adamw_match_torch() -> None:
     rng = np.random.default_rng(1)
     w0, x = rng.normal(size=(3, 4)), rng.normal(size=4)
     for kind in ("adam", "adamw"):
-        s = EagerSession()
+        s = EagerSession(F64)
         p = Param(w0, name="w")
         tw = torch.tensor(w0, requires_grad=True)
         opt = (
@@ -288,7 +290,7 @@ def test_adam_and_adamw_match_torch() -> None:
 
 
 def test_optimizer_hyperparameters_are_checked() -> None:
-    s = EagerSession()
+    s = EagerSession(F64)
     p = Param(np.ones(1))
     s.backward(s.sum(s.use(p)))
     with pytest.raises(tl.TorchleanError, match=r"b1 must be in \[0, 1\)"):

@@ -8,8 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from .._errors import TorchleanError
-from .._types import IndexType
+from torchlean_ir import IndexType, TorchleanError
+
 from ._ops import Ops
 from ._optim import Optimizer
 from ._options import Options, as_options
@@ -17,15 +17,20 @@ from ._param import Param
 from ._tensor import NatRef, Tensor
 
 
-def nat_value(value: Any, size: int | None, what: str) -> np.ndarray:
-    """Validate a natural (``size is None``) or a vector of ``size`` naturals."""
+def nat_value(value: Any, size: int | None, what: str, batched: bool = False) -> np.ndarray:
+    """Validate a natural (``size is None``) or a vector of ``size`` naturals; ``batched``: one
+    per sample, the batch leading (any batch size of at least 1)."""
     arr = np.asarray(value)
     shape: tuple[int, ...] = () if size is None else (size,)
+    if batched:
+        shape = (arr.shape[0] if arr.ndim and arr.shape[0] else -1, *shape)
     ok = arr.shape == shape and (arr.size == 0 or np.issubdtype(arr.dtype, np.integer))
     if ok and arr.size:
         ok = bool(np.all(arr >= 0))
     if not ok:
         want = "a non-negative int" if size is None else f"a vector of {size} non-negative ints"
+        if batched:
+            want = f"one {want.removeprefix('a ')} per sample (a non-empty leading batch axis)"
         raise TorchleanError(f"{what}: expected {want}, got {value!r}")
     return arr.astype(np.int64)
 
@@ -35,8 +40,8 @@ class Session(Ops):
     optimizer (TorchLean's ``Session``).
 
     ``Session(options)`` returns the session the options ask for: an
-    :class:`~torchlean_ir.frontend.EagerSession` (``backend="eager"``) or a
-    :class:`~torchlean_ir.frontend.LinkedSession` (``backend="compiled"``); both offer this API,
+    :class:`~torchlean.EagerSession` (``backend="eager"``) or a
+    :class:`~torchlean.LinkedSession` (``backend="compiled"``); both offer this API,
     so the same user code runs on either::
 
         s = Session(Options(backend="compiled"))
@@ -67,6 +72,7 @@ class Session(Ops):
         self._gen = 0
         self._nat_values: list[np.ndarray] = []
         self._nat_refs: list[NatRef] = []
+        self._nat_batched: list[bool] = []
 
     # -- parameters ------------------------------------------------------------------------
     def param(self, init: Any, name: str | None = None, requires_grad: bool | None = None) -> Param:
@@ -87,66 +93,94 @@ class Session(Ops):
             raise TorchleanError(f"{what}: {ref.name} is from before the last reset_tape()")
         return int(ref._key)
 
-    def _add_nat(self, value: Any, size: int | None, name: str | None, what: str) -> NatRef:
-        arr = nat_value(value, size, what)
+    def _add_nat(
+        self, value: Any, size: int | None, name: str | None, what: str, batched: bool = False
+    ) -> NatRef:
+        arr = nat_value(value, size, what, batched)
         key = len(self._nat_values)
-        ref = NatRef(self, key, IndexType(arr.shape), name or f"nat{key}", self._gen)
+        shape = arr.shape[1:] if batched else arr.shape
+        ref = NatRef(self, key, IndexType(shape), name or f"nat{key}", self._gen)
         self._nat_values.append(arr)
         self._nat_refs.append(ref)
+        self._nat_batched.append(batched)
         self._nats_changed()
         return ref
 
     def _nats_changed(self) -> None:
         """Hook: a nat value was added or overwritten."""
 
-    def nat(self, value: int | None = None, *, name: str | None = None) -> NatRef:
-        """Record a non-differentiable natural (a label, an index); never receives gradient."""
-        return self._add_nat(0 if value is None else value, None, name, "nat")
+    def nat(self, value: Any = None, *, name: str | None = None, batched: bool = False) -> NatRef:
+        """Record a non-differentiable natural (a label, an index); never receives gradient.
+        ``batched=True``: one natural per sample (a vector whose length is the batch)."""
+        if value is None:
+            if batched:
+                raise TorchleanError("nat: a batched nat needs its values")
+            value = 0
+        return self._add_nat(value, None, name, "nat", bool(batched))
 
     def nat_vec(
-        self, values: Any = None, *, size: int | None = None, name: str | None = None
+        self,
+        values: Any = None,
+        *,
+        size: int | None = None,
+        name: str | None = None,
+        batched: bool = False,
     ) -> NatRef:
-        """Record a non-differentiable vector of naturals (gather indices)."""
+        """Record a non-differentiable vector of naturals (gather indices). ``batched=True``:
+        one vector per sample (a matrix whose rows are the samples)."""
         if values is None:
-            if size is None:
+            if size is None or batched:
                 raise TorchleanError("nat_vec: give the values (or a size for zeros)")
             values = np.zeros(size, dtype=np.int64)
-        n = int(np.shape(values)[0]) if np.ndim(values) == 1 else -1
+        rank = 2 if batched else 1
+        n = int(np.shape(values)[-1]) if np.ndim(values) == rank else -1
         if n < 0:
-            raise TorchleanError(f"nat_vec: expected a vector of non-negative ints, got {values!r}")
+            want = "one vector of non-negative ints per sample" if batched else "a vector of"
+            want = want if batched else f"{want} non-negative ints"
+            raise TorchleanError(f"nat_vec: expected {want}, got {values!r}")
         if size is not None and size != n:
             raise TorchleanError(f"nat_vec: size {size} but {n} values given")
-        return self._add_nat(values, n, name, "nat_vec")
+        return self._add_nat(values, n, name, "nat_vec", bool(batched))
 
-    def read_nat(self, ref: NatRef) -> int:
-        """The current value of a nat scalar."""
+    def read_nat(self, ref: NatRef) -> Any:
+        """The current value of a nat scalar (an int; per sample, an int array, when batched)."""
         k = self._check_nat(ref, "read_nat")
         if ref.size is not None:
             raise TorchleanError(f"read_nat: {ref.name} is a vector; use read_nat_vec")
-        return int(self._nat_values[k])
+        return self._nat_values[k].copy() if self._nat_batched[k] else int(self._nat_values[k])
 
-    def set_nat(self, ref: NatRef, value: int) -> None:
-        """Overwrite a nat scalar (ops already run in an eager session keep their results)."""
+    def set_nat(self, ref: NatRef, value: Any) -> None:
+        """Overwrite a nat scalar (ops already run in an eager session keep their results); a
+        batched one takes one value per sample, the same batch size."""
         k = self._check_nat(ref, "set_nat")
         if ref.size is not None:
             raise TorchleanError(f"set_nat: {ref.name} is a vector; use set_nat_vec")
-        self._nat_values[k] = nat_value(value, None, f"set_nat({ref.name})")
+        self._nat_values[k] = self._nat_update(k, value, None, f"set_nat({ref.name})")
         self._nats_changed()
 
     def read_nat_vec(self, ref: NatRef) -> np.ndarray:
-        """The current values of a nat vector (a copy)."""
+        """The current values of a nat vector (a copy; one row per sample when batched)."""
         k = self._check_nat(ref, "read_nat_vec")
         if ref.size is None:
             raise TorchleanError(f"read_nat_vec: {ref.name} is a scalar; use read_nat")
         return self._nat_values[k].copy()
 
     def set_nat_vec(self, ref: NatRef, values: Any) -> None:
-        """Overwrite a nat vector (same length)."""
+        """Overwrite a nat vector (same length; same batch size when batched)."""
         k = self._check_nat(ref, "set_nat_vec")
         if ref.size is None:
             raise TorchleanError(f"set_nat_vec: {ref.name} is a scalar; use set_nat")
-        self._nat_values[k] = nat_value(values, ref.size, f"set_nat_vec({ref.name})")
+        self._nat_values[k] = self._nat_update(k, values, ref.size, f"set_nat_vec({ref.name})")
         self._nats_changed()
+
+    def _nat_update(self, k: int, value: Any, size: int | None, what: str) -> np.ndarray:
+        batched = self._nat_batched[k]
+        arr = nat_value(value, size, what, batched)
+        if batched and arr.shape[0] != self._nat_values[k].shape[0]:
+            raise TorchleanError(
+                f"{what}: {arr.shape[0]} samples, the batch has {self._nat_values[k].shape[0]}"
+            )
+        return arr
 
     # -- the tape ------------------------------------------------------------------------
     @abstractmethod
@@ -155,9 +189,11 @@ class Session(Ops):
         and the optimizer keeps its moments). Handles from before become invalid."""
 
     @abstractmethod
-    def backward(self, t: Tensor, seed: Any = None) -> None:
+    def backward(self, t: Tensor, seed: Any = None, *, grads: str = "sum") -> None:
         """Reverse mode from ``t``: seed 1 for a scalar, or an explicit cotangent ``seed`` of
-        ``t``'s shape. Gradients are then read with :meth:`grad`."""
+        ``t``'s shape. Gradients are then read with :meth:`grad`. For a batched ``t`` each
+        sample is seeded and the gradients of unbatched values (parameters) are summed over
+        the batch (``grads="sum"``) or averaged (``"mean"``)."""
 
     @abstractmethod
     def _param_grads(self) -> list[tuple[Param, Any]]:
@@ -170,8 +206,10 @@ class Session(Ops):
         return False
 
     def param_grads(self) -> dict[Param, np.ndarray]:
-        """The gradient of every used, trainable param from the last :meth:`backward`."""
-        return {p: np.asarray(g, dtype=np.float64) for p, g in self._param_grads()}
+        """The gradient of every used, trainable param from the last :meth:`backward` (in the
+        session's dtype)."""
+        dt = self.dtype.numpy_name
+        return {p: np.asarray(g, dtype=dt) for p, g in self._param_grads()}
 
     def _after_step(self) -> None:
         """Hook: params changed (a later ``use`` must record the new values)."""

@@ -16,7 +16,8 @@ from typing import Any, Literal
 
 import numpy as np
 
-from .._errors import TorchleanError
+from torchlean_ir import TorchleanError
+
 from ._param import Param
 
 Kind = Literal["adam", "adamw"]
@@ -64,7 +65,9 @@ def _update_jit() -> Any:
     if _UPDATE_JIT is None:
         import jax
 
-        _UPDATE_JIT = jax.jit(partial(_update), static_argnums=0)
+        # The moment estimates are the optimizer's own (nothing else holds them): donated, the
+        # update writes them in place instead of allocating new ones every step.
+        _UPDATE_JIT = jax.jit(partial(_update), static_argnums=0, donate_argnums=3)
     return _UPDATE_JIT
 
 
@@ -130,7 +133,8 @@ class Optimizer:
             for (p, _), v in zip(pairs, params, strict=True):
                 s = self.state(kind, p)
                 states.append(_init_state(kind, jnp.asarray(v)) if s is None else s)
-            hyper = tuple(jnp.asarray(h, dtype=dtype) for h in (lr, b1, b2, eps, weight_decay))
+            # NumPy scalars: the jitted call takes them as they are (no dispatch of their own)
+            hyper = tuple(np.asarray(h, dtype=dtype) for h in (lr, b1, b2, eps, weight_decay))
             new_p, new_s = _update_jit()(kind, params, grads, tuple(states), hyper)
         for (p, _), v, s in zip(pairs, new_p, new_s, strict=True):
             self._states[(kind, id(p))] = (p, s)

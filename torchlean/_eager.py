@@ -3,10 +3,21 @@
 Each op call runs the registry's rules; nothing here re-implements an op:
 
 * the shape rule types the call (a mismatch is reported at the caller's line, as in the builder);
-* the forward rule computes the value, with NumPy in float64 on the CPU (the reference
-  semantics, fastest for small tensors), or lowered to jitted JAX per op signature on a GPU;
+* the forward rule computes the value in the session's dtype, with NumPy on the CPU (the
+  reference rules, fastest for small tensors), or lowered to jitted JAX per op signature on a
+  GPU;
 * ``backward`` walks the tape in reverse running each node's VJP rule, summing cotangents on
   fan-out, exactly as the reference ``backprop_ctx`` does over a graph.
+
+**Batches.** An input declared ``batched=True`` (and a batched nat) carries a leading batch
+axis; its tensor has the per-sample type. An op with a batched argument maps over the batch: it
+runs the compiler's per-node rule for that signature, ``jax.vmap``-ed with the unbatched
+arguments (parameters) shared and jitted once (the functions a batch-level compiled tape calls),
+and its result is batched. The tape stores batched values; ``backward`` seeds every sample and
+the vmapped VJP rules sum the cotangents of unbatched arguments over the batch, so a
+parameter's gradient is the sum over the samples (or the mean, ``grads="mean"``), as
+``CompiledGraph.batched(..., grads=...)`` gives it. Per sample, nothing changes: a batched tape
+computes what a loop over the samples computes.
 
 Typing results and kernels are cached per signature (op, attributes, argument types), so a
 training loop pays the shape rule once per distinct call.
@@ -16,22 +27,23 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 
-from .._attrs import AttrError, Attrs, make_attrs
-from .._builder import user_call_site
-from .._errors import EvalError, ShapeError, TorchleanError
-from .._registry import _REGISTRY, Op, get_op
-from .._types import DType, IndexType, TensorType
-from ..backends import NUMPY
+from torchlean_ir import DType, EvalError, IndexType, ShapeError, TensorType, TorchleanError
+from torchlean_ir._attrs import AttrError, Attrs, make_attrs
+from torchlean_ir._builder import user_call_site
+from torchlean_ir._registry import _REGISTRY, Op, get_op
+from torchlean_ir.backends import numpy_backend
+
 from ._options import Options
 from ._param import Param
 from ._session import Session
 from ._tensor import NatRef, Tensor
 
 Kernel = Callable[..., Any]
+GradReduction = Literal["sum", "mean"]
 
 
 def type_call(
@@ -85,6 +97,7 @@ class _Node(NamedTuple):
     idx: tuple[Any, ...]
     position: int
     diff: tuple[bool, ...]  # per argument: receives a cotangent (op allows it and it needs one)
+    batch: _Batch | None  # the batched kernels, when an argument carries the batch
 
 
 def _params(sig_attrs: dict[str, Any], op: Op, idx: tuple, position: int) -> dict[str, Any]:
@@ -99,13 +112,15 @@ def _params(sig_attrs: dict[str, Any], op: Op, idx: tuple, position: int) -> dic
 
 
 class _NumpyKernels:
-    """The registry's reference rules, run with NumPy in float64 (optionally with the op's own
-    jitted JAX lowering for the ops that declare one: ``fast_kernels``)."""
+    """The registry's reference rules, run with NumPy in the session's dtype (optionally with
+    the op's own jitted JAX lowering for the ops that declare one: ``fast_kernels``)."""
 
-    dtype = DType.F64
     on_device = False
 
-    def __init__(self, fast: bool) -> None:
+    def __init__(self, dtype: DType, fast: bool) -> None:
+        self.dtype = dtype
+        self.np_dtype = np.dtype(dtype.numpy_name)
+        self.B = numpy_backend(dtype.numpy_name)
         self.fast = fast
         self._jax: _JaxKernels | None = None
 
@@ -113,30 +128,38 @@ class _NumpyKernels:
         if self._jax is None:
             import jax
 
-            self._jax = _JaxKernels(DType.F64, jax.devices("cpu")[0])
+            self._jax = _JaxKernels(self.dtype, jax.devices("cpu")[0])
         return self._jax
 
     def make(self, op: Op, attrs: dict[str, Any]) -> tuple[Kernel, Kernel]:
         fwd_rule, vjp_rule = op.forward_rule, op.vjp_rule
         assert fwd_rule is not None and vjp_rule is not None
+        B, dt = self.B, self.np_dtype
 
         def forward(vals: list, idx: tuple, position: int) -> Any:
-            out = fwd_rule(NUMPY, *vals, **_params(attrs, op, idx, position))
-            return out if type(out) is np.ndarray else np.asarray(out, dtype=np.float64)
+            vals = [v if type(v) is np.ndarray else np.asarray(v) for v in vals]
+            out = fwd_rule(B, *vals, **_params(attrs, op, idx, position))
+            return out if type(out) is np.ndarray and out.dtype == dt else np.asarray(out, dt)
 
         def vjp(vals: list, out: Any, ct: Any, idx: tuple, position: int) -> tuple:
-            return vjp_rule(NUMPY, tuple(vals), out, ct, **_params(attrs, op, idx, position))
+            vals = [v if type(v) is np.ndarray else np.asarray(v) for v in vals]
+            ct = ct if type(ct) is np.ndarray else np.asarray(ct)
+            cts = vjp_rule(B, tuple(vals), out, ct, **_params(attrs, op, idx, position))
+            return tuple(
+                g if g is None or (type(g) is np.ndarray and g.dtype == dt) else np.asarray(g, dt)
+                for g in cts
+            )
 
         if not self.fast or (op.lower_rule is None and op.lower_vjp_rule is None):
             return forward, vjp
         jax_fwd, jax_vjp = self._jax_kernels().make(op, attrs)
 
         def fast_forward(vals: list, idx: tuple, position: int) -> Any:
-            return np.asarray(jax_fwd(vals, idx, position), dtype=np.float64)
+            return np.asarray(jax_fwd(vals, idx, position))
 
         def fast_vjp(vals: list, out: Any, ct: Any, idx: tuple, position: int) -> tuple:
             cts = jax_vjp(vals, out, ct, idx, position)
-            return tuple(None if g is None else np.asarray(g, np.float64) for g in cts)
+            return tuple(None if g is None else np.asarray(g) for g in cts)
 
         return (
             fast_forward if op.lower_rule is not None else forward,
@@ -144,23 +167,28 @@ class _NumpyKernels:
         )
 
     def leaf(self, value: Any) -> Any:
-        return np.array(value, dtype=np.float64)
+        return np.array(value, dtype=self.np_dtype)
 
     def param_value(self, p: Param) -> Any:
-        return p.value
+        """The param's value in the session's dtype: its device mirror when it has one (a
+        batched tape trained it on the CPU device: see ``EagerSession._on_device``), else the
+        host value."""
+        d = p._device
+        if d is not None and d.dtype == self.np_dtype:
+            return d
+        v = p.value
+        return v if v.dtype == self.np_dtype else v.astype(self.np_dtype)
 
-    def seed(self, value: Any) -> Any:
-        return np.array(value, dtype=np.float64)
+    seed = leaf
 
     def zeros(self, shape: tuple[int, ...]) -> Any:
-        return np.zeros(shape)
+        return np.zeros(shape, self.np_dtype)
 
     def add(self, a: Any, b: Any) -> Any:
         return a + b
 
-    @staticmethod
-    def to_numpy(v: Any) -> np.ndarray:
-        return np.array(v, dtype=np.float64)
+    def to_numpy(self, v: Any) -> np.ndarray:
+        return np.array(v, dtype=self.np_dtype)
 
 
 _JIT_CACHE: dict[tuple[Any, ...], Any] = {}
@@ -176,7 +204,7 @@ class _JaxKernels:
     on_device = True
 
     def __init__(self, dtype: DType, device: Any) -> None:
-        from ..backends import jax_backend
+        from torchlean_ir.backends import jax_backend
 
         self.dtype = dtype
         self.device = device
@@ -250,9 +278,57 @@ class _JaxKernels:
         with self.x64():
             return a + b
 
-    @staticmethod
-    def to_numpy(v: Any) -> np.ndarray:
-        return np.array(v, dtype=np.float64)
+    def to_numpy(self, v: Any) -> np.ndarray:
+        return np.array(v, dtype=self.np_dtype)
+
+
+class _Batched:
+    """The kernels of ops with a batched argument: the compiler's per-node rules
+    (``tl_fwd_<op>`` / ``tl_vjp_<op>``) vmapped over the batch axis of the batched arguments
+    and jitted once per signature. A VJP sums the cotangents of its unbatched arguments over
+    the batch (contracting the batch into the matrix product where there is one)."""
+
+    def __init__(self, dtype: DType, device: Any) -> None:
+        self.dtype_name = dtype.numpy_name
+        self.device = device  # where a CPU session's params get their mirrors
+
+    def rule(
+        self,
+        kind: Literal["fwd", "vjp"],
+        sig: _Sig,
+        arg_shapes: tuple[tuple[int, ...], ...],
+        index_shapes: tuple[tuple[int, ...], ...],
+        arg_b: tuple[bool, ...],
+        idx_b: tuple[bool, ...],
+        position: int,
+        flags: tuple[bool, ...] = (),
+    ) -> Kernel:
+        from compiler._rules import RuleBatching, node_rule
+
+        summed = tuple(not b for b, f in zip(arg_b, flags, strict=True) if f) if flags else ()
+        return node_rule(  # type: ignore[no-any-return]
+            kind,
+            sig.op,
+            sig.attrs,
+            arg_shapes,
+            index_shapes,
+            sig.out.shape,
+            self.dtype_name,
+            flags,
+            position,
+            RuleBatching(arg_b, idx_b, summed),
+        )
+
+
+class _Batch(NamedTuple):
+    """A batched op signature: which arguments carry the batch axis, and its kernels."""
+
+    arg_b: tuple[bool, ...]
+    idx_b: tuple[bool, ...]
+    arg_shapes: tuple[tuple[int, ...], ...]  # per sample
+    index_shapes: tuple[tuple[int, ...], ...]
+    forward: Kernel
+    vjps: dict[tuple[bool, ...], Kernel]  # by the flags of the receiving arguments
 
 
 def _gpu_device() -> Any:
@@ -276,11 +352,13 @@ class EagerSession(Session):
     Parameters
     ----------
     options:
-        :class:`~torchlean_ir.frontend.Options` (``backend`` is ignored: this is the eager one).
+        :class:`~torchlean.Options` (``backend`` is ignored: this is the eager one). Values have
+        ``options.dtype``.
     array_backend:
-        ``"numpy"`` (default on CPU: the reference rules in float64) or ``"jax"`` (default on
-        GPU: the jitted JAX lowerings in ``options.dtype``; on CPU it is there for testing that
-        path).
+        ``"numpy"`` (default on CPU: the registry's reference rules, with NumPy) or ``"jax"``
+        (default on GPU: the jitted JAX lowerings; on CPU it is there for testing that path).
+        Ops with a batched argument run the vmapped, jitted per-node rules of the compiler on
+        either (see the module docstring).
     """
 
     def __init__(self, options: Options | None = None, *, array_backend: str | None = None) -> None:
@@ -291,7 +369,7 @@ class EagerSession(Session):
         if array_backend == "numpy":
             if opts.device == "gpu":
                 raise TorchleanError("array_backend='numpy' runs on the CPU; use device='cpu'")
-            self._k: Any = _NumpyKernels(opts.fast_kernels)
+            self._k: Any = _NumpyKernels(opts.float_dtype, opts.fast_kernels)
         elif array_backend == "jax":
             import jax
 
@@ -301,6 +379,8 @@ class EagerSession(Session):
             raise TorchleanError(f"array_backend must be 'numpy' or 'jax', got {array_backend!r}")
         self.array_backend = array_backend
         self._sigs: dict[Any, _Sig] = {}
+        self._batches: dict[Any, _Batch] = {}
+        self._bk: _Batched | None = None
         self._clear()
 
     def _clear(self) -> None:
@@ -313,21 +393,33 @@ class EagerSession(Session):
         self._used: dict[int, int] = {}  # id(param) -> leaf id
         self._n_ops = 0
         self._grads: dict[int, Any] | None = None
+        self._grad_scale: int | None = None  # the batch size after backward(grads="mean")
         self._nat_values = []
         self._nat_refs = []
+        self._nat_batched = []
+        self._batch: int | None = None  # the batch size, once a batched input is given
+        self._bat: list[bool] = []  # per value: carries the batch axis
 
     @property
     def dtype(self) -> DType:
-        return self._k.dtype
+        return self._k.dtype  # type: ignore[no-any-return]
+
+    @property
+    def batch_size(self) -> int | None:
+        """The batch size of the tape (``None`` until a batched input or nat is given)."""
+        return self._batch
 
     @property
     def _on_device(self) -> bool:
-        return self._k.on_device
+        # A batched tape runs on JAX whatever the array backend: its optimizer steps update the
+        # params' device mirrors in place of converting every step to and from the host.
+        return self._k.on_device or self._batch is not None  # type: ignore[no-any-return]
 
     def __repr__(self) -> str:
+        batch = "" if self._batch is None else f", batch {self._batch}"
         return (
             f"EagerSession({self.array_backend}, {self.dtype}, {len(self._vals)} values, "
-            f"{self._n_ops} ops)"
+            f"{self._n_ops} ops{batch})"
         )
 
     def _describe(self, t: Tensor) -> str:
@@ -347,15 +439,31 @@ class EagerSession(Session):
             )
         return t._key  # type: ignore[no-any-return]
 
-    def _push(self, value: Any, type_: TensorType, rg: bool, node: _Node | None) -> Tensor:
+    def _is_batched(self, t: Tensor) -> bool:
+        return self._bat[self._id(t, "batched")]
+
+    def _push(
+        self, value: Any, type_: TensorType, rg: bool, node: _Node | None, batched: bool = False
+    ) -> Tensor:
         i = len(self._vals)
         self._vals.append(value)
         self._types.append(type_)
         self._rg.append(rg)
         self._nodes.append(node)
+        self._bat.append(batched)
         return Tensor(self, i, type_, self._gen)
 
-    def _leaf(self, value: Any, name: str | None, rg: bool, what: str) -> Tensor:
+    def _set_batch(self, n: int, what: str) -> None:
+        if n == 0:
+            raise TorchleanError(f"{what}: the batch is empty, at {user_call_site()}")
+        if self._batch is not None and n != self._batch:
+            raise TorchleanError(
+                f"{what}: batch size {n}, but this tape's batch size is {self._batch} (one "
+                f"batch per tape; reset_tape() starts another), at {user_call_site()}"
+            )
+        self._batch = n
+
+    def _leaf(self, value: Any, name: str | None, rg: bool, what: str, batched: bool) -> Tensor:
         arr = np.asarray(value) if not hasattr(value, "shape") else value
         try:
             v = self._k.leaf(arr)
@@ -363,7 +471,16 @@ class EagerSession(Session):
             raise TorchleanError(
                 f"{what}: expected a float array, got {type(value).__name__}, at {user_call_site()}"
             ) from None
-        t = self._push(v, TensorType(tuple(v.shape), self.dtype), rg, None)
+        shape = tuple(v.shape)
+        if batched:
+            if not shape:
+                raise TorchleanError(
+                    f"{what}: a batched input needs a leading batch axis, got a scalar, at "
+                    f"{user_call_site()}"
+                )
+            self._set_batch(shape[0], what)
+            shape = shape[1:]
+        t = self._push(v, TensorType(shape, self.dtype), rg, None, batched)
         if name is not None:
             self._names[t._key] = name
         return t
@@ -394,16 +511,28 @@ class EagerSession(Session):
         name: str | None = None,
         requires_grad: bool = False,
         shape: Any = None,
+        batched: bool = False,
     ) -> Tensor:
+        """An input leaf holding ``value``. With ``batched=True`` the value's leading axis is
+        the batch (the tensor has the per-sample type; ``shape`` is the per-sample shape)."""
         if value is None:
             raise TorchleanError(f"input: an eager session needs a value, at {user_call_site()}")
-        t = self._leaf(value, name, bool(requires_grad), "input")
+        t = self._leaf(value, name, bool(requires_grad), "input", bool(batched))
         if shape is not None and tuple(shape) != t.shape:
+            what = "per-sample shape" if batched else "shape"
             raise TorchleanError(
-                f"input: value has shape {list(t.shape)}, expected {list(shape)}, at "
+                f"input: value has {what} {list(t.shape)}, expected {list(shape)}, at "
                 f"{user_call_site()}"
             )
         return t
+
+    def _add_nat(
+        self, value: Any, size: int | None, name: str | None, what: str, batched: bool = False
+    ) -> NatRef:
+        ref = super()._add_nat(value, size, name, what, batched)
+        if batched:
+            self._set_batch(int(self._nat_values[-1].shape[0]), what)
+        return ref
 
     # -- ops -------------------------------------------------------------------------------
     def _sig(
@@ -435,6 +564,41 @@ class EagerSession(Session):
             f"{type(a).__name__} (attributes go by keyword), at {user_call_site()}"
         )
 
+    def _batched_kernels(self) -> _Batched:
+        if self._bk is None:
+            device = getattr(self._k, "device", None)
+            if device is None:
+                import jax
+
+                device = jax.devices("cpu")[0]
+            self._bk = _Batched(self.dtype, device)
+        return self._bk
+
+    def _batch_of(
+        self,
+        key: Any,
+        sig: _Sig,
+        ids: list[int],
+        nats: list[NatRef],
+        arg_b: tuple[bool, ...],
+        idx_b: tuple[bool, ...],
+        position: int,
+    ) -> _Batch:
+        """The batched kernels of a signature (cached, except for seeded ops, whose rules
+        depend on the position: the compiler's rule cache keeps those)."""
+        bkey = None if key is None or sig.op.needs_position else (key, arg_b, idx_b)
+        b = None if bkey is None else self._batches.get(bkey)
+        if b is None:
+            arg_shapes = tuple([self._types[i].shape for i in ids])
+            index_shapes = tuple([n.type.shape for n in nats])
+            fwd = self._batched_kernels().rule(
+                "fwd", sig, arg_shapes, index_shapes, arg_b, idx_b, position
+            )
+            b = _Batch(arg_b, idx_b, arg_shapes, index_shapes, fwd, {})
+            if bkey is not None:
+                self._batches[bkey] = b
+        return b
+
     def apply(self, op_name: str, *args: Tensor | NatRef, **attrs: Any) -> Tensor:
         gen, types = self._gen, self._types
         ids: list[int] = []
@@ -463,8 +627,18 @@ class EagerSession(Session):
         vals = self._vals
         idx = tuple([self._nat_values[n._key] for n in nats]) if nats else ()
         position = self._n_ops
+        batch: _Batch | None = None
+        if self._batch is not None:
+            bat = self._bat
+            arg_b = tuple([bat[i] for i in ids])
+            idx_b = tuple([self._nat_batched[n._key] for n in nats])
+            if True in arg_b or True in idx_b:
+                batch = self._batch_of(key, sig, ids, nats, arg_b, idx_b, position)
         try:
-            out = sig.forward([vals[i] for i in ids], idx, position)
+            if batch is None:
+                out = sig.forward([vals[i] for i in ids], idx, position)
+            else:
+                out = batch.forward(*[vals[i] for i in ids], *idx)
         except Exception as e:
             raise EvalError(
                 f"while evaluating {op_name}: {type(e).__name__}: {e}, at {user_call_site()}"
@@ -475,9 +649,10 @@ class EagerSession(Session):
         i = len(vals)
         vals.append(out)
         types.append(sig.out)
+        self._bat.append(batch is not None)
         if True in diff:
             rg.append(True)
-            self._nodes.append(_Node(sig, tuple(ids), idx, position, diff))
+            self._nodes.append(_Node(sig, tuple(ids), idx, position, diff, batch))
         else:
             rg.append(False)
             self._nodes.append(None)
@@ -485,27 +660,67 @@ class EagerSession(Session):
 
     # -- values and gradients ----------------------------------------------------------------
     def get_value(self, t: Tensor) -> np.ndarray:
-        """The value of ``t`` as a float64 NumPy array (a copy)."""
-        return self._k.to_numpy(self._vals[self._id(t, "get_value")])
+        """The value of ``t`` as a NumPy array in the session's dtype (a copy); a batched
+        value has the batch as its leading axis."""
+        return self._k.to_numpy(self._vals[self._id(t, "get_value")])  # type: ignore[no-any-return]
 
-    def backward(self, t: Tensor, seed: Any = None) -> None:
+    def _node_vjp(self, j: int, node: _Node, ct: Any) -> tuple:
+        """The cotangents of node ``j``'s arguments (``None`` where none flows)."""
+        vals, sig = self._vals, node.sig
+        args = [vals[a] for a in node.args]
+        b = node.batch
+        if b is None:
+            return sig.vjp(args, vals[j], ct, node.idx, node.position)  # type: ignore[no-any-return]
+        fn = b.vjps.get(node.diff)
+        if fn is None:
+            arg_shapes = tuple([self._types[a].shape for a in node.args])
+            index_shapes = tuple(
+                [
+                    np.shape(v)[1:] if f else np.shape(v)
+                    for v, f in zip(node.idx, b.idx_b, strict=True)
+                ]
+            )
+            fn = self._batched_kernels().rule(
+                "vjp", sig, arg_shapes, index_shapes, b.arg_b, b.idx_b, node.position, node.diff
+            )
+            if not sig.op.needs_position:
+                b.vjps[node.diff] = fn
+        gs = iter(fn(*args, vals[j], ct, *node.idx))
+        return tuple(next(gs) if d else None for d in node.diff)
+
+    def backward(self, t: Tensor, seed: Any = None, *, grads: GradReduction = "sum") -> None:
+        """Reverse mode from ``t``: seed 1 for a scalar, or an explicit cotangent ``seed`` of
+        ``t``'s shape. For a batched ``t`` every sample is seeded (1, or ``seed`` with the batch
+        as its leading axis) and the gradients of unbatched values (parameters) are summed over
+        the batch (``grads="sum"``) or averaged (``grads="mean"``), as
+        ``CompiledGraph.batched(..., grads=...)`` does; a batched value's gradient is per
+        sample."""
         i = self._id(t, "backward")
-        shape = self._types[i].shape
+        if grads not in ("sum", "mean"):
+            raise TorchleanError(f"backward: grads must be 'sum' or 'mean', got {grads!r}")
+        shape, batched = self._types[i].shape, self._bat[i]
+        full = (self._batch, *shape) if batched else shape
         if seed is None:
             if shape != ():
                 raise TorchleanError(
                     f"backward: the output is {self._types[i]}, not a scalar; pass seed= "
                     f"(a cotangent of that shape), at {user_call_site()}"
                 )
-            seed = 1.0
-        ct0 = self._k.seed(seed)
-        if tuple(ct0.shape) != shape:
+            seed = np.ones(full) if batched else 1.0
+        if tuple(np.shape(seed)) != full:
+            want = f"{list(full)} (the batch, then {self._types[i]})" if batched else None
             raise TorchleanError(
-                f"backward: seed has shape {list(ct0.shape)}, the output is {self._types[i]}, "
-                f"at {user_call_site()}"
+                f"backward: seed has shape {list(np.shape(seed))}, the output is "
+                f"{want or self._types[i]}, at {user_call_site()}"
             )
+        scale = self._batch if batched and grads == "mean" else None
+        if scale is not None:
+            # the mean over the batch, as the compiled batched backward takes it: on the seeds
+            seed = np.asarray(seed, self._k.np_dtype) / np.asarray(scale, self._k.np_dtype)
+        # a batched seed goes to the first VJP call as it is (the call moves it to the device)
+        ct0 = np.asarray(seed, self._k.np_dtype) if batched else self._k.seed(seed)
         cts: dict[int, Any] = {i: ct0}
-        vals, nodes, add = self._vals, self._nodes, self._k.add
+        nodes, add = self._nodes, self._k.add
         for j in range(i, -1, -1):
             node = nodes[j]
             if node is None:
@@ -513,14 +728,12 @@ class EagerSession(Session):
             ct = cts.get(j)
             if ct is None:
                 continue
-            sig = node.sig
             try:
-                arg_cts = sig.vjp(
-                    [vals[a] for a in node.args], vals[j], ct, node.idx, node.position
-                )
+                arg_cts = self._node_vjp(j, node, ct)
             except Exception as e:
                 raise EvalError(
-                    f"while back-propagating through {sig.op.name} (%{j}): {type(e).__name__}: {e}"
+                    f"while back-propagating through {node.sig.op.name} (%{j}): "
+                    f"{type(e).__name__}: {e}"
                 ) from e
             for a, g, d in zip(node.args, arg_cts, node.diff, strict=True):
                 if g is None or not d:
@@ -528,18 +741,27 @@ class EagerSession(Session):
                 prev = cts.get(a)
                 cts[a] = g if prev is None else add(prev, g)
         self._grads = cts
+        self._grad_scale = scale
 
     def grad(self, t: Tensor) -> np.ndarray | None:
         """The gradient of the last :meth:`backward` output with respect to ``t`` (a leaf or an
-        intermediate value): zeros where no gradient reached it; ``None`` when ``t`` does not
-        require grad (an input without ``requires_grad``, a constant, a detached value)."""
+        intermediate value), in the session's dtype: zeros where no gradient reached it; per
+        sample (the batch leading) for a batched ``t``; ``None`` when ``t`` does not require
+        grad (an input without ``requires_grad``, a constant, a detached value)."""
         i = self._id(t, "grad")
         if self._grads is None:
             raise TorchleanError(f"grad: no backward() since the last reset, at {user_call_site()}")
         if not self._rg[i]:
             return None
+        batched = self._bat[i]
+        shape = (self._batch, *self._types[i].shape) if batched else self._types[i].shape
         g = self._grads.get(i)
-        return np.zeros(self._types[i].shape) if g is None else self._k.to_numpy(g)
+        if g is None:
+            return np.zeros(shape, self._k.np_dtype)  # type: ignore[no-any-return]
+        g = self._k.to_numpy(g)
+        if batched and self._grad_scale is not None:
+            g = g * np.asarray(self._grad_scale, g.dtype)  # per sample, as the seed was divided
+        return g  # type: ignore[no-any-return]
 
     def used_params(self) -> list[Param]:
         return list({id(p): p for p in self._leaf_param.values()}.values())
@@ -547,6 +769,11 @@ class EagerSession(Session):
     def _param_grads(self) -> list[tuple[Param, Any]]:
         if self._grads is None:
             raise TorchleanError("optimizer step: no backward() since the last reset_tape()")
+        if self._batch is not None and not self._k.on_device:
+            # on the device from now on (see _on_device): give every param its mirror
+            device = self._batched_kernels().device
+            for p in self._leaf_param.values():
+                p.device_value(device, self._k.np_dtype)
         # A param used again after an optimizer step has a second leaf: sum its gradients.
         out: dict[int, tuple[Param, Any]] = {}
         for i, p in self._leaf_param.items():

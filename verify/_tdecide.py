@@ -1,0 +1,874 @@
+"""Deciding ``got == expected`` for tensor terms, for every element at once.
+
+Both sides are terms of the same free element indices (:mod:`verify._terms`). The procedure:
+
+1. **Normal form.** Both sides are normalised (Kronecker deltas eliminated, sums split over
+   their terms, constant factors taken out, short constant ranges unrolled) and every sum is
+   renamed canonically (its bound variables ordered by where they occur and renamed by
+   level), so that sums equal up to the names and order of their variables are identical.
+   Identical normal forms, or a difference that symengine expands to 0: *exact*.
+2. **Atoms as symbols.** Every read, sum and bracket becomes a symbol (the same atom, the same
+   symbol) and the scalar decision procedure (:func:`verify._decide.decide_equal`) decides the
+   equality of the two sides as functions of independent symbols. That is sound: an identity
+   in independent symbols holds whatever values the atoms take. Only its ``exact`` proofs
+   are taken; anything else goes on.
+3. **Regions.** The brackets on the free indices and index inputs (padding borders, masks,
+   index ranges) split the index space into regions, each decided once: an integer-arithmetic
+   solver (z3) finds which combinations of brackets are feasible, the brackets become 0 or 1,
+   and step 2 runs in each region. Sums whose bodies agree but whose domains are written
+   differently are identified when z3 proves their domains equal.
+4. **Counterexamples.** When a region is not proved, concrete elements are tried (a point of
+   the region found by z3, the corners of the index space, the positions where a table is
+   nonzero, random ones): each is expanded to its element-level expression and decided by the
+   element-level procedure, which gives an exact counterexample (element index and input
+   values) when the sides differ there. When no element differs, the check is undecided at
+   tensor level and the caller falls back to the element-wise method or says "not verified".
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+import symengine as se
+
+from . import _terms as T
+from ._decide import Decision, decide_equal
+
+#: At most this many regions are enumerated per comparison.
+MAX_REGIONS = 256
+#: Concrete elements tried for a counterexample.
+MAX_POINTS = 24
+
+
+# -- canonical renaming of bound variables -----------------------------------------------------
+
+
+def canonical(e: Any) -> Any:
+    """``e`` with every sum written as one multi-variable sum ``_SUM(body, b_1, ..., b_n)`` whose
+    variables are renamed ``_b<level>`` in a canonical order (bodies without nested sums as
+    factors: a sum multiplied into another sum's body is merged into it)."""
+    memo: dict[Any, Any] = {}
+    return _canon(e, memo)
+
+
+def _canon(e: Any, memo: dict[Any, Any]) -> Any:
+    if not isinstance(e, se.Basic) or not e.args:
+        return e
+    hit = memo.get(e)
+    if hit is not None:
+        return hit
+    if T.is_sum(e):
+        out = _canon_sum(e, memo)
+    else:
+        args = [_canon(a, memo) for a in e.args]
+        out = T.rebuild(e, args)
+    memo[e] = out
+    return out
+
+
+def _flatten_sum(e: Any) -> tuple[list[Any], Any]:
+    """``sum_{k} body`` with nested sums in the body's factors pulled out: (variables, body)."""
+    body, k = e.args[0], e.args[1]
+    variables = [k]
+    factors = list(body.args) if isinstance(body, se.Mul) else [body]
+    while True:
+        inner = [f for f in factors if T.is_sum(f)]
+        if not inner:
+            break
+        f = inner[0]
+        rest = [g for g in factors if g != f] if factors.count(f) == 1 else _drop_one(factors, f)
+        ivars, ibody = _flatten_sum(f)
+        variables += ivars
+        factors = rest + (list(ibody.args) if isinstance(ibody, se.Mul) else [ibody])
+    return variables, se.Mul(*factors)
+
+
+def _drop_one(factors: list[Any], f: Any) -> list[Any]:
+    out, dropped = [], False
+    for g in factors:
+        if not dropped and g == f:
+            dropped = True
+            continue
+        out.append(g)
+    return out
+
+
+def _level(e: Any) -> int:
+    """1 + the largest ``_b<level>`` index used inside ``e`` (0 if none)."""
+    best = 0
+    for s in e.free_symbols:
+        name = s.name
+        if name.startswith("_b") and name[2:].isdigit():
+            best = max(best, int(name[2:]) + 1)
+    for f in e.atoms(se.FunctionSymbol):
+        if T.is_sum(f):
+            for v in f.args[1:]:
+                name = v.name
+                if name.startswith("_b") and name[2:].isdigit():
+                    best = max(best, int(name[2:]) + 1)
+    return best
+
+
+def _canon_sum(e: Any, memo: dict[Any, Any]) -> Any:
+    variables, body = _flatten_sum(e)
+    body = _canon(se.expand(body), memo)
+    base = _level(body)
+    n = len(variables)
+    sigs = {v: _signature(v, body, variables) for v in variables}
+    order = sorted(variables, key=lambda v: sigs[v])
+    # variables with the same signature: try their permutations, keep the smallest text
+    groups = [list(g) for _, g in itertools.groupby(order, key=lambda v: sigs[v])]
+    best = None
+    perms = 1
+    for g in groups:
+        perms *= len(range(1, len(g) + 1)) and _fact(len(g))
+    choices = itertools.product(*[itertools.permutations(g) for g in groups]) if perms <= 120 \
+        else [tuple(tuple(g) for g in groups)]  # fmt: skip
+    for choice in choices:
+        seq = [v for g in choice for v in g]
+        names = {v: se.Symbol(f"_b{base + i}") for i, v in enumerate(seq)}
+        cand_body = body.xreplace(names)
+        cand = T.SUM(cand_body, *[names[v] for v in seq])
+        key = str(cand)
+        if best is None or key < best[0]:
+            best = (key, cand)
+    assert best is not None
+    del n
+    return best[1]
+
+
+def _fact(n: int) -> int:
+    out = 1
+    for i in range(2, n + 1):
+        out *= i
+    return out
+
+
+def _signature(v: Any, body: Any, variables: Sequence[Any]) -> str:
+    """Where ``v`` occurs in ``body``, with the other bound variables masked: reads and
+    brackets by name and argument position, with ``v``'s coefficient."""
+    mask = {u: se.Symbol("_v") for u in variables if u != v}
+    occ = []
+    for f in body.atoms(se.FunctionSymbol):
+        if v not in f.free_symbols:
+            continue
+        n = T.name_of(f) or "?"
+        for pos, a in enumerate(f.args):
+            if v in getattr(a, "free_symbols", set()):
+                lin = T.linear(a) if n not in ("_SUM", "_MAXR") else None
+                c = lin[0].get(v) if lin else None
+                occ.append(f"{n}:{pos}:{c}:{str(a.xreplace(mask).xreplace({v: se.Symbol('_u')}))}")
+    return "|".join(sorted(occ))
+
+
+# -- atoms as symbols --------------------------------------------------------------------------
+
+
+@dataclass
+class Atoms:
+    """A consistent naming of atoms as symbols for one comparison."""
+
+    to_sym: dict[Any, Any]
+    from_sym: dict[str, Any]
+    domains: dict[str, str]
+
+    @classmethod
+    def empty(cls) -> Atoms:
+        return cls({}, {}, {})
+
+    def symbol(self, atom: Any, domain: str = "real") -> Any:
+        s = self.to_sym.get(atom)
+        if s is None:
+            s = se.Symbol(f"_a{len(self.to_sym)}")
+            self.to_sym[atom] = s
+            self.from_sym[s.name] = atom
+            self.domains[s.name] = domain
+        return s
+
+
+def symbolize(e: Any, atoms: Atoms, domains: Mapping[str, str]) -> Any:
+    """``e`` with every read, sum, bracket and maximum replaced by a symbol."""
+    found = [f for f in e.atoms(se.FunctionSymbol)]
+    outer = _outermost(found)
+    repl = {}
+    for a in outer:
+        dom = domains.get(T.name_of(a) or "", "real") if T.is_leaf_read(a) else "real"
+        repl[a] = atoms.symbol(a, dom)
+    return e.xreplace(repl) if repl else e
+
+
+def _outermost(found: list[Any]) -> list[Any]:
+    """The function atoms not inside another one's arguments."""
+    inner: set = set()
+    for f in found:
+        for a in f.args:
+            if isinstance(a, se.Basic):
+                inner |= set(a.atoms(se.FunctionSymbol))
+    return [f for f in found if f not in inner]
+
+
+# -- integer reasoning (z3) --------------------------------------------------------------------
+
+
+class _Z3:
+    """Index expressions as z3 integer terms; brackets as formulas."""
+
+    def __init__(self, facts_only: bool = False) -> None:
+        import z3
+
+        self.z3 = z3
+        self.vars: dict[Any, Any] = {}
+        self.funcs: dict[str, Any] = {}
+        self.facts: list[Any] = []
+        self.facts_only = facts_only
+
+    def var(self, s: Any) -> Any:
+        v = self.vars.get(s)
+        if v is None:
+            v = self.z3.Int(s.name)
+            self.vars[s] = v
+            lo, hi = T.RANGES.get(s, (None, None))
+            if self.facts_only and s in T.BOUND:
+                lo = hi = None
+            if lo is not None:
+                self.facts.append(v >= lo)
+            if hi is not None:
+                self.facts.append(v < hi)
+        return v
+
+    def term(self, e: Any) -> Any:
+        z3 = self.z3
+        if isinstance(e, se.Integer):
+            return z3.IntVal(int(e))
+        if isinstance(e, se.Symbol):
+            return self.var(e)
+        if isinstance(e, se.Add):
+            return z3.Sum(*[self.term(a) for a in e.args])
+        if isinstance(e, se.Mul):
+            nums = [a for a in e.args if isinstance(a, se.Number)]
+            rest = [a for a in e.args if not isinstance(a, se.Number)]
+            c = Fraction(1)
+            for n in nums:
+                c *= Fraction(str(n))
+            if c.denominator != 1:
+                raise T.TermError(f"non-integer coefficient in {e}")
+            out = z3.IntVal(int(c))
+            for r in rest:
+                out = out * self.term(r)
+            return out
+        if isinstance(e, se.floor):
+            inner = e.args[0]
+            lin = T.linear(inner)
+            if lin is None:
+                raise T.TermError(f"cannot read {e}")
+            coeffs, const = lin
+            dens = [Fraction(str(c)).denominator for c in [*coeffs.values(), const]]
+            import math
+
+            d = math.lcm(*dens)
+            num = se.expand(inner * d)
+            return self.term(num) / d  # z3 integer division is floor for d > 0
+        if isinstance(e, se.Max | se.Min):
+            args = [self.term(a) for a in e.args]
+            out = args[0]
+            for a in args[1:]:
+                out = z3.If(a > out, a, out) if isinstance(e, se.Max) else z3.If(a < out, a, out)
+            return out
+        if T.is_bracket(e):
+            return z3.If(self.bracket(e), 1, 0)
+        if T.is_read(e):
+            name = T.name_of(e)
+            f = self.funcs.get(name)
+            if f is None:
+                f = z3.Function(name, *[z3.IntSort()] * (len(e.args) + 1))
+                self.funcs[name] = f
+            app = f(*[self.term(a) for a in e.args])
+            r = T.NAT_RANGES.get(name)
+            if r is not None:
+                self.facts.append(app >= r[0])
+                if r[1] is not None:
+                    self.facts.append(app < r[1])
+            return app
+        raise T.TermError(f"not an index expression: {e}")
+
+    def bracket(self, b: Any) -> Any:
+        n = T.name_of(b)
+        t = self.term(b.args[0])
+        return t >= 0 if n == "_GE" else t == 0
+
+
+def _nested(b: Any) -> bool:
+    """A bracket with another bracket inside its argument (split the inner one first)."""
+    return any(T.is_bracket(f) for f in b.args[0].atoms(se.FunctionSymbol))
+
+
+def _is_index_bracket(b: Any, allowed: set) -> bool:
+    return T.is_bracket(b) and _index_atoms(b.args[0]) <= allowed
+
+
+def _index_atoms(e: Any) -> set:
+    out = set(e.free_symbols)
+    for f in e.atoms(se.FunctionSymbol):
+        if T.is_read(f):
+            out.add(f)
+    return out
+
+
+# -- the decision ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TDecision:
+    """The outcome of a tensor comparison: ``equal`` True (proved), False (a counterexample at
+    ``element``), None (undecided at tensor level); ``how`` says how."""
+
+    equal: bool | None
+    how: str
+    element: tuple[int, ...] | None = None
+    decision: Decision | None = None  # the element-level decision of a counterexample
+    nat: dict[str, Any] | None = None
+    method: str = "exact"
+
+
+def decide_tensor(
+    got: Any,
+    expected: Any,
+    free_all: Sequence[Any],
+    *,
+    domains: Mapping[str, str] | None = None,
+    nat_symbols: Sequence[Any] = (),
+    seed: int = 0,
+    counterexamples: bool = True,
+) -> TDecision:
+    """Decide ``got == expected`` for every value of the free indices ``free_all`` (and of the
+    index-input symbols ``nat_symbols``)."""
+    domains = dict(domains or {})
+    free = [v for v in free_all if isinstance(v, se.Symbol)]
+    point = None
+    # sums kept as sums first (cheap when both sides contract alike), then short ranges unrolled
+    # (a window written as a sum on one side and term by term on the other)
+    for unroll in (False, True):
+        T.tick()
+        g = T.normalize(got, unroll=unroll)
+        x = T.normalize(expected, unroll=unroll)
+        cg, cx = canonical(g), canonical(x)
+        if cg == cx:
+            return TDecision(True, "identical normal forms")
+        if se.expand(cg - cx) == 0:
+            return TDecision(True, "normal forms expand to the same")
+        split = _Splitter(list(free) + list(nat_symbols), domains, seed, unroll)
+        ok, point = split.prove(g, x, [], 0)
+        if ok:
+            how = "atoms as symbols" if split.cases == 0 else f"{split.cases} index cases"
+            if unroll:
+                how += ", short ranges unrolled"
+            method = "probabilistic" if split.probabilistic else "exact"
+            return TDecision(True, how, method=method)
+    if not counterexamples:
+        return TDecision(None, "not proved at tensor level")
+    return _search(got, expected, free_all, nat_symbols, point, domains, seed)
+
+
+#: Case splits deeper than this, or more cases than :data:`MAX_REGIONS`, give up.
+MAX_DEPTH = 6
+#: A floor of a free index with at most this many values is split by value.
+FLOOR_VALUES = 4
+
+
+class _Splitter:
+    """Case analysis over the free indices: brackets on them, floors of them (by value or by
+    residue), each case decided by normal forms and the scalar procedure."""
+
+    def __init__(self, allowed: list[Any], domains: Mapping[str, str], seed: int,
+                 unroll: bool = True) -> None:  # fmt: skip
+        self.unroll = unroll
+        self.allowed = allowed
+        self.domains = domains
+        self.seed = seed
+        self.cases = 0
+        self.probabilistic = False
+
+    def _equal(self, g: Any, x: Any) -> bool:
+        """``g == x`` (normal forms, not yet canonical) proved by canonical forms, identified
+        sums or the scalar procedure."""
+        g, x = canonical(g), canonical(x)
+        if g == x or se.expand(g - x) == 0:
+            return True
+        allowed = set(self.allowed)
+        gi, xi = _identify_sums(g, x, allowed)
+        if gi == xi or se.expand(gi - xi) == 0:
+            return True
+        d = _scalar(gi, xi, Atoms.empty(), self.domains, self.seed)
+        if d is None:
+            return False
+        if d.method != "exact":
+            self.probabilistic = True
+        return True
+
+    def prove(self, g: Any, x: Any, facts: list[tuple[Any, int]], depth: int
+              ) -> tuple[bool, dict | None]:  # fmt: skip
+        """(proved, a point of a case that was not) for ``g == x`` under ``facts`` (brackets
+        with their values)."""
+        T.tick()
+        if self._equal(g, x):
+            return True, None
+        if depth >= MAX_DEPTH or self.cases > MAX_REGIONS:
+            return False, self._point(facts)
+        allowed = set(self.allowed)
+        # 1. brackets on free indices: enumerate their feasible values together
+        brackets = sorted({f for side in (g, x) for f in side.atoms(se.FunctionSymbol)
+                           if _is_index_bracket(f, allowed) and not _nested(f)}, key=str)  # fmt: skip
+        if brackets:
+            return self._by_brackets(g, x, facts, depth, brackets)
+        # 2. floors of free indices with few values: split by value
+        floors = sorted({f for side in (g, x) for f in side.atoms(se.floor)
+                         if _index_atoms(f) <= allowed}, key=str)  # fmt: skip
+        for f in floors:
+            conds = _floor_conditions(f)
+            if conds is not None:
+                return self._by_brackets(g, x, facts, depth, conds)
+        # 3. floors with many values: split a free index by its residue
+        for f in floors if self.unroll else ():
+            res = _residue_split(f, allowed)
+            if res is not None:
+                return self._by_residue(g, x, facts, depth, *res)
+        return False, self._point(facts)
+
+    def _by_brackets(self, g: Any, x: Any, facts: list[tuple[Any, int]], depth: int,
+                     brackets: list[Any]) -> tuple[bool, dict | None]:  # fmt: skip
+        regions = _regions_of(brackets, facts)
+        if regions is None:
+            return False, self._point(facts)
+        for assign in regions:
+            self.cases += 1
+            if self.cases > MAX_REGIONS:
+                return False, self._point(facts + list(assign.items()))
+            repl = dict(assign)
+            repl.update(_floor_values(g, x, assign))
+            narrow = self._narrow(assign)
+            narrow.update(self._fixed(g, x, facts, assign, narrow))
+            gr = T.normalize(_sub(_sub(g, repl), narrow), unroll=self.unroll)
+            xr = T.normalize(_sub(_sub(x, repl), narrow), unroll=self.unroll)
+            fr = [(_sub(b, narrow), v) for b, v in facts]
+            fr += [(_sub(b, narrow), int(v)) for b, v in assign.items()]
+            ok, point = self.prove(gr, xr, fr, depth + 1)
+            if not ok:
+                return False, self._unnarrow(point, narrow)
+        return True, None
+
+    def _narrow(self, assign: Mapping[Any, Any]) -> dict[Any, Any]:
+        """Free indices whose range the assigned brackets narrow: a value when one is left,
+        else a fresh index over the narrower range."""
+        bounds: dict[Any, list[int | None]] = {}
+        for b, v in assign.items():
+            form = T._integer_form(b.args[0])
+            if form is None or len(form[0]) != 1:
+                continue
+            ((var, a),), c = form[0].items(), form[1]
+            if var not in self.allowed or a not in (1, -1) or var not in T.RANGES:
+                continue
+            lo, hi = bounds.setdefault(var, list(T.RANGES[var]))
+            is_ge, holds = T.name_of(b) == "_GE", int(v) == 1
+            if not is_ge:
+                if holds:  # a v + c == 0
+                    val = -c * a
+                    lo, hi = max(lo, val), val + 1 if hi is None else min(hi, val + 1)
+            elif a == 1:  # v + c >= 0 (or < 0)
+                if holds:
+                    lo = max(lo, -c)
+                else:
+                    hi = -c if hi is None else min(hi, -c)
+            elif holds:  # -v + c >= 0
+                hi = c + 1 if hi is None else min(hi, c + 1)
+            else:
+                lo = max(lo, c + 1)
+            bounds[var] = [lo, hi]
+        out: dict[Any, Any] = {}
+        for var, (lo, hi) in bounds.items():
+            if (lo, hi) == tuple(T.RANGES[var]) or (hi is not None and hi <= lo):
+                continue
+            if hi is not None and hi - lo == 1:
+                out[var] = se.Integer(lo)
+            else:
+                t = T.fresh("_r", lo, hi, bound=False)
+                self.allowed.append(t)
+                out[var] = t
+        return out
+
+    def _fixed(self, g: Any, x: Any, facts: list[tuple[Any, int]], assign: Mapping[Any, Any],
+               narrow: Mapping[Any, Any]) -> dict[Any, Any]:  # fmt: skip
+        """Free indices that the region's brackets fix to one value (z3)."""
+        present = (g.free_symbols | x.free_symbols) & set(self.allowed)
+        todo = [v for v in present if v not in narrow and isinstance(v, se.Symbol)]
+        if not todo:
+            return {}
+        try:
+            z = _Z3()
+            conds = [z.bracket(b) if int(v) else z.z3.Not(z.bracket(b))
+                     for b, v in [*facts, *assign.items()]]  # fmt: skip
+            zv = {v: z.var(v) for v in todo}
+            solver = z.z3.Solver()
+            solver.set("timeout", 5000)
+            solver.add(*z.facts, *conds)
+            if solver.check() != z.z3.sat:
+                return {}
+            m = solver.model()
+            out = {}
+            for v, t in zv.items():
+                val = m.eval(t, model_completion=True).as_long()
+                if solver.check(t != val) == z.z3.unsat:
+                    out[v] = se.Integer(val)
+            return out
+        except (T.TermError, Exception):
+            return {}
+
+    @staticmethod
+    def _unnarrow(point: dict | None, narrow: Mapping[Any, Any]) -> dict | None:
+        if point is None:
+            return None
+        out = dict(point)
+        for var, val in narrow.items():
+            if isinstance(val, se.Integer):
+                out[var] = int(val)
+            elif val in out:
+                out[var] = out[val]
+        return out
+
+    def _by_residue(self, g: Any, x: Any, facts: list[tuple[Any, int]], depth: int, q: Any,
+                    d: int) -> tuple[bool, dict | None]:  # fmt: skip
+        lo, hi = T.RANGES[q]
+        if hi is None:
+            return False, self._point(facts)
+        for r in range(d):
+            n = len(range(lo + r, hi, d)) if lo <= 0 else len(range(r, hi, d))
+            if n == 0:
+                continue
+            self.cases += 1
+            t = T.fresh("_t", 0, n, bound=False)
+            base = lo - (lo % d) if lo >= 0 else 0
+            first = next(v for v in range(lo, hi) if v % d == r)
+            value = se.Integer(first) + d * t
+            del base
+            repl = {q: value}
+            gr = T.normalize(_sub(g, repl), unroll=self.unroll)
+            xr = T.normalize(_sub(x, repl), unroll=self.unroll)
+            fr = [(_sub(b, repl), v) for b, v in facts]
+            self.allowed.append(t)
+            ok, point = self.prove(gr, xr, fr, depth + 1)
+            if not ok:
+                if point is not None and t.name in {s.name for s in point}:
+                    tv = next(v for s, v in point.items() if s.name == t.name)
+                    point = {**point, q: first + d * tv}
+                return False, point
+        return True, None
+
+    def _point(self, facts: list[tuple[Any, int]]) -> dict | None:
+        """A point satisfying the facts (z3), for a counterexample search."""
+        try:
+            z = _Z3()
+            conds = [z.bracket(b) if v else z.z3.Not(z.bracket(b)) for b, v in facts]
+            for s in self.allowed:
+                if isinstance(s, se.Symbol):
+                    z.var(s)
+            solver = z.z3.Solver()
+            solver.set("timeout", 5000)
+            solver.add(*z.facts, *conds)
+            if solver.check() != z.z3.sat:
+                return None
+            m = solver.model()
+            return {s: m.eval(v, model_completion=True).as_long() for s, v in z.vars.items()}
+        except Exception:
+            return None
+
+
+def _sub(e: Any, repl: Mapping[Any, Any]) -> Any:
+    return e.xreplace(dict(repl)) if repl else e
+
+
+def _floor_conditions(f: Any) -> list[Any] | None:
+    """For ``floor(e / d)`` of free indices with at most :data:`FLOOR_VALUES` values: the
+    brackets ``[e >= d v]`` that fix its value (one per value but the lowest)."""
+    inner = f.args[0]
+    lo, hi = T.interval(inner, facts=True)
+    if lo is None or hi is None:
+        return None
+    import math
+
+    vlo, vhi = math.floor(lo), math.floor(hi)
+    if vhi - vlo + 1 > FLOOR_VALUES or vhi == vlo:
+        return None
+    lin = T.linear(inner)
+    if lin is None:
+        return None
+    coeffs, const = lin
+    den = math.lcm(*[Fraction(str(c)).denominator for c in [*coeffs.values(), const]])
+    num = se.expand(inner * den)
+    return [T.GE(se.expand(num - den * v)) for v in range(vlo + 1, vhi + 1)]
+
+
+def _floor_values(g: Any, x: Any, assign: Mapping[Any, Any]) -> dict[Any, Any]:
+    """Floors whose value the assigned brackets fix (see :func:`_floor_conditions`)."""
+    out = {}
+    for f in {f for side in (g, x) for f in side.atoms(se.floor)}:
+        conds = _floor_conditions(f)
+        if not conds or not all(c in assign for c in conds):
+            continue
+        import math
+
+        lo, _ = T.interval(f.args[0], facts=True)
+        out[f] = se.Integer(math.floor(lo) + sum(int(assign[c]) for c in conds))  # type: ignore[arg-type]
+    return out
+
+
+def _residue_split(f: Any, allowed: set) -> tuple[Any, int] | None:
+    """A free index of ``floor(e / d)`` and the modulus that makes the floor affine in it."""
+    import math
+
+    lin = T.linear(f.args[0])
+    if lin is None:
+        return None
+    coeffs, const = lin
+    den = math.lcm(*[Fraction(str(c)).denominator for c in [*coeffs.values(), const]])
+    for v, c in sorted(coeffs.items(), key=lambda kv: str(kv[0])):
+        if isinstance(v, se.Symbol) and v in allowed:
+            a = int(Fraction(str(c)) * den)
+            m = den // math.gcd(a, den)
+            if m > 1:
+                return v, m
+    return None
+
+
+def _regions_of(brackets: list[Any], facts: list[tuple[Any, int]]) -> list[dict] | None:
+    """The feasible 0/1 assignments of ``brackets`` under ``facts`` (z3)."""
+    try:
+        z = _Z3()
+        conds = [z.bracket(b) for b in brackets]
+        known = [z.bracket(b) if v else z.z3.Not(z.bracket(b)) for b, v in facts]
+    except T.TermError:
+        return None
+    z3 = z.z3
+    solver = z3.Solver()
+    solver.set("timeout", 10000)
+    solver.add(*z.facts, *known)
+    out: list[dict] = []
+
+    def rec(i: int, assign: dict) -> bool:
+        if len(out) > MAX_REGIONS:
+            return False
+        r = solver.check()
+        if r == z3.unsat:
+            return True
+        if r != z3.sat:
+            return False
+        if i == len(brackets):
+            out.append(dict(assign))
+            return True
+        for val in (1, 0):
+            solver.push()
+            solver.add(conds[i] if val else z3.Not(conds[i]))
+            ok = rec(i + 1, {**assign, brackets[i]: se.Integer(val)})
+            solver.pop()
+            if not ok:
+                return False
+        return True
+
+    if not rec(0, {}):
+        return None
+    return out
+
+
+def _scalar(g: Any, x: Any, atoms: Atoms, domains: Mapping[str, str], seed: int) -> Decision | None:
+    """Step 2: an exact proof with atoms as independent symbols, else ``None``."""
+    gs, xs = symbolize(g, atoms, domains), symbolize(x, atoms, domains)
+    if gs == xs:
+        return Decision(True, "exact", "identical")
+    try:
+        d = decide_equal(gs, xs, domains=atoms.domains, seed=seed)
+    except Exception:
+        return None
+    if d.equal is True and d.method == "exact":
+        return d
+    return None
+
+
+def _identify_sums(g: Any, x: Any, allowed: set) -> tuple[Any, Any]:
+    """Sums of both sides with the same body (brackets aside) whose domains z3 proves equal are
+    replaced by one of them."""
+    sums = [f for f in (g.atoms(se.FunctionSymbol) | x.atoms(se.FunctionSymbol)) if T.is_sum(f)]
+    if len(sums) < 2:
+        return g, x
+    groups: dict[Any, list[Any]] = {}
+    for s in sums:
+        body, variables = s.args[0], s.args[1:]
+        plain, _ = _split_brackets(body)
+        groups.setdefault((plain, len(variables)), []).append(s)
+    repl: dict[Any, Any] = {}
+    for members in groups.values():
+        if len(members) < 2:
+            continue
+        members = sorted(members, key=str)
+        reps: list[Any] = []
+        for s in members:
+            for r in reps:
+                if _same_domain(s, r):
+                    repl[s] = r
+                    break
+            else:
+                reps.append(s)
+    if not repl:
+        return g, x
+    return g.xreplace(repl), x.xreplace(repl)
+
+
+def _split_brackets(body: Any) -> tuple[Any, list[Any]]:
+    factors = list(body.args) if isinstance(body, se.Mul) else [body]
+    plain = [f for f in factors if not T.is_bracket(f)]
+    brs = [f for f in factors if T.is_bracket(f)]
+    return se.Mul(*plain), brs
+
+
+def _same_domain(a: Any, b: Any) -> bool:
+    """Two canonical sums with the same plain body: are their bracket domains equal?"""
+    if a.args[1:] != b.args[1:]:
+        return False
+    _, ba = _split_brackets(a.args[0])
+    _, bb = _split_brackets(b.args[0])
+    try:
+        z = _Z3()
+        fa = z.z3.And(*[z.bracket(f) for f in ba]) if ba else z.z3.BoolVal(True)
+        fb = z.z3.And(*[z.bracket(f) for f in bb]) if bb else z.z3.BoolVal(True)
+    except T.TermError:
+        return False
+    z3 = z.z3
+    s = z3.Solver()
+    s.set("timeout", 5000)
+    facts = [f for f in z.facts if not _mentions_bound(f, a.args[1:], z)]
+    s.add(*facts)
+    s.add(fa != fb)
+    return s.check() == z3.unsat
+
+
+def _mentions_bound(fact: Any, variables: Sequence[Any], z: _Z3) -> bool:
+    names = {v.name for v in variables}
+    return any(str(c) in names for c in _z3_consts(fact, z))
+
+
+def _z3_consts(f: Any, z: _Z3) -> list[Any]:
+    out = []
+    stack = [f]
+    while stack:
+        t = stack.pop()
+        if z.z3.is_const(t) and t.decl().kind() == z.z3.Z3_OP_UNINTERPRETED:
+            out.append(t)
+        stack.extend(t.children())
+    return out
+
+
+# -- counterexamples ---------------------------------------------------------------------------
+
+
+def _search(
+    got: Any,
+    expected: Any,
+    free: Sequence[Any],
+    nat_symbols: Sequence[Any],
+    region_point: dict | None,
+    domains: Mapping[str, str],
+    seed: int,
+) -> TDecision:
+    from ._rules import decide_memo
+
+    free_all = list(free)
+    free = [v for v in free if isinstance(v, se.Symbol)]
+    rng = random.Random(seed)
+    points = _candidate_points(got, expected, free, nat_symbols, region_point, rng)
+    for values in points:
+        try:
+            ge = T.concretize(T.normalize(got), values)
+            xe = T.concretize(T.normalize(expected), values)
+        except T.TermError:
+            continue
+        d = decide_memo(ge, xe, dict(domains_for_elements(ge, xe, domains)), seed)
+        if d.equal is False:
+            element = tuple(int(values[v]) if isinstance(v, se.Symbol) else int(v) for v in free_all)
+            nat = {s.name: int(values[s]) for s in nat_symbols if s in values}
+            return TDecision(False, "counterexample at a concrete element", element, d, nat,
+                             method=d.method)  # fmt: skip
+    return TDecision(None, f"not proved at tensor level; no counterexample among {len(points)} "
+                           "concrete elements")  # fmt: skip
+
+
+def domains_for_elements(ge: Any, xe: Any, domains: Mapping[str, str]) -> dict[str, str]:
+    """Element symbols ``x[1,2]`` take the domain of their leaf ``x``."""
+    out = {}
+    for s in ge.free_symbols | xe.free_symbols:
+        base = s.name.split("[", 1)[0]
+        if base in domains:
+            out[s.name] = domains[base]
+    return out
+
+
+def _candidate_points(
+    got: Any,
+    expected: Any,
+    free: Sequence[Any],
+    nat_symbols: Sequence[Any],
+    region_point: dict | None,
+    rng: random.Random,
+) -> list[dict]:
+    syms = list(free) + list(nat_symbols)
+    ranges = []
+    for s in syms:
+        lo, hi = T.RANGES[s]
+        ranges.append((lo, hi if hi is not None else lo + 2**31 - 1))
+    out: list[dict] = []
+
+    def add(vals: Sequence[int]) -> None:
+        d = {s: int(v) for s, v in zip(syms, vals, strict=True)}
+        if all(lo <= d[s] < hi for s, (lo, hi) in zip(syms, ranges, strict=True)) and d not in out:
+            out.append(d)
+
+    if region_point is not None:
+        add([region_point.get(s, ranges[i][0]) for i, s in enumerate(syms)])
+    # table positions: where a table read at the free indices is nonzero / unusual
+    for f in got.atoms(se.FunctionSymbol) | expected.atoms(se.FunctionSymbol):
+        if not T.is_table(f) or len(out) > MAX_POINTS // 2:
+            continue
+        table = T.TABLES[T.name_of(f)]
+        args = list(f.args)
+        if all(a in syms or isinstance(a, se.Integer) for a in args):
+            flat = table.reshape(-1) if table.size else table
+            if not flat.size:
+                continue
+            common = np.bincount(np.unique(flat, return_inverse=True)[1].reshape(-1)).argmax()
+            values = np.unique(flat)
+            rare = np.argwhere(table != values[common])[:4]
+            for pos in rare:
+                vals = [ranges[i][0] for i in range(len(syms))]
+                ok = True
+                for a, p in zip(args, pos, strict=True):
+                    if isinstance(a, se.Integer):
+                        ok = ok and int(a) == int(p)
+                    else:
+                        vals[syms.index(a)] = int(p)
+                if ok:
+                    add(vals)
+    corners = [[lo, hi - 1] for lo, hi in ranges]
+    for combo in itertools.islice(itertools.product(*corners), 8):
+        add(combo)
+    add([(lo + hi - 1) // 2 for lo, hi in ranges])
+    while len(out) < MAX_POINTS:
+        before = len(out)
+        add([rng.randrange(lo, hi) for lo, hi in ranges])
+        if len(out) == before and rng.random() < 0.1:
+            break
+    return out[:MAX_POINTS]
+
+
+__all__ = ["TDecision", "canonical", "decide_tensor"]

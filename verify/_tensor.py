@@ -1,0 +1,964 @@
+"""The tensor-level backend: op rules run on arrays whose one symbolic element stands for all.
+
+A :class:`TArray` is a shape and a function from index expressions to the term of that element
+(:mod:`verify._terms`). Every backend function (see ``torchlean_ir.backends.NumpyBackend``) and
+every array operator the rules may use builds a new ``TArray`` by composing index maps: a
+transpose permutes the indices, a reshape maps them through the flat index (floor division and
+modulo, simplified by the variables' ranges), a reduction sums over a bound variable, padding
+and concatenation add brackets, and so on. Nothing is expanded element by element, so the cost
+of running a rule does not depend on the sizes of its arguments.
+
+Kinds: ``"f"`` real values; ``"i"`` integer values (index inputs and index arithmetic);
+``"c"`` index conditions, kept as 0/1 integer terms made of brackets (so that where they
+select, the selection is a sum of bracketed terms); ``"b"`` conditions on real values
+(relations, turned into ``Piecewise`` where they select); ``"n"`` conditions that mix both,
+kept as 0/1 terms (brackets times ``Piecewise`` indicators).
+
+Concrete NumPy arrays met in a rule (a padding mask, a one-hot bump, random draws) become
+tables (:func:`verify._terms.table_read`); boolean tables that are products of intervals along
+their axes are written as brackets instead.
+"""
+
+from __future__ import annotations
+
+import math
+import string
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import symengine as se
+
+from torchlean_ir._attrs import ConstArray
+
+from . import _terms as T
+
+Index = tuple[Any, ...]
+Fn = Callable[[Index], Any]
+
+
+class TArray:
+    """An array of any shape given by the term of its element at symbolic indices."""
+
+    __slots__ = ("_concrete", "_memo", "fn", "kind", "shape")
+    __array_ufunc__ = None  # NumPy defers to our reflected operators
+
+    def __init__(self, shape: Sequence[int], fn: Fn, kind: str = "f") -> None:
+        self.shape = tuple(int(d) for d in shape)
+        self.fn = fn
+        self.kind = kind
+        self._memo: dict[Index, Any] = {}
+        self._concrete: np.ndarray | None = None
+
+    def at(self, idx: Sequence[Any]) -> Any:
+        """The term of the element at ``idx`` (index expressions, one per axis)."""
+        key = tuple(idx)
+        hit = self._memo.get(key)
+        if hit is None:
+            if len(key) != len(self.shape):
+                raise T.TermError(f"{len(key)} indices for an array of shape {self.shape}")
+            hit = self.fn(key)
+            if len(self._memo) < 4096:
+                self._memo[key] = hit
+        return hit
+
+    # -- array protocol ---------------------------------------------------------------------
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def T(self) -> TArray:
+        return transpose(self, None)
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d array")
+        return self.shape[0]
+
+    def __iter__(self) -> Any:
+        return (self[i] for i in range(len(self)))
+
+    def reshape(self, *shape: Any) -> TArray:
+        if len(shape) == 1 and isinstance(shape[0], tuple | list):
+            shape = tuple(shape[0])
+        return reshape(self, shape)
+
+    def __getitem__(self, key: Any) -> TArray:
+        return getitem(self, key)
+
+    def __repr__(self) -> str:
+        return f"TArray({self.shape}, {self.kind})"
+
+    # -- arithmetic -------------------------------------------------------------------------
+    def __add__(self, o: Any) -> TArray:
+        return binary(self, o, lambda a, b: a + b)
+
+    def __radd__(self, o: Any) -> TArray:
+        return binary(o, self, lambda a, b: a + b)
+
+    def __sub__(self, o: Any) -> TArray:
+        return binary(self, o, lambda a, b: a - b)
+
+    def __rsub__(self, o: Any) -> TArray:
+        return binary(o, self, lambda a, b: a - b)
+
+    def __mul__(self, o: Any) -> TArray:
+        return binary(self, o, lambda a, b: a * b)
+
+    def __rmul__(self, o: Any) -> TArray:
+        return binary(o, self, lambda a, b: a * b)
+
+    def __truediv__(self, o: Any) -> TArray:
+        return binary(self, o, lambda a, b: a / b)
+
+    def __rtruediv__(self, o: Any) -> TArray:
+        return binary(o, self, lambda a, b: a / b)
+
+    def __pow__(self, o: Any) -> TArray:
+        return binary(self, o, lambda a, b: a**b)
+
+    def __rpow__(self, o: Any) -> TArray:
+        return binary(o, self, lambda a, b: a**b)
+
+    def __neg__(self) -> TArray:
+        return unary(self, lambda a: -a)
+
+    def __pos__(self) -> TArray:
+        return self
+
+    def __matmul__(self, o: Any) -> TArray:
+        return matmul(self, asarray(o))
+
+    def __rmatmul__(self, o: Any) -> TArray:
+        return matmul(asarray(o), self)
+
+    def __gt__(self, o: Any) -> TArray:  # type: ignore[override]
+        return compare(self, o, "gt")
+
+    def __ge__(self, o: Any) -> TArray:  # type: ignore[override]
+        return compare(self, o, "ge")
+
+    def __lt__(self, o: Any) -> TArray:  # type: ignore[override]
+        return compare(self, o, "lt")
+
+    def __le__(self, o: Any) -> TArray:  # type: ignore[override]
+        return compare(self, o, "le")
+
+    def __eq__(self, o: Any) -> TArray:  # type: ignore[override]
+        return compare(self, o, "eq")
+
+    def __ne__(self, o: Any) -> TArray:  # type: ignore[override]
+        return compare(self, o, "ne")
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+# -- construction ------------------------------------------------------------------------------
+
+
+def leaf(name: str, shape: Sequence[int], kind: str = "f") -> TArray:
+    """The array of reads of leaf ``name``, by flat index (:func:`verify._terms.leaf_read`)."""
+    shape = tuple(int(d) for d in shape)
+    return TArray(shape, lambda idx: T.leaf_read(name, idx, shape), kind)
+
+
+def constant(value: Any, shape: Sequence[int] = (), kind: str = "f") -> TArray:
+    v = T.exact_scalar(value)
+    return TArray(shape, lambda idx: v, kind)
+
+
+def from_numpy(a: np.ndarray) -> TArray:
+    """A concrete array as a table (constants, uniform arrays and interval masks simplified)."""
+    a = np.asarray(a)
+    if a.dtype == bool:
+        return _bool_table(a)
+    kind = "i" if a.dtype.kind in "iu" else "f"
+    if kind == "f":
+        a = a.astype(np.float64)
+    if a.size == 0:
+        return TArray(a.shape, lambda idx: T.ZERO, kind)
+    first = a.reshape(-1)[0]
+    if np.all(a == first):
+        return constant(first, a.shape, kind)
+    return TArray(a.shape, lambda idx: T.table_read(a, idx), kind)
+
+
+def _bool_table(a: np.ndarray) -> TArray:
+    """A boolean array as a 0/1 condition: a product of interval brackets along the axes when
+    it is one, else a table."""
+    if a.size == 0:
+        return TArray(a.shape, lambda idx: T.ZERO, "c")
+    if np.all(a):
+        return constant(1, a.shape, "c")
+    if not np.any(a):
+        return constant(0, a.shape, "c")
+    axes = []
+    outer = np.ones(a.shape, dtype=bool)
+    for ax in range(a.ndim):
+        others = tuple(i for i in range(a.ndim) if i != ax)
+        m = np.any(a, axis=others) if others else a
+        axes.append(m)
+        shape = [1] * a.ndim
+        shape[ax] = a.shape[ax]
+        outer = outer & m.reshape(shape)
+    if np.array_equal(outer, a):
+        intervals = [_intervals(m) for m in axes]
+        if all(len(iv) <= 2 for iv in intervals):
+
+            def fn(idx: Index) -> Any:
+                out = T.ONE
+                for i, iv in zip(idx, intervals, strict=True):
+                    out = out * se.Add(*[T.range_brackets(i, lo, hi) for lo, hi in iv])
+                return out
+
+            return TArray(a.shape, fn, "c")
+    b = a.astype(np.int64)
+    return TArray(a.shape, lambda idx: T.table_read(b, idx), "c")
+
+
+def _intervals(m: np.ndarray) -> list[tuple[int, int]]:
+    """The maximal runs of True in a 1-D boolean array, as ``[lo, hi)``."""
+    out = []
+    start = None
+    for i, v in enumerate(m.tolist() + [False]):
+        if v and start is None:
+            start = i
+        elif not v and start is not None:
+            out.append((start, i))
+            start = None
+    return out
+
+
+def asarray(value: Any) -> TArray:
+    if isinstance(value, TArray):
+        return value
+    if isinstance(value, ConstArray):
+        value = value.to_numpy()
+    if isinstance(value, se.Basic):
+        return TArray((), lambda idx: value, "f")
+    if isinstance(value, bool | np.bool_):
+        return constant(int(value), (), "c")
+    if isinstance(value, int | float | np.integer | np.floating):
+        return constant(value, (), "i" if isinstance(value, int | np.integer) else "f")
+    arr = np.asarray(value)
+    if arr.dtype == object:
+        raise T.TermError("cannot use an object array at tensor level")
+    return from_numpy(arr)
+
+
+# -- elementwise -------------------------------------------------------------------------------
+
+
+def _bshape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
+    try:
+        return tuple(np.broadcast_shapes(*shapes))
+    except ValueError:
+        raise T.TermError(f"shapes {shapes} do not broadcast") from None
+
+
+def _bidx(idx: Index, shape: tuple[int, ...]) -> Index:
+    """The index into an operand of ``shape`` broadcast to an output indexed by ``idx``."""
+    off = len(idx) - len(shape)
+    return tuple(T.ZERO if d == 1 else idx[off + i] for i, d in enumerate(shape))
+
+
+def _kind_of(*arrays: TArray) -> str:
+    kinds = {a.kind for a in arrays}
+    if kinds <= {"i", "c"}:
+        return "i"
+    if "b" in kinds:
+        return "b"
+    return "f"
+
+
+def binary(a: Any, b: Any, op: Callable[[Any, Any], Any]) -> TArray:
+    A, Bv = asarray(a), asarray(b)
+    shape = _bshape(A.shape, Bv.shape)
+    kind = _kind_of(A, Bv)
+
+    def fn(idx: Index) -> Any:
+        return op(A.at(_bidx(idx, A.shape)), Bv.at(_bidx(idx, Bv.shape)))
+
+    return TArray(shape, fn, kind)
+
+
+def unary(a: Any, op: Callable[[Any], Any], kind: str | None = None) -> TArray:
+    A = asarray(a)
+    return TArray(A.shape, lambda idx: op(A.at(idx)), kind or A.kind)
+
+
+def nary(arrays: Sequence[Any], op: Callable[..., Any], kind: str) -> TArray:
+    As = [asarray(a) for a in arrays]
+    shape = _bshape(*[A.shape for A in As])
+
+    def fn(idx: Index) -> Any:
+        return op(*[A.at(_bidx(idx, A.shape)) for A in As])
+
+    return TArray(shape, fn, kind)
+
+
+_RELATIONS = {
+    "gt": lambda a, b: se.Lt(b, a),
+    "ge": lambda a, b: se.Le(b, a),
+    "lt": lambda a, b: se.Lt(a, b),
+    "le": lambda a, b: se.Le(a, b),
+    "eq": lambda a, b: se.Eq(a, b),
+    "ne": lambda a, b: se.Ne(a, b),
+}
+
+
+def compare(a: Any, b: Any, how: str) -> TArray:
+    """Elementwise comparison: a condition on indices (``"c"``, brackets) when both sides are
+    integer-valued, else a relation on values (``"b"``)."""
+    A, Bv = asarray(a), asarray(b)
+    rel = _RELATIONS[how]
+    if A.kind in "ic" and Bv.kind in "ic":
+        return binary(A, Bv, lambda x, y: T.bracket(rel(x, y))).retype("c")
+    return binary(A, Bv, lambda x, y: _fold(rel(x, y))).retype("b")
+
+
+def _fold(r: Any) -> Any:
+    return r
+
+
+def _retype(self: TArray, kind: str) -> TArray:
+    self.kind = kind
+    return self
+
+
+TArray.retype = _retype  # type: ignore[attr-defined]
+
+
+def as_relation(c: TArray) -> TArray:
+    """A condition as a relation on values (an index condition ``[...]`` becomes ``[...] = 1``)."""
+    if c.kind == "b":
+        return c
+    return unary(c, lambda v: se.true if v == 1 else (se.false if v == 0 else se.Eq(v, 1)), "b")
+
+
+def where(cond: Any, a: Any, b: Any) -> TArray:
+    C = asarray(cond)
+    if C.kind in "cin":
+        return nary([C, a, b], _blend, _kind_of(asarray(a), asarray(b)))
+    return nary([C, a, b], _piecewise, _kind_of(asarray(a), asarray(b)))
+
+
+_INFINITIES = (se.oo, -se.oo, se.zoo)
+
+
+def _blend(c: Any, x: Any, y: Any) -> Any:
+    """``x`` where the 0/1 condition ``c`` is 1, else ``y`` (a Piecewise when a value is
+    infinite, where ``0 * inf`` would not vanish)."""
+    if c == 1:
+        return x
+    if c == 0:
+        return y
+    if x in _INFINITIES or y in _INFINITIES:
+        return se.Piecewise((x, se.Eq(c, 1)), (y, True))
+    return c * x + (1 - c) * y
+
+
+def _piecewise(c: Any, a: Any, b: Any) -> Any:
+    from torchlean_ir.backends._sym import _piecewise as pw
+
+    return pw(c, a, b)
+
+
+def logical(op: str, *arrays: Any) -> TArray:
+    As = [asarray(a) for a in arrays]
+    if all(A.kind in "cin" for A in As):
+        kind = "c" if all(A.kind in "ci" for A in As) else "n"
+        if op == "not":
+            return unary(As[0], lambda v: 1 - v, kind)
+        if op == "and":
+            return nary(As, lambda x, y: x * y, kind)
+        return nary(As, lambda x, y: se.expand(x + y - x * y), kind)
+    Rs = [as_relation(A) for A in As]
+    if op == "not":
+        return unary(Rs[0], lambda v: se.Not(v), "b")
+    if op == "and":
+        return nary(Rs, lambda x, y: se.And(x, y), "b")
+    return nary(Rs, lambda x, y: se.Or(x, y), "b")
+
+
+# -- reductions and products -------------------------------------------------------------------
+
+
+def _axes(axis: Any, ndim: int) -> tuple[int, ...]:
+    if axis is None:
+        return tuple(range(ndim))
+    if isinstance(axis, int | np.integer):
+        return (int(axis) % ndim,) if ndim else ()
+    return tuple(sorted(int(a) % ndim for a in axis))
+
+
+def reduce(x: Any, axis: Any, keepdims: bool, how: str) -> TArray:
+    X = asarray(x)
+    axes = _axes(axis, X.ndim)
+    if not axes and X.ndim == 0:
+        return X
+    kept = [d for i, d in enumerate(X.shape) if i not in axes]
+    out_shape = [1 if i in axes else d for i, d in enumerate(X.shape)] if keepdims else kept
+
+    def fn(idx: Index) -> Any:
+        it = iter(idx)
+        base: list[Any] = []
+        for i in range(X.ndim):
+            if i in axes:
+                base.append(None)
+                if keepdims:
+                    next(it)
+            else:
+                base.append(next(it))
+
+        def body(k: int, fixed: list[Any]) -> Any:
+            if k == len(axes):
+                return X.at(tuple(fixed))
+            ax = axes[k]
+
+            def inner(v: Any) -> Any:
+                f = list(fixed)
+                f[ax] = v
+                return body(k + 1, f)
+
+            if how == "sum":
+                return T.ssum(inner, 0, X.shape[ax])
+            return T.smax(inner, 0, X.shape[ax])
+
+        return body(0, base)
+
+    return TArray(out_shape, fn, X.kind if how == "max" else ("f" if X.kind == "f" else X.kind))
+
+
+def einsum(subscripts: str, *operands: Any) -> TArray:
+    ops = [asarray(o) for o in operands]
+    if "->" not in subscripts:
+        raise T.TermError("einsum needs an explicit output")
+    ins, out = subscripts.replace(" ", "").split("->")
+    terms = ins.split(",")
+    if "." in subscripts or len(terms) != len(ops):
+        raise T.TermError(f"unsupported einsum {subscripts!r}")
+    sizes: dict[str, int] = {}
+    for t, o in zip(terms, ops, strict=True):
+        if len(t) != o.ndim:
+            raise T.TermError(f"einsum {subscripts!r}: operand of shape {o.shape}")
+        for c, d in zip(t, o.shape, strict=True):
+            sizes[c] = d
+    summed = [c for c in dict.fromkeys("".join(terms)) if c not in out]
+
+    def fn(idx: Index) -> Any:
+        env = dict(zip(out, idx, strict=True))
+
+        def body(k: int) -> Any:
+            if k == len(summed):
+                prod = T.ONE
+                for t, o in zip(terms, ops, strict=True):
+                    prod = prod * o.at(tuple(env[c] for c in t))
+                return prod
+            c = summed[k]
+
+            def inner(v: Any) -> Any:
+                env[c] = v
+                return body(k + 1)
+
+            return T.ssum(inner, 0, sizes[c])
+
+        return body(0)
+
+    return TArray([sizes[c] for c in out], fn, "f")
+
+
+def matmul(a: Any, b: Any) -> TArray:
+    A, Bv = asarray(a), asarray(b)
+    if A.ndim == 0 or Bv.ndim == 0:
+        raise T.TermError("matmul of a scalar")
+    letters = iter(string.ascii_lowercase)
+    if A.ndim == 1 and Bv.ndim == 1:
+        return einsum("i,i->", A, Bv)
+    if A.ndim == 1:
+        batch = "".join(next(letters) for _ in range(Bv.ndim - 2))
+        return einsum(f"y,{batch}yz->{batch}z", A, Bv)
+    if Bv.ndim == 1:
+        batch = "".join(next(letters) for _ in range(A.ndim - 2))
+        return einsum(f"{batch}xy,y->{batch}x", A, Bv)
+    if A.ndim != Bv.ndim or A.shape[:-2] != Bv.shape[:-2]:
+        raise T.TermError(f"matmul of {A.shape} and {Bv.shape} (batch broadcasting)")
+    batch = "".join(next(letters) for _ in range(A.ndim - 2))
+    return einsum(f"{batch}xy,{batch}yz->{batch}xz", A, Bv)
+
+
+# -- shape -------------------------------------------------------------------------------------
+
+
+def transpose(x: Any, axes: Sequence[int] | None) -> TArray:
+    X = asarray(x)
+    perm = tuple(reversed(range(X.ndim))) if axes is None else tuple(int(a) % X.ndim for a in axes)
+    shape = [X.shape[p] for p in perm]
+
+    def fn(idx: Index) -> Any:
+        src = [None] * X.ndim
+        for out_ax, p in enumerate(perm):
+            src[p] = idx[out_ax]
+        return X.at(tuple(src))
+
+    return TArray(shape, fn, X.kind)
+
+
+def reshape(x: Any, shape: Sequence[int]) -> TArray:
+    X = asarray(x)
+    shape = list(shape)
+    if -1 in shape:
+        known = math.prod(d for d in shape if d != -1)
+        shape[shape.index(-1)] = X.size // known if known else 0
+    if math.prod(shape) != X.size:
+        raise T.TermError(f"cannot reshape {X.shape} to {tuple(shape)}")
+    if tuple(shape) == X.shape:
+        return X
+
+    def fn(idx: Index) -> Any:
+        flat = T.ZERO
+        for i, d in zip(idx, shape, strict=True):
+            flat = flat * d + i
+        flat = se.expand(flat)
+        src = []
+        stride = X.size
+        for d in X.shape:
+            stride = stride // d if d else 0
+            src.append(T.mod(T.floor_div(flat, stride), d) if stride else T.ZERO)
+        return X.at(tuple(src))
+
+    return TArray(shape, fn, X.kind)
+
+
+def broadcast_to(x: Any, shape: Sequence[int]) -> TArray:
+    X = asarray(x)
+    shape = tuple(shape)
+    if _bshape(X.shape, shape) != shape:
+        raise T.TermError(f"cannot broadcast {X.shape} to {shape}")
+    return TArray(shape, lambda idx: X.at(_bidx(idx, X.shape)), X.kind)
+
+
+def expand_dims(x: Any, axis: int) -> TArray:
+    X = asarray(x)
+    ax = axis % (X.ndim + 1)
+    shape = list(X.shape)
+    shape.insert(ax, 1)
+    return TArray(shape, lambda idx: X.at(idx[:ax] + idx[ax + 1 :]), X.kind)
+
+
+def moveaxis(x: Any, src: int, dst: int) -> TArray:
+    X = asarray(x)
+    order = [i for i in range(X.ndim) if i != src % X.ndim]
+    order.insert(dst % X.ndim, src % X.ndim)
+    return transpose(X, order)
+
+
+def swapaxes(x: Any, a: int, b: int) -> TArray:
+    X = asarray(x)
+    perm = list(range(X.ndim))
+    a, b = a % X.ndim, b % X.ndim
+    perm[a], perm[b] = perm[b], perm[a]
+    return transpose(X, perm)
+
+
+def concatenate(xs: Sequence[Any], axis: int = 0) -> TArray:
+    Xs = [asarray(x) for x in xs]
+    nd = Xs[0].ndim
+    ax = axis % nd
+    offs = []
+    o = 0
+    for X in Xs:
+        offs.append(o)
+        o += X.shape[ax]
+    shape = list(Xs[0].shape)
+    shape[ax] = o
+    kind = _kind_of(*Xs)
+
+    def fn(idx: Index) -> Any:
+        i = idx[ax]
+        out = T.ZERO
+        for X, off in zip(Xs, offs, strict=True):
+            n = X.shape[ax]
+            if n == 0:
+                continue
+            br = T.range_brackets(i, off, off + n)
+            if br == 0:
+                continue
+            sub = list(idx)
+            sub[ax] = se.expand(i - off)
+            out = out + br * X.at(tuple(sub))
+        return out
+
+    return TArray(shape, fn, kind)
+
+
+def stack(xs: Sequence[Any], axis: int = 0) -> TArray:
+    return concatenate([expand_dims(x, axis) for x in xs], axis)
+
+
+def pad(x: Any, widths: Sequence[tuple[int, int]], value: float = 0.0) -> TArray:
+    X = asarray(x)
+    widths = [tuple(int(v) for v in w) for w in widths]
+    shape = [d + lo + hi for d, (lo, hi) in zip(X.shape, widths, strict=True)]
+    fill = T.exact_scalar(value)
+
+    def fn(idx: Index) -> Any:
+        inside = T.ONE
+        src = []
+        for i, d, (lo, _) in zip(idx, X.shape, widths, strict=True):
+            inside = inside * T.range_brackets(i, lo, lo + d)
+            src.append(se.expand(i - lo))
+        if inside == 0:
+            return fill
+        if inside == 1:
+            return X.at(tuple(src))
+        if fill == 0:
+            return inside * X.at(tuple(src))
+        if fill in (se.oo, -se.oo):
+            cond = _bracket_relation(inside)
+            return se.Piecewise((X.at(tuple(src)), cond), (fill, True))
+        return inside * X.at(tuple(src)) + (1 - inside) * fill
+
+    return TArray(shape, fn, X.kind)
+
+
+def _bracket_relation(b: Any) -> Any:
+    """A 0/1 bracket product as a relation (for a Piecewise whose other value is infinite)."""
+    return se.Eq(b, 1)
+
+
+def getitem(x: TArray, key: Any) -> TArray:
+    """Basic indexing: integers, slices (with steps), ``...`` and ``None``."""
+    if not isinstance(key, tuple):
+        key = (key,)
+    n_explicit = sum(1 for k in key if k is not None and k is not Ellipsis)
+    if any(k is Ellipsis for k in key):
+        pos = next(i for i, k in enumerate(key) if k is Ellipsis)
+        fill = (slice(None),) * (x.ndim - n_explicit)
+        key = key[:pos] + fill + key[pos + 1 :]
+    else:
+        key = key + (slice(None),) * (x.ndim - n_explicit)
+    out_shape: list[int] = []
+    plan: list[tuple[str, Any]] = []  # per source axis: ("int", i) or ("slice", (start, step))
+    src_axis = 0
+    for k in key:
+        if k is None:
+            out_shape.append(1)
+            plan.append(("new", None))
+            continue
+        d = x.shape[src_axis]
+        if isinstance(k, int | np.integer):
+            i = int(k) + (d if k < 0 else 0)
+            if not 0 <= i < d:
+                raise IndexError(f"index {k} out of range for axis of size {d}")
+            plan.append(("int", i))
+        elif isinstance(k, slice):
+            start, stop, step = k.indices(d)
+            n = len(range(start, stop, step))
+            out_shape.append(n)
+            plan.append(("slice", (start, step)))
+        else:
+            raise T.TermError(f"unsupported index {k!r}")
+        src_axis += 1
+
+    def fn(idx: Index) -> Any:
+        it = iter(idx)
+        src = []
+        for kind, v in plan:
+            if kind == "new":
+                next(it)
+            elif kind == "int":
+                src.append(se.Integer(v))
+            else:
+                start, step = v
+                src.append(se.expand(start + step * next(it)))
+        return x.at(tuple(src))
+
+    return TArray(out_shape, fn, x.kind)
+
+
+def take(x: Any, indices: Sequence[int], axis: int = 0) -> TArray:
+    X = asarray(x)
+    ax = axis % X.ndim
+    ind = [int(i) for i in np.asarray(indices).reshape(-1)]
+    shape = list(X.shape)
+    shape[ax] = len(ind)
+    if len(ind) >= 2 and all(ind[i + 1] - ind[i] == ind[1] - ind[0] for i in range(len(ind) - 1)):
+        start, step = ind[0], ind[1] - ind[0]
+
+        def fn(idx: Index) -> Any:
+            sub = list(idx)
+            sub[ax] = se.expand(start + step * idx[ax])
+            return X.at(tuple(sub))
+
+        return TArray(shape, fn, X.kind)
+    table = np.asarray(ind, dtype=np.int64)
+
+    def fn2(idx: Index) -> Any:
+        sub = list(idx)
+        sub[ax] = T.table_read(table, (idx[ax],))
+        return X.at(tuple(sub))
+
+    return TArray(shape, fn2, X.kind)
+
+
+# -- runtime indices ---------------------------------------------------------------------------
+
+
+def gather(x: Any, idx: Any, axis: int = 0) -> TArray:
+    """``x`` along ``axis`` at a nat scalar or vector; out of range reads 0."""
+    X = asarray(x)
+    I = asarray(idx) if not isinstance(idx, TArray) else idx
+    ax = axis % X.ndim
+    n = X.shape[ax]
+    shape = X.shape[:ax] + I.shape + X.shape[ax + 1 :]
+
+    def fn(o: Index) -> Any:
+        before = o[:ax]
+        pos = o[ax : ax + I.ndim]
+        after = o[ax + I.ndim :]
+        i = I.at(pos)
+        return T.ge(n - 1 - i) * X.at((*before, i, *after))
+
+    return TArray(shape, fn, X.kind)
+
+
+def scatter_add(x: Any, idx: Any, updates: Any, axis: int = 0) -> TArray:
+    """A copy of ``x`` with ``updates`` added at the nat indices ``idx`` along ``axis``."""
+    X = asarray(x)
+    I = asarray(idx) if not isinstance(idx, TArray) else idx
+    U = asarray(updates)
+    ax = axis % X.ndim
+    n = X.shape[ax]
+
+    def fn(o: Index) -> Any:
+        target = o[ax]
+        if I.ndim == 0:
+            i = I.at(())
+            sub = o[:ax] + o[ax + 1 :]
+            return X.at(o) + T.eq(i - target) * T.ge(n - 1 - i) * U.at(sub)
+
+        def body(k: int, pos: list[Any]) -> Any:
+            if k == I.ndim:
+                i = I.at(tuple(pos))
+                return T.eq(i - target) * T.ge(n - 1 - i) * U.at((*o[:ax], *pos, *o[ax + 1 :]))
+            return T.ssum(lambda v: body(k + 1, [*pos, v]), 0, I.shape[k])
+
+        return X.at(o) + body(0, [])
+
+    return TArray(X.shape, fn, X.kind)
+
+
+# -- the backend -------------------------------------------------------------------------------
+
+
+class TensorBackend:
+    """The backend functions on :class:`TArray` (meanings as in ``NumpyBackend``)."""
+
+    name = "tensor"
+    float_dtype = object
+    index_dtype = np.int64
+
+    def asarray(self, value: Any) -> TArray:
+        return asarray(value)
+
+    def zeros(self, shape: Sequence[int]) -> TArray:
+        return constant(0, tuple(shape))
+
+    def ones(self, shape: Sequence[int]) -> TArray:
+        return constant(1, tuple(shape))
+
+    def full(self, shape: Sequence[int], value: float) -> TArray:
+        return constant(value, tuple(shape))
+
+    def zeros_like(self, x: Any) -> TArray:
+        return self.zeros(asarray(x).shape)
+
+    def ones_like(self, x: Any) -> TArray:
+        return self.ones(asarray(x).shape)
+
+    # elementwise
+    def exp(self, x: Any) -> TArray:
+        return unary(x, se.exp, "f")
+
+    def log(self, x: Any) -> TArray:
+        return unary(x, se.log, "f")
+
+    def log1p(self, x: Any) -> TArray:
+        return unary(x, lambda v: se.log(1 + v), "f")
+
+    def expm1(self, x: Any) -> TArray:
+        return unary(x, lambda v: se.exp(v) - 1, "f")
+
+    def tanh(self, x: Any) -> TArray:
+        return unary(x, se.tanh, "f")
+
+    def sqrt(self, x: Any) -> TArray:
+        return unary(x, se.sqrt, "f")
+
+    def abs(self, x: Any) -> TArray:
+        z = T.ZERO
+        return unary(x, lambda v: _piecewise(v > 0, v, _piecewise(v < 0, -v, z)), "f")
+
+    def sign(self, x: Any) -> TArray:
+        one, z = T.ONE, T.ZERO
+        return unary(x, lambda v: _piecewise(v > 0, one, _piecewise(v < 0, -one, z)), "f")
+
+    def maximum(self, a: Any, b: Any) -> TArray:
+        return binary(a, b, lambda x, y: se.Max(x, y))
+
+    def minimum(self, a: Any, b: Any) -> TArray:
+        return binary(a, b, lambda x, y: se.Min(x, y))
+
+    def where(self, cond: Any, a: Any, b: Any) -> TArray:
+        return where(cond, a, b)
+
+    def logical_and(self, a: Any, b: Any) -> TArray:
+        return logical("and", a, b)
+
+    def logical_or(self, a: Any, b: Any) -> TArray:
+        return logical("or", a, b)
+
+    def logical_not(self, a: Any) -> TArray:
+        return logical("not", a)
+
+    def to_float(self, cond: Any) -> TArray:
+        C = asarray(cond)
+        if C.kind in "cin":
+            return unary(C, lambda v: v, "f")
+        one, z = T.ONE, T.ZERO
+        return unary(C, lambda c: _piecewise(c, one, z), "f")
+
+    def softplus(self, x: Any) -> TArray:
+        return unary(x, lambda v: se.log(1 + se.exp(v)), "f")
+
+    def sigmoid(self, x: Any) -> TArray:
+        return unary(x, lambda v: 1 / (1 + se.exp(-v)), "f")
+
+    # reductions and products
+    def sum(self, x: Any, axis: Any = None, keepdims: bool = False) -> TArray:
+        return reduce(x, axis, keepdims, "sum")
+
+    def max(self, x: Any, axis: Any = None, keepdims: bool = False) -> TArray:
+        return reduce(x, axis, keepdims, "max")
+
+    def matmul(self, a: Any, b: Any) -> TArray:
+        return matmul(a, b)
+
+    def einsum(self, subscripts: str, *operands: Any) -> TArray:
+        return einsum(subscripts, *operands)
+
+    def first_max_onehot(self, x: Any, axis: int = -1, valid: Any = None) -> TArray:
+        X = asarray(x)
+        ax = axis % X.ndim
+        n = X.shape[ax]
+        if n > T.UNROLL_MAX * 8:
+            raise T.TermError(f"first_max_onehot over an axis of {n} entries")
+        V = None if valid is None else broadcast_to(asarray(np.asarray(valid, bool)), X.shape)
+
+        def fn(idx: Index) -> Any:
+            def cell(j: int) -> Index:
+                sub = list(idx)
+                sub[ax] = se.Integer(j)
+                return tuple(sub)
+
+            vals = [X.at(cell(j)) for j in range(n)]
+            oks = [T.ONE if V is None else V.at(cell(j)) for j in range(n)]
+            out = T.ZERO
+            for k in range(n):
+                conds = []
+                for j in range(n):
+                    if j == k:
+                        continue
+                    rel = se.Lt(vals[j], vals[k]) if j < k else se.Le(vals[j], vals[k])
+                    # an excluded entry takes no part: its comparison holds
+                    conds.append(_or_excluded(oks[j], rel))
+                cond = se.And(*conds) if len(conds) > 1 else (conds[0] if conds else se.true)
+                win = _piecewise(cond, T.ONE, T.ZERO)
+                out = out + T.eq(idx[ax] - k) * oks[k] * win
+            return out
+
+        return TArray(X.shape, fn, "f")
+
+    def _valid_exp(self, x: Any, valid: Any) -> TArray:
+        e = self.exp(x)
+        if valid is None:
+            return e
+        return where(broadcast_to(asarray(np.asarray(valid, bool)), e.shape), e, 0)
+
+    def logsumexp(self, x: Any, axis: int = -1, keepdims: bool = False, valid: Any = None) -> Any:
+        return self.log(self.sum(self._valid_exp(x, valid), axis=axis, keepdims=keepdims))
+
+    def softmax(self, x: Any, axis: int = -1, valid: Any = None) -> TArray:
+        X = asarray(x)
+        e = self._valid_exp(X, valid)
+        s = self.sum(e, axis=axis, keepdims=True)
+        if valid is not None:
+            allowed = np.any(np.broadcast_to(np.asarray(valid, bool), X.shape), axis,
+                             keepdims=True)  # fmt: skip
+            s = where(asarray(allowed), s, 1)
+        return e / s
+
+    # shape
+    def reshape(self, x: Any, shape: Sequence[int]) -> TArray:
+        return reshape(x, shape)
+
+    def transpose(self, x: Any, axes: Sequence[int] | None = None) -> TArray:
+        return transpose(x, axes)
+
+    def swapaxes(self, x: Any, a: int, b: int) -> TArray:
+        return swapaxes(x, a, b)
+
+    def moveaxis(self, x: Any, src: int, dst: int) -> TArray:
+        return moveaxis(x, src, dst)
+
+    def broadcast_to(self, x: Any, shape: Sequence[int]) -> TArray:
+        return broadcast_to(x, shape)
+
+    def expand_dims(self, x: Any, axis: int) -> TArray:
+        return expand_dims(x, axis)
+
+    def concatenate(self, xs: Sequence[Any], axis: int = 0) -> TArray:
+        return concatenate(xs, axis)
+
+    def stack(self, xs: Sequence[Any], axis: int = 0) -> TArray:
+        return stack(xs, axis)
+
+    def pad(self, x: Any, widths: Sequence[tuple[int, int]], value: float = 0.0) -> TArray:
+        return pad(x, widths, value)
+
+    def take(self, x: Any, indices: Sequence[int], axis: int = 0) -> TArray:
+        return take(x, indices, axis)
+
+    # runtime indices
+    def gather(self, x: Any, idx: Any, axis: int = 0) -> TArray:
+        return gather(x, idx, axis)
+
+    def scatter_add(self, x: Any, idx: Any, updates: Any, axis: int = 0) -> TArray:
+        return scatter_add(x, idx, updates, axis)
+
+    def stop_gradient(self, x: Any) -> Any:
+        return x
+
+    def rand_uniform(self, seed: int, counter: int, shape: Sequence[int]) -> TArray:
+        from torchlean_ir.backends import _random
+
+        return from_numpy(_random.uniform(seed, counter, shape, np.float64))
+
+
+def _or_excluded(ok: Any, rel: Any) -> Any:
+    if ok == 1:
+        return rel
+    if ok == 0:
+        return se.true
+    return se.Or(se.Eq(ok, 0), rel)
+
+
+TENSOR = TensorBackend()
+
+__all__ = ["TENSOR", "TArray", "TensorBackend", "asarray", "from_numpy", "leaf"]

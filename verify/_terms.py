@@ -1,0 +1,1363 @@
+"""Tensor terms: one symbolic element stands for a whole tensor.
+
+A tensor value is represented by the scalar term of a *symbolic* element: its indices are
+integer symbols with known ranges, leaves are read at (quasi-)affine index expressions,
+contractions are sums over bound index variables, and index conditions (padding, strides,
+windows, masks, gather ranges) are Iverson brackets. Everything is a symengine expression:
+
+* ``x(e1, ..., en)`` - a read of leaf ``x`` at integer index expressions (a ``FunctionSymbol``
+  named after the leaf; ``x()`` for a scalar leaf);
+* ``_SUM(body, k)`` - the sum over the integer ``k`` of ``body``; ``body`` carries ``k``'s range
+  as brackets, so the sum is finite (:func:`ssum` builds it from a range);
+* ``_GE(e)`` = ``[e >= 0]`` and ``_EQ(e)`` = ``[e == 0]`` for an integer expression ``e``
+  (products of brackets are conjunctions);
+* ``_MAXR(body, k, lo, hi)`` - the maximum of ``body`` over ``lo <= k < hi`` (kept opaque: it
+  never needs a derivative, only a value, e.g. the shift of a max-shifted softmax);
+* ``_T<hash>(e1, ...)`` - a read of a concrete table (a NumPy array met while building a term:
+  a mask, random draws, a constant); tables are registered by content (:func:`table_read`);
+* integer index symbols: free element indices, bound summation variables and the symbols of
+  runtime index inputs, each with a range in :data:`RANGES`.
+
+Index expressions are integer-valued: sums of integer multiples of index symbols and of
+reads of index (nat) tensors, constants, and ``floor(e / d)`` of such expressions.
+:func:`simplify_index` removes the floors the variables' ranges allow (reshape and flatten
+compose to affine maps), and :func:`normalize` puts a term into the normal form the decision
+procedure compares: sums split over their terms, factors that do not depend on the summation
+variable taken out, Kronecker deltas eliminated by solving for a variable, short constant
+ranges unrolled.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+import symengine as se
+
+# -- atoms -----------------------------------------------------------------------------------
+
+SUM = se.Function("_SUM")
+GE = se.Function("_GE")
+EQ = se.Function("_EQ")
+MAXR = se.Function("_MAXR")
+
+ZERO, ONE = se.Integer(0), se.Integer(1)
+_SPECIAL = ("_SUM", "_GE", "_EQ", "_MAXR")
+
+#: Sums over at most this many values of their variable (a constant range, e.g. a kernel axis)
+#: are unrolled by :func:`normalize`, so that a window written as a sum and the same window
+#: written term by term get the same normal form.
+UNROLL_MAX = 8
+
+
+class TermError(Exception):
+    """A term could not be built or transformed (e.g. a non-linear use of a tangent)."""
+
+
+class OutOfTime(TermError):
+    """The time budget of a tensor-level check ran out (see :func:`budget`)."""
+
+
+_DEADLINE: list[float] = []
+
+
+class budget:  # noqa: N801 - used as a context manager, like a function
+    """``with budget(seconds):`` bounds the tensor-level work inside: :func:`tick` (called by
+    normalisation, case splits and the interpreters) raises :class:`OutOfTime` past it."""
+
+    def __init__(self, seconds: float | None) -> None:
+        self.seconds = seconds
+
+    def __enter__(self) -> budget:
+        import time
+
+        end = float("inf") if self.seconds is None else time.monotonic() + self.seconds
+        _DEADLINE.append(min(end, _DEADLINE[-1]) if _DEADLINE else end)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        _DEADLINE.pop()
+
+
+def tick() -> None:
+    """Raise :class:`OutOfTime` when the innermost :class:`budget` has run out."""
+    if _DEADLINE:
+        import time
+
+        if time.monotonic() > _DEADLINE[-1]:
+            raise OutOfTime("the tensor-level time budget ran out")
+
+
+def name_of(e: Any) -> str | None:
+    """The function name of a ``FunctionSymbol`` (a read, a sum, a bracket), else ``None``."""
+    if isinstance(e, se.FunctionSymbol):
+        return str(e.get_name())
+    return None
+
+
+def is_sum(e: Any) -> bool:
+    return name_of(e) == "_SUM"
+
+
+def is_bracket(e: Any) -> bool:
+    return name_of(e) in ("_GE", "_EQ")
+
+
+def is_table(e: Any) -> bool:
+    n = name_of(e)
+    return n is not None and n.startswith("_T")
+
+
+def is_read(e: Any) -> bool:
+    """A read of a leaf or a table (not a sum, bracket or max)."""
+    n = name_of(e)
+    return n is not None and n not in _SPECIAL
+
+
+def is_leaf_read(e: Any) -> bool:
+    n = name_of(e)
+    return n is not None and n not in _SPECIAL and not n.startswith("_T")
+
+
+def fn(name: str) -> Any:
+    return se.Function(name)
+
+
+def read(name: str, idx: Sequence[Any]) -> Any:
+    """The read ``name(idx...)`` (indices simplified)."""
+    return se.Function(name)(*[simplify_index(i) for i in idx])
+
+
+#: The shapes of the leaves read by flat index (:func:`leaf_read`), by name.
+LEAF_SHAPES: dict[str, tuple[int, ...]] = {}
+
+
+def flat_index(idx: Sequence[Any], shape: Sequence[int]) -> Any:
+    """The row-major flat index of ``idx`` in an array of ``shape``."""
+    flat = ZERO
+    for i, d in zip(idx, shape, strict=True):
+        flat = flat * int(d) + i
+    return simplify_index(se.expand(flat))
+
+
+def leaf_read(name: str, idx: Sequence[Any], shape: Sequence[int]) -> Any:
+    """The read of leaf ``name`` (of ``shape``) at ``idx``. Indices with floors (a reshape)
+    are rewritten from the flat index when that is affine: ``(floor(f / 3), f mod 3)`` of a
+    ``(2, 3)`` array is canonical whichever way the reshapes were composed."""
+    shape = tuple(int(d) for d in shape)
+    LEAF_SHAPES[name] = shape
+    return se.Function(name)(*canonical_index(idx, shape))
+
+
+def canonical_index(idx: Sequence[Any], shape: Sequence[int]) -> tuple[Any, ...]:
+    idx = tuple(simplify_index(i) for i in idx)
+    if not any(getattr(i, "atoms", None) and i.atoms(se.floor) for i in idx):
+        return idx
+    flat = flat_index(idx, shape)
+    if flat.atoms(se.floor) or not _in_range(idx, shape):
+        return idx
+    return delinearize(flat, shape)
+
+
+def delinearize(flat: Any, shape: Sequence[int]) -> tuple[Any, ...]:
+    """The multi-index of a flat index in an array of ``shape`` (row-major)."""
+    out = []
+    stride = math.prod(shape)
+    for d in shape:
+        stride //= d
+        out.append(mod(floor_div(flat, stride), d) if stride else ZERO)
+    return tuple(out)
+
+
+def _in_range(idx: Sequence[Any], shape: Sequence[int]) -> bool:
+    for i, d in zip(idx, shape, strict=True):
+        lo, hi = interval(i)
+        if lo is None or hi is None or lo < 0 or hi >= d:
+            nonneg, _, _ = _sign_facts(i, facts=False)
+            below, _, _ = _sign_facts(se.expand(d - 1 - i), facts=False)
+            if not (nonneg and below):
+                return False
+    return True
+
+
+_REBUILD: dict[type, Callable[..., Any]] = {
+    se.StrictLessThan: se.Lt,
+    se.LessThan: se.Le,
+    se.Equality: se.Eq,
+    se.Unequality: se.Ne,
+    se.And: se.And,
+    se.Or: se.Or,
+    se.Not: se.Not,
+}
+
+
+def rebuild(e: Any, args: Sequence[Any]) -> Any:
+    """``e`` with new arguments (FunctionSymbols are rebuilt by name)."""
+    n = name_of(e)
+    if n is not None:
+        return se.Function(n)(*args)
+    if isinstance(e, se.Piecewise):
+        return se.Piecewise(*[(args[i], args[i + 1]) for i in range(0, len(args), 2)])
+    if isinstance(e, se.Number):
+        return e
+    maker = _REBUILD.get(type(e))
+    if maker is not None:
+        return maker(*args)
+    return e.func(*args)
+
+
+# -- index symbols and their ranges ------------------------------------------------------------
+
+#: Every index symbol's range ``[lo, hi)`` (``hi`` may be ``None``: unbounded above).
+RANGES: dict[Any, tuple[int, int | None]] = {}
+#: The bound (summation) variables among them: their range is also written as brackets in the
+#: body of their sum, and only those brackets say it (a bracket is never dropped because of a
+#: bound variable's registered range; the range only serves to simplify floors and to unroll).
+BOUND: set[Any] = set()
+_COUNTER = itertools.count()
+
+
+def fresh(prefix: str, lo: int, hi: int | None, *, bound: bool = True) -> Any:
+    """A new integer symbol ranging over ``[lo, hi)``."""
+    s = se.Symbol(f"{prefix}{next(_COUNTER)}")
+    RANGES[s] = (int(lo), None if hi is None else int(hi))
+    if bound:
+        BOUND.add(s)
+    return s
+
+
+def free_vars(shape: Sequence[int], prefix: str = "_q") -> tuple[Any, ...]:
+    """Fresh element indices for an array of ``shape`` (free: their range is a fact); an axis
+    of size 1 has the index 0."""
+    return tuple(ZERO if n == 1 else fresh(prefix, 0, n, bound=False) for n in shape)
+
+
+def is_index_symbol(s: Any) -> bool:
+    return s in RANGES
+
+
+# -- integer index expressions -----------------------------------------------------------------
+
+
+def _int_atoms(e: Any) -> set:
+    """The index symbols and nat reads (opaque integer atoms) of an index expression."""
+    out = set()
+    for s in e.free_symbols:
+        out.add(s)
+    for f in e.atoms(se.FunctionSymbol):
+        if is_read(f):
+            out.add(f)
+    return out
+
+
+def linear(e: Any) -> tuple[dict[Any, Any], Any] | None:
+    """``e`` as ``sum(c_v * v) + c`` over index symbols and opaque integer atoms (nat reads,
+    floors), with rational coefficients; ``None`` if it is not of that form."""
+    e = se.expand(e)
+    coeffs: dict[Any, Any] = {}
+    const = ZERO
+    terms = e.args if isinstance(e, se.Add) else (e,)
+    for t in terms:
+        if isinstance(t, se.Number):
+            const = const + t
+            continue
+        c, rest = ONE, []
+        for f in t.args if isinstance(t, se.Mul) else (t,):
+            if isinstance(f, se.Number):
+                c = c * f
+            else:
+                rest.append(f)
+        if len(rest) != 1:
+            return None
+        (v,) = rest
+        if not (isinstance(v, se.Symbol) or isinstance(v, se.floor) or is_read(v)):
+            return None
+        coeffs[v] = coeffs.get(v, ZERO) + c
+    return {v: c for v, c in coeffs.items() if c != 0}, const
+
+
+def interval(e: Any, facts: bool = False) -> tuple[Fraction | None, Fraction | None]:
+    """Inclusive bounds of an index expression over its symbols' ranges (``None``: unbounded).
+    With ``facts``, only the ranges that are facts (free element indices, index inputs) count,
+    not those of bound variables."""
+    if isinstance(e, se.Number):
+        v = Fraction(str(e))
+        return v, v
+    if isinstance(e, se.Symbol):
+        r = _OVERRIDE.get(e)
+        if r is None:
+            r = RANGES.get(e)
+            if r is None or (facts and e in BOUND):
+                return None, None
+        return Fraction(r[0]), None if r[1] is None else Fraction(r[1] - 1)
+    if isinstance(e, se.floor):
+        lo, hi = interval(e.args[0], facts)
+        return (
+            None if lo is None else Fraction(math.floor(lo)),
+            None if hi is None else Fraction(math.floor(hi)),
+        )
+    if is_read(e):
+        r = NAT_RANGES.get(name_of(e))
+        if r is None:
+            return None, None
+        return Fraction(r[0]), None if r[1] is None else Fraction(r[1] - 1)
+    if isinstance(e, se.Add):
+        lo, hi = Fraction(0), Fraction(0)
+        for a in e.args:
+            alo, ahi = interval(a, facts)
+            lo = None if lo is None or alo is None else lo + alo
+            hi = None if hi is None or ahi is None else hi + ahi
+        return lo, hi
+    if isinstance(e, se.Mul):
+        nums = [a for a in e.args if isinstance(a, se.Number)]
+        rest = [a for a in e.args if not isinstance(a, se.Number)]
+        if len(rest) == 1 and len(nums) == 1:
+            c = Fraction(str(nums[0]))
+            lo, hi = interval(rest[0], facts)
+            if c >= 0:
+                return (None if lo is None else c * lo, None if hi is None else c * hi)
+            return (None if hi is None else c * hi, None if lo is None else c * lo)
+        return None, None
+    if isinstance(e, se.Max | se.Min):
+        bounds = [interval(a, facts) for a in e.args]
+        pick = max if isinstance(e, se.Max) else min
+        los = [b[0] for b in bounds]
+        his = [b[1] for b in bounds]
+        lo = None if any(v is None for v in los) else pick(los)  # type: ignore[type-var]
+        hi = None if any(v is None for v in his) else pick(his)  # type: ignore[type-var]
+        if isinstance(e, se.Max):
+            known = [v for v in los if v is not None]
+            lo = max(known) if known else None
+        else:
+            known = [v for v in his if v is not None]
+            hi = min(known) if known else None
+        return lo, hi
+    return None, None
+
+
+#: Narrowed ranges that hold inside one product (from its brackets), see :func:`_refine`.
+_OVERRIDE: dict[Any, tuple[int, int | None]] = {}
+
+#: Ranges of nat tensors read inside index expressions (by the read's name).
+NAT_RANGES: dict[str, tuple[int, int | None]] = {}
+
+
+def floor_div(e: Any, d: int) -> Any:
+    """``floor(e / d)`` for a positive integer ``d``, simplified."""
+    return simplify_index(se.floor(e / d))
+
+
+def mod(e: Any, d: int) -> Any:
+    """``e mod d`` (in ``[0, d)``) for a positive integer ``d``."""
+    return simplify_index(e - d * se.floor(e / d))
+
+
+_SIMPLIFY: dict[Any, Any] = {}
+
+
+def simplify_index(e: Any) -> Any:
+    """Remove the floors of an index expression that the ranges of its symbols allow:
+    ``floor((d * a + r) / d) = a + floor(r / d)`` and ``floor(r / d) = m`` when ``r`` stays in
+    ``[m d, (m + 1) d)``; ``Max`` / ``Min`` decided by intervals likewise. Memoised (ranges of
+    symbols never change), except under the narrowed ranges of :func:`_refine`."""
+    if isinstance(e, se.Number | se.Symbol) or not isinstance(e, se.Basic):
+        return e
+    if not e.args:
+        return e
+    if _OVERRIDE:
+        return _simplify_index(e)
+    hit = _SIMPLIFY.get(e)
+    if hit is None:
+        hit = _simplify_index(e)
+        if len(_SIMPLIFY) > 200000:
+            _SIMPLIFY.clear()
+        _SIMPLIFY[e] = hit
+    return hit
+
+
+def _simplify_index(e: Any) -> Any:
+    if isinstance(e, se.floor):
+        return _simplify_floor(simplify_index(e.args[0]))
+    if isinstance(e, se.Max | se.Min):
+        args = [simplify_index(a) for a in e.args]
+        return _simplify_extremum(args, isinstance(e, se.Max))
+    if is_read(e):
+        return e
+    args = [simplify_index(a) for a in e.args]
+    return se.expand(rebuild(e, args))
+
+
+def _simplify_floor(inner: Any) -> Any:
+    if isinstance(inner, se.Number):
+        return se.Integer(math.floor(Fraction(str(inner))))
+    lin = linear(inner)
+    if lin is None:
+        return se.floor(inner)
+    coeffs, const = lin
+    if len(coeffs) == 1:
+        (f, c), = coeffs.items()
+        if isinstance(f, se.floor) and Fraction(str(c)).numerator == 1 and c > 0:
+            # floor((floor(y / a) + m) / b) = floor((y + m a) / (a b)) for integers a, b > 0
+            y_over_a = f.args[0]
+            ylin = linear(y_over_a)
+            b = Fraction(str(c)).denominator
+            m = Fraction(str(const)) * b
+            if ylin is not None and m.denominator == 1:
+                ycoeffs, yconst = ylin
+                a = math.lcm(*[Fraction(str(v)).denominator for v in [*ycoeffs.values(), yconst]])
+                return _simplify_floor(se.expand((y_over_a * a + int(m) * a) / (a * b)))
+    dens = [Fraction(str(c)).denominator for c in [*coeffs.values(), const]]
+    d = math.lcm(*dens) if dens else 1
+    if d == 1:
+        return inner  # already an integer expression
+    # inner = (sum(a_v v) + c) / d with integers a_v, c
+    ints = {v: int(Fraction(str(c)) * d) for v, c in coeffs.items()}
+    c0 = int(Fraction(str(const)) * d)
+    whole = ZERO
+    rest = ZERO
+    for v, a in ints.items():
+        q, r = divmod(a, d)
+        whole = whole + q * v
+        rest = rest + r * v
+    qc, rc = divmod(c0, d)
+    whole = whole + qc
+    rest = rest + rc
+    lo, hi = interval(rest)
+    if lo is not None and hi is not None:
+        m_lo, m_hi = math.floor(lo / d), math.floor(hi / d)
+        if m_lo == m_hi:
+            return se.expand(whole + m_lo)
+    if rest == 0:
+        return se.expand(whole)
+    return se.expand(whole + se.floor(rest / d))
+
+
+def _simplify_extremum(args: list[Any], greater: bool) -> Any:
+    keep: list[Any] = []
+    for i, a in enumerate(args):
+        alo, ahi = interval(a)
+        dominated = False
+        for j, b in enumerate(args):
+            if i == j:
+                continue
+            blo, bhi = interval(b)
+            # a tie keeps the first of the two
+            if greater and ahi is not None and blo is not None and (ahi < blo or (ahi == blo and j < i)):
+                dominated = True
+            if not greater and alo is not None and bhi is not None and (alo > bhi or (alo == bhi and j < i)):
+                dominated = True
+        if not dominated:
+            keep.append(a)
+    if not keep:
+        keep = args[:1]
+    if len(keep) == 1:
+        return keep[0]
+    return se.Max(*keep) if greater else se.Min(*keep)
+
+
+# -- brackets ----------------------------------------------------------------------------------
+
+
+def _integer_form(e: Any) -> tuple[dict[Any, int], int] | None:
+    """``e`` scaled to integer coefficients (positive scale), if linear."""
+    lin = linear(e)
+    if lin is None:
+        return None
+    coeffs, const = lin
+    dens = [Fraction(str(c)).denominator for c in [*coeffs.values(), const]]
+    d = math.lcm(*dens) if dens else 1
+    return {v: int(Fraction(str(c)) * d) for v, c in coeffs.items()}, int(Fraction(str(const)) * d)
+
+
+def _assemble(coeffs: Mapping[Any, int], const: int) -> Any:
+    return se.Add(*[c * v for v, c in coeffs.items()], se.Integer(const))
+
+
+def _sign_facts(e: Any, facts: bool = True) -> tuple[bool, bool, bool]:
+    """For an index expression with floors: is it always >= 0, always < 0, always == 0 over the
+    ranges that are facts (or, with ``facts=False``, over every symbol's range)? (z3, cached;
+    ``False`` when unknown)."""
+    if not e.atoms(se.floor):
+        return False, False, False
+    hit = _SIGN_CACHE.get((e, facts))
+    if hit is not None:
+        return hit
+    out = (False, False, False)
+    try:
+        import z3
+
+        from ._tdecide import _Z3
+
+        z = _Z3(facts_only=facts)
+        t = z.term(e)
+        s = z3.Solver()
+        s.set("timeout", 2000)
+        s.add(*z.facts)
+        nonneg = s.check(t < 0) == z3.unsat
+        neg = s.check(t >= 0) == z3.unsat
+        zero = s.check(t != 0) == z3.unsat
+        out = (nonneg, neg, zero)
+    except Exception:
+        pass
+    if len(_SIGN_CACHE) > 100000:
+        _SIGN_CACHE.clear()
+    _SIGN_CACHE[(e, facts)] = out
+    return out
+
+
+_SIGN_CACHE: dict[tuple[Any, bool], tuple[bool, bool, bool]] = {}
+
+
+def ge(e: Any) -> Any:
+    """``[e >= 0]`` for an integer expression, normalised: integer coefficients divided by their
+    gcd (the constant rounded down, which is exact over the integers), decided by intervals."""
+    e = simplify_index(e)
+    if isinstance(e, se.Number):
+        return ONE if e >= 0 else ZERO
+    lo, hi = interval(e, facts=True)
+    if lo is not None and lo >= 0:
+        return ONE
+    if hi is not None and hi < 0:
+        return ZERO
+    nonneg, neg, _ = _sign_facts(e)
+    if nonneg:
+        return ONE
+    if neg:
+        return ZERO
+    form = _integer_form(e)
+    if form is None:
+        return GE(e)
+    coeffs, const = form
+    g = math.gcd(*coeffs.values()) if coeffs else 1
+    if g > 1:
+        coeffs = {v: c // g for v, c in coeffs.items()}
+        const = math.floor(Fraction(const, g))
+    return GE(_assemble(coeffs, const))
+
+
+def eq(e: Any) -> Any:
+    """``[e == 0]`` for an integer expression, normalised (gcd, sign of the first term)."""
+    e = simplify_index(e)
+    if isinstance(e, se.Number):
+        return ONE if e == 0 else ZERO
+    lo, hi = interval(e, facts=True)
+    if (lo is not None and lo > 0) or (hi is not None and hi < 0):
+        return ZERO
+    if lo == 0 and hi == 0:
+        return ONE
+    nonneg, neg, zero = _sign_facts(e)
+    if zero:
+        return ONE
+    if neg:
+        return ZERO
+    form = _integer_form(e)
+    if form is None:
+        return EQ(e)
+    coeffs, const = form
+    g = math.gcd(*coeffs.values()) if coeffs else 1
+    if const % g:
+        return ZERO
+    coeffs = {v: c // g for v, c in coeffs.items()}
+    const //= g
+    expr = _assemble(coeffs, const)
+    if _leading_negative(expr):
+        expr = -expr
+    return EQ(se.expand(expr))
+
+
+def _leading_negative(e: Any) -> bool:
+    terms = e.args if isinstance(e, se.Add) else (e,)
+    keyed = sorted((str(t), t) for t in terms if not isinstance(t, se.Number))
+    if not keyed:
+        return False
+    t = keyed[0][1]
+    c = [a for a in t.args if isinstance(a, se.Number)] if isinstance(t, se.Mul) else []
+    return bool(c) and c[0] < 0
+
+
+def bracket(cond: Any) -> Any:
+    """The 0/1 integer expression of an index condition (relations between integer
+    expressions, combined with And / Or / Not)."""
+    if cond is True or cond == se.true:
+        return ONE
+    if cond is False or cond == se.false:
+        return ZERO
+    if isinstance(cond, se.StrictLessThan):
+        a, b = cond.args
+        return ge(b - a - 1)
+    if isinstance(cond, se.LessThan):
+        a, b = cond.args
+        return ge(b - a)
+    if isinstance(cond, se.Equality):
+        a, b = cond.args
+        return eq(a - b)
+    if isinstance(cond, se.Unequality):
+        a, b = cond.args
+        return 1 - eq(a - b)
+    if isinstance(cond, se.And):
+        out = ONE
+        for c in cond.args:
+            out = out * bracket(c)
+        return out
+    if isinstance(cond, se.Or):
+        out = ZERO
+        for c in cond.args:
+            b = bracket(c)
+            out = out + b - out * b
+        return se.expand(out)
+    if isinstance(cond, se.Not):
+        return 1 - bracket(cond.args[0])
+    raise TermError(f"not an index condition: {cond}")
+
+
+def range_brackets(k: Any, lo: Any, hi: Any) -> Any:
+    """``[lo <= k < hi]``."""
+    return ge(k - lo) * ge(hi - 1 - k)
+
+
+# -- tables ------------------------------------------------------------------------------------
+
+
+def _table_brackets(name: str, args: Sequence[Any]) -> Any:
+    """A read of a 0/1 table at integers and distinct index symbols as a product of interval
+    brackets on the symbols, when the table (at those integers) is such a product; else
+    ``None``."""
+    table = TABLES[name]
+    key: list[Any] = []
+    syms: list[Any] = []
+    for a, d in zip(args, table.shape, strict=True):
+        if isinstance(a, se.Integer):
+            if not 0 <= int(a) < d:
+                return ZERO
+            key.append(int(a))
+        elif isinstance(a, se.Symbol) and a not in syms:
+            key.append(slice(None))
+            syms.append(a)
+        else:
+            return None
+    sub = table[tuple(key)]
+    if sub.dtype.kind not in "iubf" or not np.all((sub == 0) | (sub == 1)):
+        return None
+    mask = sub.astype(bool)
+    if not mask.any():
+        return ZERO
+    out = ONE
+    rebuilt = np.ones(mask.shape, dtype=bool)
+    for ax, v in enumerate(syms):
+        others = tuple(i for i in range(mask.ndim) if i != ax)
+        m = np.any(mask, axis=others) if others else mask
+        runs = _runs(m)
+        if len(runs) != 1:
+            return None
+        lo, hi = runs[0]
+        shape = [1] * mask.ndim
+        shape[ax] = mask.shape[ax]
+        rebuilt = rebuilt & m.reshape(shape)
+        out = out * range_brackets(v, lo, hi)
+    if not np.array_equal(rebuilt, mask):
+        return None
+    return out
+
+
+def _runs(m: np.ndarray) -> list[tuple[int, int]]:
+    out, start = [], None
+    for i, v in enumerate([*m.tolist(), False]):
+        if v and start is None:
+            start = i
+        elif not v and start is not None:
+            out.append((start, i))
+            start = None
+    return out
+
+#: Concrete arrays met while building terms, by name (the name is a hash of the content).
+TABLES: dict[str, np.ndarray] = {}
+
+
+def table_name(a: np.ndarray) -> str:
+    a = np.ascontiguousarray(a)
+    h = hashlib.sha1(a.dtype.str.encode() + str(a.shape).encode() + a.tobytes()).hexdigest()
+    name = f"_T{h[:16]}"
+    TABLES.setdefault(name, a)
+    return name
+
+
+def table_read(a: np.ndarray, idx: Sequence[Any]) -> Any:
+    """``a[idx]`` for a concrete array ``a`` at index expressions (a constant when ``a`` is
+    uniform or the indices are numbers)."""
+    a = np.asarray(a)
+    if a.size and np.all(a == a.reshape(-1)[0]):
+        return exact_scalar(a.reshape(-1)[0])
+    if all(isinstance(i, se.Integer) for i in idx):
+        return exact_scalar(a[tuple(int(i) for i in idx)])
+    return se.Function(table_name(a))(*canonical_index(idx, a.shape))
+
+
+def exact_scalar(v: Any) -> Any:
+    """A NumPy / Python scalar as an exact symengine number (booleans as 0/1)."""
+    if isinstance(v, se.Basic):
+        return v
+    if isinstance(v, bool | np.bool_):
+        return ONE if v else ZERO
+    if isinstance(v, int | np.integer):
+        return se.Integer(int(v))
+    f = float(v)
+    if math.isinf(f):
+        return se.oo if f > 0 else -se.oo
+    if math.isnan(f):
+        raise TermError("NaN has no exact value")
+    fr = Fraction(f)
+    return se.Rational(fr.numerator, fr.denominator)
+
+
+# -- sums --------------------------------------------------------------------------------------
+
+
+def ssum(body: Callable[[Any], Any], lo: int, hi: int, prefix: str = "_k") -> Any:
+    """``sum_{lo <= k < hi} body(k)``, normalised."""
+    if hi <= lo:
+        return ZERO
+    k = fresh(prefix, lo, hi)
+    return sum_over(k, normalize(body(k) * range_brackets(k, lo, hi)))
+
+
+def smax(body: Callable[[Any], Any], lo: int, hi: int) -> Any:
+    """``max_{lo <= k < hi} body(k)`` (unrolled when short)."""
+    if hi - lo <= UNROLL_MAX:
+        return se.Max(*[body(se.Integer(v)) for v in range(lo, hi)])
+    k = fresh("_m", lo, hi)
+    return MAXR(body(k), k, se.Integer(lo), se.Integer(hi))
+
+
+def sum_over(k: Any, body: Any, unroll: bool = False) -> Any:
+    """The normal form of ``sum_k body`` (``body`` carries ``k``'s range as brackets); with
+    ``unroll``, a range of at most :data:`UNROLL_MAX` values is written term by term."""
+    body = se.expand(body)
+    terms = body.args if isinstance(body, se.Add) else (body,)
+    out = [_sum_term(k, t, unroll) for t in terms]
+    return se.Add(*out) if out else ZERO
+
+
+def _factors(t: Any) -> list[Any]:
+    return list(t.args) if isinstance(t, se.Mul) else [t]
+
+
+def _sum_term(k: Any, t: Any, unroll: bool) -> Any:
+    """``sum_k t`` for one monomial ``t``."""
+    if t == 0:
+        return ZERO
+    dep, indep = [], []
+    for f in _factors(t):
+        (dep if k in f.free_symbols else indep).append(f)
+    outside = se.Mul(*indep) if indep else ONE
+    if not dep:
+        raise TermError(f"sum over {k} of a term without its range: {t}")
+    # a delta: solve [a k + r == 0] for k
+    for n, f in enumerate(dep):
+        if name_of(f) == "_EQ":
+            sol = _solve(f.args[0], k)
+            if sol is not None:
+                value, cond = sol
+                rest = [g for m, g in enumerate(dep) if m != n]
+                inner = se.Mul(*[_subs_one(g, k, value, unroll) for g in rest]) if rest else ONE
+                return se.expand(outside * cond * inner)
+    # a floor of k: split k by its residue, which makes the floor affine in the quotient
+    split = _residue_of(k, dep)
+    if split is not None:
+        return se.expand(outside * _split_residues(k, dep, split, unroll))
+    lows, highs, others = _bounds_of(k, dep)
+    # a range of one value is a delta; unroll a short constant-width range
+    for L in lows:
+        for U in highs:
+            width = simplify_index(se.expand(U - L))
+            if isinstance(width, se.Integer):
+                n = int(width) + 1
+                if n <= 0:
+                    return ZERO
+                if n == 1 or (unroll and n <= UNROLL_MAX):
+                    terms = []
+                    for c in range(n):
+                        val = se.expand(L + c)
+                        parts = [_subs_one(g, k, val, unroll) for g in dep]
+                        terms.append(se.Mul(*parts))
+                    return se.expand(outside * se.Add(*terms))
+    # no summand but the range: count the integers in it
+    if not others and len(lows) == 1 and len(highs) == 1:
+        (L,), (U,) = lows, highs
+        return se.expand(outside * (U - L + 1) * ge(U - L))
+    return outside * SUM(se.Mul(*dep), k)
+
+
+#: A bound variable inside ``floor(a k / d)`` is split into ``m = d / gcd(a, d)`` residue
+#: classes when ``m`` is at most this (dilations and strided reshapes).
+RESIDUE_MAX = 1 << 20
+
+
+def _residue_of(k: Any, factors: Sequence[Any]) -> int | None:
+    best = None
+    for f in factors:
+        for fl in f.atoms(se.floor):
+            if k not in fl.free_symbols:
+                continue
+            form = _integer_form(fl.args[0])
+            if form is None:
+                continue
+            coeffs, const = form
+            a = coeffs.get(k)
+            if not a:
+                continue
+            lin = linear(fl.args[0])
+            if lin is None:
+                continue
+            d = math.lcm(*[Fraction(str(c)).denominator for c in [*lin[0].values(), lin[1]]])
+            m = d // math.gcd(a, d)
+            if 1 < m <= RESIDUE_MAX and (best is None or m < best):
+                best = m
+    return best
+
+
+def _split_residues(k: Any, dep: Sequence[Any], m: int, unroll: bool) -> Any:
+    """``sum_k prod(dep)`` as ``sum_r sum_u prod(dep)[k := m u + r]`` with ``0 <= r < m``:
+    every ``floor((a k + c) / d)`` with ``m | d / gcd(a, d)`` becomes affine in ``u`` (and a
+    floor of the short-ranged ``r``)."""
+    lo, hi = RANGES.get(k, (None, None))
+    if lo is None or hi is None:
+        raise TermError(f"cannot split {k} without a range")
+    r = fresh("_k", 0, m)
+    u = fresh("_k", lo // m, (hi - 1) // m + 1)
+    value = se.expand(m * u + r)
+    parts = [normalize(g.xreplace({k: value}), unroll) for g in dep]
+    inner = sum_over(u, se.Mul(*parts) * range_brackets(r, 0, m), unroll)
+    return sum_over(r, inner, unroll)
+
+
+def _subs_one(e: Any, k: Any, v: Any, unroll: bool) -> Any:
+    return normalize(e.xreplace({k: v}), unroll)
+
+
+def _solve(e: Any, k: Any) -> tuple[Any, Any] | None:
+    """``e == 0`` solved for ``k`` when ``e`` is linear in it: ``(value, condition)`` with the
+    condition the divisibility that makes ``value`` an integer (1 for a unit coefficient)."""
+    form = _integer_form(e)
+    if form is None:
+        return None
+    coeffs, const = form
+    a = coeffs.get(k)
+    if a is None:
+        return None
+    others = {v: c for v, c in coeffs.items() if v != k}
+    if any(k in v.free_symbols for v in others):
+        return None  # k also inside a floor or a nat read: not a linear equation in k
+    rest = _assemble(others, const)
+    # a k + rest = 0  ->  k = -rest / a
+    if a in (1, -1):
+        return se.expand(-rest * a), ONE
+    n = se.expand(-rest if a > 0 else rest)
+    m = abs(a)
+    return floor_div(n, m), eq(mod(n, m))
+
+
+def _bounds_of(k: Any, factors: Sequence[Any]) -> tuple[list[Any], list[Any], list[Any]]:
+    """Lower and upper bounds of ``k`` from its ``_GE`` brackets (``a k + r >= 0`` gives
+    ``k >= ceil(-r / a)`` or ``k <= floor(r / -a)``), and the other factors."""
+    lows, highs, others = [], [], []
+    for f in factors:
+        if name_of(f) == "_GE":
+            form = _integer_form(f.args[0])
+            if form is not None:
+                coeffs, const = form
+                a = coeffs.get(k)
+                if a and not any(k in getattr(v, "free_symbols", set()) for v in coeffs if v != k):
+                    rest = _assemble({v: c for v, c in coeffs.items() if v != k}, const)
+                    if a > 0:  # k >= ceil(-rest / a) = floor((a - 1 - rest) / a)
+                        lows.append(floor_div(se.expand(a - 1 - rest), a) if a > 1
+                                    else se.expand(-rest))  # fmt: skip
+                    else:  # k <= floor(rest / -a)
+                        highs.append(floor_div(rest, -a) if a < -1 else se.expand(rest))
+                    continue
+        others.append(f)
+    return lows, highs, others
+
+
+# -- normal form -------------------------------------------------------------------------------
+
+
+_NORM: tuple[dict[Any, Any], dict[Any, Any]] = ({}, {})
+
+
+def normalize(e: Any, unroll: bool = False) -> Any:
+    """The normal form of a term (see the module doc); memoised. ``unroll`` also writes the
+    sums over short constant ranges term by term (the form compared by the decision
+    procedure; building terms keeps them as sums, so that Kronecker deltas are eliminated
+    first)."""
+    if not isinstance(e, se.Basic) or not e.args:
+        return e
+    memo = _NORM[unroll]
+    hit = memo.get(e)
+    if hit is not None:
+        return hit
+    tick()
+    out = _normalize(e, unroll)
+    if len(memo) > 200000:
+        memo.clear()
+    memo[e] = out
+    memo[out] = out
+    return out
+
+
+def _normalize(e: Any, unroll: bool) -> Any:
+    n = name_of(e)
+    if n == "_SUM":
+        body, k = e.args
+        return sum_over(k, normalize(body, unroll), unroll)
+    if n == "_GE":
+        return ge(e.args[0])
+    if n == "_EQ":
+        return eq(e.args[0])
+    if n == "_MAXR":
+        body, k, lo, hi = e.args
+        return MAXR(normalize(body, unroll), k, lo, hi)
+    if n is not None:  # a read: simplify its indices
+        args = [simplify_index(a) for a in e.args]
+        if n.startswith("_T") and all(isinstance(a, se.Integer) for a in args):
+            table = TABLES[n]
+            inside = all(0 <= int(a) < d for a, d in zip(args, table.shape, strict=True))
+            return exact_scalar(table[tuple(int(a) for a in args)]) if inside else ZERO
+        if unroll and n.startswith("_T"):
+            br = _table_brackets(n, args)
+            if br is not None:
+                return br
+        return se.Function(n)(*args)
+    if isinstance(e, se.Piecewise):
+        args = [normalize(a, unroll) for a in e.args]
+        return _piecewise_args(args)
+    args = [normalize(a, unroll) for a in e.args]
+    if type(e) in _RELATIONS_INF:
+        folded = _infinite_relation(type(e), args)
+        if folded is not None:
+            return folded
+    out = rebuild(e, args)
+    if isinstance(out, se.Add | se.Mul | se.Pow):
+        out = se.expand(out)
+        out = _idempotent_brackets(out)
+        if out.atoms(se.floor):
+            terms = out.args if isinstance(out, se.Add) else (out,)
+            out = se.Add(*[_refine(t) for t in terms])
+        if unroll:
+            terms = out.args if isinstance(out, se.Add) else (out,)
+            out = se.Add(*[_lift(t) for t in terms])
+    return out
+
+
+def _nested_bracket(t: Any) -> Any:
+    """A bracket that occurs inside the arguments of a read, a bracket or a floor of ``t``
+    (not inside a sum: that is the sum's own business), innermost first; else ``None``."""
+    found = None
+    for f in _factors(t):
+        base = f.args[0] if isinstance(f, se.Pow) else f
+        n = name_of(base)
+        if n in ("_SUM", "_MAXR") or not isinstance(base, se.Basic):
+            continue
+        inner = [a for a in base.atoms(se.FunctionSymbol) if is_bracket(a) and a != base]
+        for b in inner:
+            if not any(is_bracket(c) for c in b.args[0].atoms(se.FunctionSymbol)):
+                return b
+        if inner and found is None:
+            found = inner[0]
+    return found
+
+
+def _lift(t: Any) -> Any:
+    """A monomial with brackets nested inside index expressions (a clamped or selected index)
+    split on them: ``t = [c] t[c := 1] + (1 - [c]) t[c := 0]``."""
+    b = _nested_bracket(t)
+    if b is None:
+        return t
+    on = normalize(t.xreplace({b: ONE}), True)
+    off = normalize(t.xreplace({b: ZERO}), True)
+    return se.expand(b * on + (1 - b) * off)
+
+
+def _refine(t: Any) -> Any:
+    """A monomial with its index expressions re-simplified under the single-variable bounds
+    its own brackets state (``[q >= 1] x(floor((q + 7) / 8))`` is ``[q >= 1] x(1)`` when
+    ``q < 9``). The brackets that state the bounds are kept."""
+    factors = _factors(t)
+    narrowed: dict[Any, tuple[int, int | None]] = {}
+    for f in factors:
+        n = name_of(f)
+        if n not in ("_GE", "_EQ"):
+            continue
+        form = _integer_form(f.args[0])
+        if form is None or len(form[0]) != 1:
+            continue
+        ((v, a),), c = form[0].items(), form[1]
+        if not isinstance(v, se.Symbol) or v not in RANGES or a not in (1, -1):
+            continue
+        lo, hi = narrowed.get(v, RANGES[v])
+        if n == "_EQ":
+            val = -c * a
+            lo, hi = max(lo, val), val + 1 if hi is None else min(hi, val + 1)
+        elif a == 1:  # v + c >= 0
+            lo = max(lo, -c)
+        else:  # -v + c >= 0
+            hi = c + 1 if hi is None else min(hi, c + 1)
+        narrowed[v] = (lo, hi)
+    if not narrowed:
+        return t
+    saved = dict(_OVERRIDE)
+    _OVERRIDE.update(narrowed)
+    try:
+        memo: dict[Any, Any] = {}
+        out = [f if is_bracket(f) and _single_var_bracket(f) else _resimplify(f, memo)
+               for f in factors]  # fmt: skip
+    finally:
+        _OVERRIDE.clear()
+        _OVERRIDE.update(saved)
+    return se.Mul(*out)
+
+
+def _single_var_bracket(f: Any) -> bool:
+    form = _integer_form(f.args[0])
+    return form is not None and len(form[0]) == 1
+
+
+def _resimplify(e: Any, memo: dict[Any, Any] | None = None) -> Any:
+    """Index expressions inside ``e`` simplified again (under the current narrowed ranges)."""
+    if not isinstance(e, se.Basic) or not e.args or not e.atoms(se.floor):
+        return e
+    memo = {} if memo is None else memo
+    hit = memo.get(e)
+    if hit is not None:
+        return hit
+    n = name_of(e)
+    if n == "_GE":
+        out = ge(e.args[0])
+    elif n == "_EQ":
+        out = eq(e.args[0])
+    elif n in ("_SUM", "_MAXR"):
+        out = rebuild(e, [_resimplify(e.args[0], memo), *e.args[1:]])
+    elif n is not None:
+        out = se.Function(n)(*[simplify_index(a) for a in e.args])
+    else:
+        out = rebuild(e, [_resimplify(a, memo) for a in e.args])
+    memo[e] = out
+    return out
+
+
+_RELATIONS_INF = (se.StrictLessThan, se.LessThan, se.Equality, se.Unequality)
+
+
+def _infinite_relation(cls: type, args: list[Any]) -> Any:
+    """A relation between a finite value (every symbolic value is a finite real) and an
+    infinity, decided; ``None`` when neither side is infinite."""
+    a, b = args
+    inf = (se.oo, -se.oo)
+    if a not in inf and b not in inf:
+        return None
+    if a in inf and b in inf:
+        return None
+    def rank(v: Any) -> int:
+        return 1 if v == se.oo else (-1 if v == -se.oo else 0)
+
+    ra, rb = rank(a), rank(b)
+    if cls is se.StrictLessThan:
+        return se.true if ra < rb else se.false
+    if cls is se.LessThan:
+        return se.true if ra <= rb else se.false
+    if cls is se.Equality:
+        return se.false
+    return se.true
+
+
+def _piecewise_args(args: list[Any]) -> Any:
+    pairs = []
+    for i in range(0, len(args), 2):
+        v, c = args[i], args[i + 1]
+        if c == se.false:
+            continue
+        pairs.append((v, c))
+        if c == se.true:
+            break
+    if len(pairs) == 1 and pairs[0][1] == se.true:
+        return pairs[0][0]
+    if not pairs:
+        return ZERO
+    return se.Piecewise(*pairs)
+
+
+def _idempotent_brackets(e: Any) -> Any:
+    """``[c]^n = [c]`` in every monomial."""
+    pows = [p for p in e.atoms(se.Pow) if is_bracket(p.args[0]) and isinstance(p.args[1], se.Integer)
+            and int(p.args[1]) > 0]  # fmt: skip
+    if not pows:
+        return e
+    return e.xreplace({p: p.args[0] for p in pows})
+
+
+# -- derivative and transpose ------------------------------------------------------------------
+
+
+def jvp_term(e: Any, tangent: Mapping[str, str], conventional: Callable[[Any], Any]) -> Any:
+    """The directional derivative of ``e``: every read of a leaf named in ``tangent`` moves in
+    the direction of the read of its tangent leaf at the same indices; sums differentiate
+    under the sum; ``Max`` / ``Min`` are read with the tie conventions (``conventional``)
+    first. Tables, index symbols and reads of other leaves are constants."""
+    e = conventional(e)
+    memo: dict[Any, Any] = {}
+    return _jvp(e, tangent, conventional, memo)
+
+
+def _jvp(e: Any, tangent: Mapping[str, str], conv: Callable[[Any], Any], memo: dict) -> Any:
+    if not isinstance(e, se.Basic):
+        return ZERO
+    hit = memo.get(e)
+    if hit is not None:
+        return hit
+    atoms = _moving_atoms(e, tangent)
+    if not atoms:
+        memo[e] = ZERO
+        return ZERO
+    temps = {a: se.Symbol(f"_d{i}") for i, a in enumerate(atoms)}
+    flat = e.xreplace(temps)
+    out = ZERO
+    for a, t in temps.items():
+        d = flat.diff(t)
+        if d == 0:
+            continue
+        n = name_of(a)
+        if n == "_SUM":
+            body, k = a.args
+            da = SUM(_jvp(conv(body), tangent, conv, memo), k)
+        elif n == "_MAXR":
+            raise TermError("the derivative of a maximum over a long axis is not defined here")
+        else:
+            tname = tangent[n]  # type: ignore[index]
+            if n in LEAF_SHAPES:
+                LEAF_SHAPES[tname] = LEAF_SHAPES[n]  # type: ignore[index]
+            da = se.Function(tname)(*a.args)
+        back = {t2: a2 for a2, t2 in temps.items()}
+        out = out + d.xreplace(back) * da
+    memo[e] = out
+    return out
+
+
+def _moving_atoms(e: Any, tangent: Mapping[str, str]) -> list[Any]:
+    """The reads of moving leaves and the sums / maxima that contain one, outermost first."""
+    out = []
+    seen = set()
+    stack = [e]
+    while stack:
+        x = stack.pop()
+        if not isinstance(x, se.Basic) or x in seen:
+            continue
+        seen.add(x)
+        n = name_of(x)
+        if n in ("_SUM", "_MAXR"):
+            if _mentions(x, tangent):
+                out.append(x)
+            continue
+        if n is not None and n not in _SPECIAL:
+            if n in tangent:
+                out.append(x)
+            continue
+        if n in ("_GE", "_EQ"):
+            continue
+        stack.extend(x.args)
+    return sorted(out, key=str)
+
+
+def _mentions(e: Any, names: Iterable[str]) -> bool:
+    names = set(names)
+    return any(name_of(f) in names for f in e.atoms(se.FunctionSymbol))
+
+
+def coefficient(e: Any, name: str, q: Sequence[Any]) -> Any:
+    """The coefficient of the read ``name(q)`` in ``e``, which is linear in the reads of
+    ``name``: each read ``name(i)`` contributes ``[i == q]`` (a Kronecker delta, eliminated
+    when the term is normalised)."""
+    e = se.expand(e)
+    if name_of(e) == name:
+        shape = LEAF_SHAPES.get(name)
+        args = tuple(e.args)
+        if shape and any(a.atoms(se.floor) for a in args):
+            flat = flat_index(args, shape)
+            if not flat.atoms(se.floor) and _in_range(args, shape):
+                # a reshaped read: equal multi-indices in range <=> equal flat indices
+                return eq(flat - flat_index(q, shape))
+        out = ONE
+        for a, b in zip(args, q, strict=True):
+            out = out * eq(a - b)
+        return out
+    if not _mentions(e, (name,)):
+        return ZERO
+    if isinstance(e, se.Add):
+        return se.Add(*[coefficient(t, name, q) for t in e.args])
+    if isinstance(e, se.Mul):
+        factors = list(e.args)
+        hits = [n for n, f in enumerate(factors) if _mentions(f, (name,))]
+        if len(hits) != 1:
+            raise TermError(f"{name} appears non-linearly in {e}")
+        (h,) = hits
+        rest = se.Mul(*[f for n, f in enumerate(factors) if n != h])
+        return rest * coefficient(factors[h], name, q)
+    if is_sum(e):
+        body, k = e.args
+        return SUM(coefficient(body, name, q), k)
+    if isinstance(e, se.Piecewise):
+        args = list(e.args)
+        for i in range(0, len(args), 2):
+            if _mentions(args[i + 1], (name,)):
+                raise TermError(f"{name} appears in a condition of {e}")
+            args[i] = coefficient(args[i], name, q)
+        return se.Piecewise(*[(args[i], args[i + 1]) for i in range(0, len(args), 2)])
+    if isinstance(e, se.Pow) and e.args[1] == 1:
+        return coefficient(e.args[0], name, q)
+    raise TermError(f"{name} appears non-linearly in {e}")
+
+
+# -- concrete elements -------------------------------------------------------------------------
+
+
+def element_symbol(name: str, idx: Sequence[int]) -> Any:
+    """The element symbol of the element method (``x[1,2]``; ``x`` for a scalar)."""
+    return se.Symbol(f"{name}[{','.join(map(str, idx))}]" if idx else name)
+
+
+def concretize(
+    e: Any,
+    values: Mapping[Any, int],
+    nat: Mapping[str, np.ndarray] | None = None,
+    leaf: Callable[[str, tuple[int, ...]], Any] = element_symbol,
+) -> Any:
+    """The element-level expression of ``e`` at concrete index values: sums expanded, brackets
+    and tables evaluated, reads of leaves as element symbols (``leaf``), reads of nat tensors
+    (``nat``) as their values."""
+    nat = nat or {}
+    memo: dict[Any, Any] = {}
+    env = {k: se.Integer(int(v)) for k, v in values.items()}
+
+    def go(x: Any, env: dict[Any, Any]) -> Any:
+        if not isinstance(x, se.Basic):
+            return x
+        if isinstance(x, se.Symbol):
+            return env.get(x, x)
+        if not x.args:
+            return x
+        key = (x, tuple(sorted((str(k), v) for k, v in env.items() if k in x.free_symbols)))
+        hit = memo.get(key)
+        if hit is not None:
+            return hit
+        n = name_of(x)
+        if n == "_SUM":
+            body, k = x.args
+            lo, hi = _concrete_range(k, body, env, nat)
+            out = se.Add(*[go(body, {**env, k: se.Integer(v)}) for v in range(lo, hi + 1)])
+        elif n == "_MAXR":
+            body, k, lo, hi = x.args
+            out = se.Max(*[go(body, {**env, k: se.Integer(v)}) for v in range(int(lo), int(hi))])
+        elif n in ("_GE", "_EQ"):
+            v = _int_value(go(x.args[0], env), nat)
+            out = ONE if (v >= 0 if n == "_GE" else v == 0) else ZERO
+        elif n is not None:
+            idx = tuple(_int_value(go(a, env), nat) for a in x.args)
+            if n.startswith("_T"):
+                table = TABLES[n]
+                inside = all(0 <= i < s for i, s in zip(idx, table.shape, strict=True))
+                # a read outside the table only occurs under a bracket that is 0 there
+                out = exact_scalar(table[idx]) if inside else ZERO
+            elif n in nat:
+                arr = nat[n]
+                inside = all(0 <= i < s for i, s in zip(idx, arr.shape, strict=True))
+                out = se.Integer(int(arr[idx])) if inside else ZERO
+            else:
+                shape = LEAF_SHAPES.get(n)
+                if shape is not None and not all(0 <= i < d for i, d in zip(idx, shape,
+                                                                            strict=True)):
+                    out = ZERO  # outside the leaf: only under a bracket that is 0 there
+                else:
+                    out = leaf(n, idx)
+        elif isinstance(x, se.floor):
+            out = se.Integer(math.floor(Fraction(str(go(x.args[0], env)))))
+        else:
+            out = rebuild(x, [go(a, env) for a in x.args])
+        memo[key] = out
+        return out
+
+    return go(e, env)
+
+
+def _int_value(v: Any, nat: Mapping[str, np.ndarray]) -> int:
+    if isinstance(v, se.Integer):
+        return int(v)
+    if isinstance(v, se.Number):
+        f = Fraction(str(v))
+        if f.denominator == 1:
+            return int(f)
+    raise TermError(f"index expression {v} has no integer value here")
+
+
+def _concrete_range(
+    k: Any, body: Any, env: Mapping[Any, Any], nat: Mapping[str, np.ndarray]
+) -> tuple[int, int]:
+    """Inclusive bounds of ``k`` from its range brackets in ``body`` at concrete outer values."""
+    lo, hi = -math.inf, math.inf
+    for f in _factors(body):
+        if name_of(f) != "_GE":
+            continue
+        arg = f.args[0].xreplace(dict(env)) if env else f.args[0]
+        if arg.free_symbols != {k}:
+            continue
+        lin = _integer_form(arg)
+        if lin is None or set(lin[0]) != {k}:
+            continue
+        coeffs, const = lin
+        a = coeffs[k]
+        if a > 0:
+            lo = max(lo, math.ceil(Fraction(-const, a)))
+        else:
+            hi = min(hi, math.floor(Fraction(const, -a)))
+    if lo == -math.inf or hi == math.inf:
+        r = RANGES.get(k)
+        if r is None or r[1] is None:
+            raise TermError(f"the range of {k} is not bounded")
+        lo = max(lo, r[0])
+        hi = min(hi, r[1] - 1)
+    return int(lo), int(hi)
+
+
+__all__ = [
+    "EQ",
+    "GE",
+    "MAXR",
+    "NAT_RANGES",
+    "RANGES",
+    "SUM",
+    "TABLES",
+    "TermError",
+    "bracket",
+    "coefficient",
+    "concretize",
+    "element_symbol",
+    "eq",
+    "exact_scalar",
+    "floor_div",
+    "free_vars",
+    "fresh",
+    "ge",
+    "interval",
+    "jvp_term",
+    "linear",
+    "mod",
+    "normalize",
+    "read",
+    "simplify_index",
+    "smax",
+    "ssum",
+    "sum_over",
+    "table_read",
+]

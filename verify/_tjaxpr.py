@@ -1,0 +1,1041 @@
+"""Tensor-level semantics of jaxprs: JAX primitives over :class:`~verify._tensor.TArray`.
+
+The element-wise interpreter (:mod:`verify._jaxpr`) builds one expression per element; this one
+builds the term of one symbolic element, whatever the sizes: ``dot_general`` is a sum over the
+contracted axes, ``conv_general_dilated`` a sum over input features and kernel offsets with
+brackets for padding and dilation, ``reduce_window_*`` a sum or maximum over the (short) window,
+``gather`` / ``scatter-add`` read and accumulate at index terms with brackets for their bounds,
+and the structural primitives compose index maps. Arithmetic is exact real arithmetic, as in
+the element-wise interpreter: float literals are the exact rationals of their value and rounding
+is not modelled.
+
+Integer computations on concrete values (literals, constants, random-bit arithmetic on ``iota``)
+are carried out concretely with NumPy; an integer computation that needs a symbolic value it
+cannot express raises :class:`~verify._jaxpr.Unsupported`, which makes the check that needed it
+undecided at tensor level (never passed).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import symengine as se
+
+from . import _tensor as TT
+from . import _terms as T
+from ._jaxpr import Unsupported
+from ._tensor import TENSOR, TArray
+
+Value = TArray
+
+
+def _kind_of_aval(aval: Any) -> str:
+    dt = np.dtype(aval.dtype)
+    if dt.kind == "f":
+        return "f"
+    if dt.kind in "iu":
+        return "i"
+    if dt.kind == "b":
+        return "c"
+    raise Unsupported(f"dtype {dt}")
+
+
+def concrete(v: TArray) -> np.ndarray | None:
+    """The concrete value of an integer or boolean array, when it has one (computed for small
+    symbolic index arrays such as ``iota``)."""
+    c = getattr(v, "_concrete", None)
+    if c is not None:
+        return c
+    if v.kind not in "ic" or v.size > 1 << 22:
+        return None
+    try:
+        c = _materialize(v)
+    except (T.TermError, Unsupported):
+        return None
+    v._concrete = c  # type: ignore[attr-defined]
+    return c
+
+
+def _materialize(v: TArray) -> np.ndarray:
+    q = T.free_vars(v.shape)
+    body = v.at(q)
+    env = {}
+    for d, s in enumerate(q):
+        if isinstance(s, se.Symbol):
+            shape = [1] * len(q)
+            shape[d] = v.shape[d]
+            env[s] = np.arange(v.shape[d], dtype=np.int64).reshape(shape)
+    out = _np_eval(body, env)
+    return np.broadcast_to(np.asarray(out, dtype=np.int64), v.shape).copy()
+
+
+def _np_eval(e: Any, env: dict[Any, np.ndarray]) -> Any:
+    """An integer index term evaluated with NumPy arrays for its symbols."""
+    if isinstance(e, se.Integer):
+        return int(e)
+    if isinstance(e, se.Rational):
+        raise Unsupported(f"non-integer {e} in an integer term")
+    if isinstance(e, se.Symbol):
+        if e not in env:
+            raise Unsupported(f"symbolic integer {e}")
+        return env[e]
+    if isinstance(e, se.Add):
+        out: Any = 0
+        for a in e.args:
+            out = out + _np_eval(a, env)
+        return out
+    if isinstance(e, se.Mul):
+        num = [a for a in e.args if isinstance(a, se.Number)]
+        if len(num) == 1 and not isinstance(num[0], se.Integer):
+            raise Unsupported(f"non-integer coefficient in {e}")
+        out = 1
+        for a in e.args:
+            out = out * _np_eval(a, env)
+        return out
+    if isinstance(e, se.floor):
+        inner = e.args[0]
+        lin = T.linear(inner)
+        if lin is None:
+            raise Unsupported(f"cannot evaluate {e}")
+        from fractions import Fraction
+
+        coeffs, const = lin
+        d = math.lcm(*[Fraction(str(c)).denominator for c in [*coeffs.values(), const]])
+        return np.floor_divide(_np_eval(se.expand(inner * d), env), d)
+    n = T.name_of(e)
+    if n == "_GE":
+        return (_np_eval(e.args[0], env) >= 0).astype(np.int64)
+    if n == "_EQ":
+        return (_np_eval(e.args[0], env) == 0).astype(np.int64)
+    if n is not None and n.startswith("_T"):
+        table = T.TABLES[n]
+        idx = tuple(np.asarray(_np_eval(a, env)) for a in e.args)
+        idx = np.broadcast_arrays(*idx) if idx else ()
+        return table[tuple(np.clip(i, 0, s - 1) for i, s in zip(idx, table.shape, strict=True))]
+    raise Unsupported(f"cannot evaluate {e} concretely")
+
+
+def from_concrete(a: np.ndarray) -> TArray:
+    """A concrete integer / boolean / float array as a value (its concrete form kept)."""
+    a = np.asarray(a)
+    if a.dtype.kind == "f":
+        return TT.from_numpy(a.astype(np.float64))
+    if a.dtype == bool:
+        out = TT.from_numpy(a)
+    else:
+        out = TT.from_numpy(a.astype(np.int64))
+        out.kind = "i"
+    out._concrete = a.astype(np.int64) if a.dtype != bool else a.astype(np.int64)  # type: ignore[attr-defined]
+    return out
+
+
+def _literal(v: Any, aval: Any) -> TArray:
+    arr = np.asarray(v, dtype=np.dtype(aval.dtype))
+    return from_concrete(arr)
+
+
+# -- the interpreter -------------------------------------------------------------------------
+
+CallHook = Callable[[Any, list[TArray]], list[TArray] | None]
+
+
+class TInterpreter:
+    """Evaluates jaxprs over tensor terms; records the primitives it met. ``call_hook(eqn,
+    invals)`` is consulted for every ``jit`` equation first (``None``: interpret it)."""
+
+    def __init__(self, call_hook: CallHook | None = None) -> None:
+        self.call_hook = call_hook
+        self.primitives: set[str] = set()
+
+    def run(self, closed: Any, *args: Any) -> list[TArray]:
+        jaxpr = closed.jaxpr if hasattr(closed, "jaxpr") else closed
+        consts = list(closed.consts) if hasattr(closed, "consts") else []
+        return self.eval_jaxpr(jaxpr, consts, list(args))
+
+    def eval_jaxpr(self, jaxpr: Any, consts: Sequence[Any], args: Sequence[Any]) -> list[TArray]:
+        env: dict[Any, TArray] = {}
+
+        def read(v: Any) -> TArray:
+            if type(v).__name__ == "Literal":
+                return _literal(v.val, v.aval)
+            return env[v]
+
+        if len(args) != len(jaxpr.invars):
+            raise Unsupported(f"expected {len(jaxpr.invars)} arguments, got {len(args)}")
+        for v, c in zip(jaxpr.constvars, consts, strict=True):
+            env[v] = self._input(c, v.aval)
+        for v, a in zip(jaxpr.invars, args, strict=True):
+            env[v] = self._input(a, v.aval)
+        for eqn in jaxpr.eqns:
+            invals = [read(v) for v in eqn.invars]
+            outs = self.eqn(eqn, invals)
+            for v, o in zip(eqn.outvars, outs, strict=True):
+                if tuple(o.shape) != tuple(v.aval.shape):
+                    raise Unsupported(
+                        f"{eqn.primitive.name}: interpreted shape {o.shape} != {v.aval.shape}"
+                    )
+                if type(v).__name__ != "DropVar":
+                    env[v] = o
+        return [read(v) for v in jaxpr.outvars]
+
+    def _input(self, a: Any, aval: Any) -> TArray:
+        if isinstance(a, TArray):
+            return a
+        return from_concrete(np.asarray(a))
+
+    def eqn(self, eqn: Any, invals: list[TArray]) -> list[TArray]:
+        name = eqn.primitive.name
+        self.primitives.add(name)
+        if name in ("jit", "pjit") and self.call_hook is not None:
+            out = self.call_hook(eqn, invals)
+            if out is not None:
+                return out
+        rule = RULES.get(name)
+        if rule is None:
+            raise Unsupported(f"primitive {name!r} (tensor level)")
+        try:
+            outs = rule(self, eqn, invals, **eqn.params)
+        except T.TermError as e:
+            raise Unsupported(f"{name}: {e}") from None
+        outs = outs if isinstance(outs, list) else [outs]
+        for k, o in enumerate(outs):
+            want = _kind_of_aval(eqn.outvars[k].aval)
+            if want == "f" and o.kind != "f":
+                outs[k] = TT.unary(o, _as_number, "f")
+        return outs
+
+
+_BOOLEAN = type(se.true).__mro__[2]  # symengine's Boolean (not exported by name)
+
+
+def _as_number(v: Any) -> Any:
+    if isinstance(v, _BOOLEAN):
+        return se.Piecewise((T.ONE, v), (T.ZERO, True))
+    return v
+
+
+RULES: dict[str, Callable[..., Any]] = {}
+
+
+def rule(*names: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    def deco(fn: Callable[..., Any]) -> Callable[..., Any]:
+        for n in names:
+            RULES[n] = fn
+        return fn
+
+    return deco
+
+
+def supported_tensor_primitives() -> list[str]:
+    return sorted(RULES)
+
+
+def _out_kind(eqn: Any, i: int = 0) -> str:
+    return _kind_of_aval(eqn.outvars[i].aval)
+
+
+def _out_dtype(eqn: Any, i: int = 0) -> np.dtype:
+    return np.dtype(eqn.outvars[i].aval.dtype)
+
+
+# -- calls ---------------------------------------------------------------------------------------
+
+
+@rule("jit", "pjit", "closed_call", "core_call", "custom_jvp_call", "custom_vjp_call",
+      "custom_vjp_call_jaxpr", "remat", "checkpoint", "custom_lin")  # fmt: skip
+def _call(it: TInterpreter, eqn: Any, invals: list, **p: Any) -> list:
+    sub = p.get("jaxpr") or p.get("call_jaxpr") or p.get("fun_jaxpr")
+    if sub is None:
+        raise Unsupported(f"{eqn.primitive.name} without a jaxpr")
+    if hasattr(sub, "consts"):
+        return it.eval_jaxpr(sub.jaxpr, sub.consts, invals[-len(sub.jaxpr.invars) :])
+    return it.eval_jaxpr(sub, [], invals[-len(sub.invars) :])
+
+
+@rule("stop_gradient", "copy", "copy_p", "reduce_precision", "optimization_barrier")
+def _identity(it: TInterpreter, eqn: Any, invals: list, **_: Any) -> Any:
+    return list(invals) if len(invals) > 1 else invals[0]
+
+
+# -- elementwise ---------------------------------------------------------------------------------
+
+
+def _float_unary(fn: Callable[[Any], Any]) -> Callable[..., Any]:
+    def impl(it: TInterpreter, eqn: Any, invals: list, **_: Any) -> TArray:
+        if _out_kind(eqn) != "f":
+            raise Unsupported(f"{eqn.primitive.name} on {eqn.outvars[0].aval.dtype}")
+        return TT.unary(invals[0], fn, "f")
+
+    return impl
+
+
+RULES["exp"] = _float_unary(se.exp)
+RULES["log"] = _float_unary(se.log)
+RULES["log1p"] = _float_unary(lambda v: se.log(1 + v))
+RULES["expm1"] = _float_unary(lambda v: se.exp(v) - 1)
+RULES["tanh"] = _float_unary(se.tanh)
+RULES["sqrt"] = _float_unary(se.sqrt)
+RULES["rsqrt"] = _float_unary(lambda v: 1 / se.sqrt(v))
+RULES["logistic"] = _float_unary(lambda v: 1 / (1 + se.exp(-v)))
+RULES["square"] = _float_unary(lambda v: v * v)
+RULES["erf"] = _float_unary(se.erf)
+RULES["sin"] = _float_unary(se.sin)
+RULES["cos"] = _float_unary(se.cos)
+
+
+@rule("abs")
+def _abs(it: TInterpreter, eqn: Any, invals: list, **_: Any) -> TArray:
+    (a,) = invals
+    if _out_kind(eqn) != "f":
+        return _concrete_op(eqn, invals, np.abs)
+    return TENSOR.abs(a)
+
+
+@rule("sign")
+def _sign(it: TInterpreter, eqn: Any, invals: list, **_: Any) -> TArray:
+    (a,) = invals
+    if _out_kind(eqn) != "f":
+        return _concrete_op(eqn, invals, np.sign)
+    return TENSOR.sign(a)
+
+
+@rule("neg")
+def _neg(it: TInterpreter, eqn: Any, invals: list, **_: Any) -> TArray:
+    (a,) = invals
+    c = concrete(a) if a.kind in "ic" else None
+    if c is not None:
+        return from_concrete(np.negative(c).astype(_out_dtype(eqn)))
+    return TT.unary(a, lambda v: -v, a.kind)
+
+
+@rule("integer_pow")
+def _integer_pow(it: TInterpreter, eqn: Any, invals: list, *, y: int) -> TArray:
+    (a,) = invals
+    return TT.unary(a, lambda v: v**y, a.kind)
+
+
+@rule("clamp")
+def _clamp(it: TInterpreter, eqn: Any, invals: list, **_: Any) -> TArray:
+    lo, x, hi = invals
+    if _out_kind(eqn) == "f":
+        return TENSOR.minimum(TENSOR.maximum(x, lo), hi)
+    return TT.nary([lo, x, hi], lambda a, v, b: T.simplify_index(se.Min(se.Max(v, a), b)), "i")
+
+
+def _concrete_op(eqn: Any, invals: list, fn: Callable[..., Any]) -> TArray:
+    vals = [concrete(v) if v.kind in "ic" else None for v in invals]
+    if any(v is None for v in vals):
+        raise Unsupported(f"{eqn.primitive.name} on symbolic integers")
+    dt = _out_dtype(eqn)
+    with np.errstate(all="ignore"):
+        out = np.asarray(fn(*[v.astype(np.int64) for v in vals]))  # type: ignore[union-attr]
+    return from_concrete(out.astype(dt) if dt != bool else out.astype(bool))
+
+
+def _c_div(a: Any, b: Any) -> Any:
+    q = np.abs(a) // np.where(b == 0, 1, np.abs(b))
+    return np.where(b == 0, 0, np.sign(a) * np.sign(b) * q)
+
+
+def _wrap(dtype: np.dtype) -> Callable[[np.ndarray], np.ndarray]:
+    return lambda v: np.asarray(v).astype(dtype)
+
+
+def _srl(bits: int) -> Callable[[Any, Any], Any]:
+    def fn(a: Any, b: Any) -> Any:
+        mask = (1 << bits) - 1
+        return (np.asarray(a, np.int64) & mask) >> np.asarray(b, np.int64)
+
+    return fn
+
+
+_FLOAT_BIN: dict[str, Callable[[Any, Any], Any]] = {
+    "add": lambda a, b: a + b,
+    "add_any": lambda a, b: a + b,
+    "sub": lambda a, b: a - b,
+    "mul": lambda a, b: a * b,
+    "div": lambda a, b: a / b,
+    "max": lambda a, b: se.Max(a, b),
+    "min": lambda a, b: se.Min(a, b),
+    "pow": lambda a, b: a**b,
+}
+_INT_SYMBOLIC: dict[str, Callable[[Any, Any], Any]] = {
+    "add": lambda a, b: a + b,
+    "add_any": lambda a, b: a + b,
+    "sub": lambda a, b: a - b,
+    "mul": lambda a, b: a * b,
+    "max": lambda a, b: T.simplify_index(se.Max(a, b)),
+    "min": lambda a, b: T.simplify_index(se.Min(a, b)),
+}
+_INT_CONCRETE: dict[str, Callable[[Any, Any], Any]] = {
+    "add": np.add,
+    "add_any": np.add,
+    "sub": np.subtract,
+    "mul": np.multiply,
+    "div": _c_div,
+    "rem": np.fmod,
+    "max": np.maximum,
+    "min": np.minimum,
+    "and": np.bitwise_and,
+    "or": np.bitwise_or,
+    "xor": np.bitwise_xor,
+    "shift_left": np.left_shift,
+    "shift_right_arithmetic": np.right_shift,
+    "pow": np.power,
+}
+
+
+@rule(*sorted(set(_FLOAT_BIN) | set(_INT_CONCRETE) | {"shift_right_logical"}))
+def _binary(it: TInterpreter, eqn: Any, invals: list, **_: Any) -> TArray:
+    name = eqn.primitive.name
+    a, b = invals
+    k = _out_kind(eqn)
+    if k == "f":
+        fn = _FLOAT_BIN.get(name)
+        if fn is None:
+            raise Unsupported(f"{name} on floats")
+        return TT.binary(a, b, fn)
+    if k == "c" and name in ("and", "or", "xor"):
+        if name == "xor":
+            return TT.binary(a, b, lambda x, y: se.expand(x + y - 2 * x * y)).retype(_cond_kind(a, b))  # type: ignore[attr-defined]
+        return TT.logical(name, a, b)
+    ca = concrete(a) if a.kind in "ic" else None
+    cb = concrete(b) if b.kind in "ic" else None
+    if ca is not None and cb is not None:
+        dt = _out_dtype(eqn)
+        if name == "shift_right_logical":
+            bits = dt.itemsize * 8
+            out = _srl(bits)(ca, cb)
+        else:
+            with np.errstate(all="ignore"):
+                out = _INT_CONCRETE[name](ca.astype(np.int64), cb.astype(np.int64))
+        return from_concrete(_wrap_int(np.asarray(out), dt))
+    fn = _INT_SYMBOLIC.get(name)
+    if fn is None:
+        if name == "div" and cb is not None and np.all(cb == cb.reshape(-1)[0]) and cb.reshape(-1)[0] > 0:
+            d = int(cb.reshape(-1)[0])
+            return TT.unary(a, lambda v: _nonneg_floor(v, d), "i")
+        raise Unsupported(f"{name} on symbolic integers")
+    return TT.binary(a, b, fn).retype("i")  # type: ignore[attr-defined]
+
+
+def _nonneg_floor(v: Any, d: int) -> Any:
+    lo, _ = T.interval(v)
+    if lo is None or lo < 0:
+        raise Unsupported("integer division of a possibly negative symbolic value")
+    return T.floor_div(v, d)
+
+
+def _wrap_int(a: np.ndarray, dt: np.dtype) -> np.ndarray:
+    """Integers reduced to the dtype's range (two's complement wrap-around, as XLA does)."""
+    if dt == bool:
+        return a.astype(bool)
+    bits = dt.itemsize * 8
+    a = a.astype(np.int64) & ((1 << bits) - 1) if bits < 64 else a.astype(np.int64)
+    if dt.kind == "i" and bits < 64:
+        a = np.where(a >= (1 << (bits - 1)), a - (1 << bits), a)
+    return a.astype(dt)
+
+
+def _cond_kind(*arrays: TArray) -> str:
+    return "c" if all(a.kind == "c" for a in arrays) else "n"
+
+
+@rule("not")
+def _not(it: TInterpreter, eqn: Any, invals: list, **_: Any) -> TArray:
+    (a,) = invals
+    if _out_kind(eqn) == "c":
+        return TT.logical("not", a)
+    return _concrete_op(eqn, invals, np.invert)
+
+
+@rule("clz")
+def _clz(it: TInterpreter, eqn: Any, invals: list, **_: Any) -> TArray:
+    bits = _out_dtype(eqn).itemsize * 8
+
+    def clz(v: np.ndarray) -> np.ndarray:
+        v = v.astype(np.int64) & ((1 << bits) - 1)
+        out = np.full(v.shape, bits, dtype=np.int64)
+        for b in range(bits):
+            out = np.where((v >> b) & 1 == 1, bits - 1 - b, out)
+        return out
+
+    return _concrete_op(eqn, invals, clz)
+
+
+_CMP = ("eq", "ne", "lt", "le", "gt", "ge")
+
+
+@rule(*_CMP)
+def _compare(it: TInterpreter, eqn: Any, invals: list, **_: Any) -> TArray:
+    name = eqn.primitive.name
+    a, b = invals
+    ca = concrete(a) if a.kind in "ic" else None
+    cb = concrete(b) if b.kind in "ic" else None
+    if ca is not None and cb is not None:
+        np_fn = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal,
+                 "gt": np.greater, "ge": np.greater_equal}[name]  # fmt: skip
+        return from_concrete(np_fn(ca, cb))
+    if a.kind in "ic" and b.kind in "ic" and (_has_piecewise(a) or _has_piecewise(b)):
+        return _compare_choice(a, b, name)
+    if a.kind in "cn" or b.kind in "cn":
+        a, b = _numeric(a), _numeric(b)
+    return TT.compare(a, b, name)
+
+
+def _numeric(a: TArray) -> TArray:
+    if a.kind == "b":
+        return TT.unary(a, lambda v: se.Piecewise((T.ONE, v), (T.ZERO, True)), "f")
+    if a.kind in "cn":
+        return TT.unary(a, lambda v: v, "f")
+    return a
+
+
+def _has_piecewise(a: TArray) -> bool:
+    q = T.free_vars(a.shape)
+    return bool(a.at(q).atoms(se.Piecewise))
+
+
+_PY = {
+    "eq": lambda x, y: x == y,
+    "ne": lambda x, y: x != y,
+    "lt": lambda x, y: x < y,
+    "le": lambda x, y: x <= y,
+    "gt": lambda x, y: x > y,
+    "ge": lambda x, y: x >= y,
+}
+
+
+def _compare_choice(a: TArray, b: TArray, name: str) -> TArray:
+    """A comparison with a data-dependent integer (an ``argmax``): a Piecewise of brackets."""
+    rel = {"eq": se.Eq, "ne": se.Ne, "lt": se.Lt, "le": se.Le,
+           "gt": lambda x, y: se.Lt(y, x), "ge": lambda x, y: se.Le(y, x)}[name]  # fmt: skip
+
+    def one(x: Any, y: Any) -> Any:
+        if isinstance(y, se.Piecewise):
+            args = list(y.args)
+            pairs = [(one(x, args[i]), args[i + 1]) for i in range(0, len(args), 2)]
+            return se.Piecewise(*pairs)
+        if isinstance(x, se.Piecewise):
+            args = list(x.args)
+            pairs = [(one(args[i], y), args[i + 1]) for i in range(0, len(args), 2)]
+            return se.Piecewise(*pairs)
+        return T.bracket(rel(x, y))
+
+    return TT.binary(a, b, one).retype("n")  # type: ignore[attr-defined]
+
+
+@rule("select_n")
+def _select_n(it: TInterpreter, eqn: Any, invals: list, **_: Any) -> TArray:
+    pred, *cases = invals
+    k = _out_kind(eqn)
+    kind = "f" if k == "f" else ("i" if k == "i" else "n")
+    cp = concrete(pred) if pred.kind in "ic" else None
+    if cp is not None and np.all(cp == cp.reshape(-1)[0]):
+        return TT.broadcast_to(cases[int(cp.reshape(-1)[0])], eqn.outvars[0].aval.shape)
+    if len(cases) == 2:
+        f_case, t_case = cases
+        if pred.kind == "b":
+            out = TT.where(pred, t_case, f_case)
+        else:
+            out = TT.nary([pred, t_case, f_case], TT._blend, kind)
+        out.kind = kind if k != "c" else ("c" if all(c.kind == "c" for c in cases) else "n")
+        return out
+    if pred.kind != "i":
+        raise Unsupported("select_n with more than two cases on a condition")
+
+    def pick(p: Any, *vals: Any) -> Any:
+        return se.Add(*[T.eq(p - j) * v for j, v in enumerate(vals)])
+
+    return TT.nary([pred, *cases], pick, kind)
+
+
+@rule("convert_element_type")
+def _convert(it: TInterpreter, eqn: Any, invals: list, *, new_dtype: Any, **_: Any) -> TArray:
+    (a,) = invals
+    src = _kind_of_aval(eqn.invars[0].aval)
+    dst = _kind_of_aval(eqn.outvars[0].aval)
+    if dst == "f":
+        if src == "f":
+            return a  # rounding between float types is not modelled
+        if a.kind == "b":
+            return TENSOR.to_float(a)
+        return TT.unary(a, lambda v: v, "f")
+    if src == "f":
+        raise Unsupported("float to integer conversion")
+    c = concrete(a) if a.kind in "ic" else None
+    if c is not None:
+        return from_concrete(_wrap_int(c, np.dtype(new_dtype)))
+    if dst == "c":
+        return TT.compare(a, 0, "ne")
+    if src == "c":
+        return TT.unary(a, lambda v: v, "i")
+    return a
+
+
+@rule("iota")
+def _iota(it: TInterpreter, eqn: Any, invals: list, *, dtype: Any, shape: Any, dimension: int,
+          **_: Any) -> TArray:  # fmt: skip
+    kind = "f" if np.dtype(dtype).kind == "f" else "i"
+    return TArray(tuple(shape), lambda idx: idx[dimension], kind)
+
+
+@rule("is_finite")
+def _is_finite(it: TInterpreter, eqn: Any, invals: list, **_: Any) -> TArray:
+    (a,) = invals
+
+    def fin(v: Any) -> Any:
+        return T.ZERO if v in (se.oo, -se.oo, se.zoo, se.nan) else T.ONE
+
+    return TT.unary(a, fin, "c")
+
+
+# -- structure -----------------------------------------------------------------------------------
+
+
+@rule("broadcast_in_dim")
+def _broadcast_in_dim(it: TInterpreter, eqn: Any, invals: list, *, shape: Any,
+                      broadcast_dimensions: Any, **_: Any) -> TArray:  # fmt: skip
+    a = invals[0]
+    shape = tuple(shape)
+    dims = tuple(broadcast_dimensions)
+
+    def fn(idx: tuple) -> Any:
+        src = tuple(T.ZERO if a.shape[i] == 1 and shape[d] != 1 else idx[d]
+                    for i, d in enumerate(dims))  # fmt: skip
+        return a.at(src)
+
+    return TArray(shape, fn, a.kind)
+
+
+@rule("reshape")
+def _reshape(it: TInterpreter, eqn: Any, invals: list, *, new_sizes: Any, dimensions: Any,
+             **_: Any) -> TArray:  # fmt: skip
+    a = invals[0]
+    if dimensions is not None:
+        a = TT.transpose(a, dimensions)
+    return TT.reshape(a, tuple(new_sizes))
+
+
+@rule("transpose")
+def _transpose(it: TInterpreter, eqn: Any, invals: list, *, permutation: Any) -> TArray:
+    return TT.transpose(invals[0], tuple(permutation))
+
+
+@rule("squeeze")
+def _squeeze(it: TInterpreter, eqn: Any, invals: list, *, dimensions: Any) -> TArray:
+    return TT.reshape(invals[0], tuple(eqn.outvars[0].aval.shape))
+
+
+@rule("expand_dims")
+def _expand_dims(it: TInterpreter, eqn: Any, invals: list, *, dimensions: Any) -> TArray:
+    return TT.reshape(invals[0], tuple(eqn.outvars[0].aval.shape))
+
+
+@rule("rev")
+def _rev(it: TInterpreter, eqn: Any, invals: list, *, dimensions: Any) -> TArray:
+    a = invals[0]
+    dims = set(dimensions)
+
+    def fn(idx: tuple) -> Any:
+        return a.at(tuple(se.expand(a.shape[d] - 1 - i) if d in dims else i
+                          for d, i in enumerate(idx)))  # fmt: skip
+
+    return TArray(a.shape, fn, a.kind)
+
+
+@rule("concatenate")
+def _concatenate(it: TInterpreter, eqn: Any, invals: list, *, dimension: int) -> TArray:
+    return TT.concatenate(invals, dimension)
+
+
+@rule("split")
+def _split(it: TInterpreter, eqn: Any, invals: list, *, sizes: Any, axis: int) -> list:
+    a = invals[0]
+    out = []
+    start = 0
+    for n in sizes:
+        key = [slice(None)] * a.ndim
+        key[axis] = slice(start, start + n)
+        out.append(TT.getitem(a, tuple(key)))
+        start += n
+    return out
+
+
+@rule("pad")
+def _pad(it: TInterpreter, eqn: Any, invals: list, *, padding_config: Any) -> TArray:
+    a, pv = invals
+    fill = pv.at(())
+    cfg = [tuple(int(v) for v in c) for c in padding_config]
+    shape = tuple(eqn.outvars[0].aval.shape)
+
+    def fn(idx: tuple) -> Any:
+        inside = T.ONE
+        src = []
+        for i, n, (lo, _, interior) in zip(idx, a.shape, cfg, strict=True):
+            step = interior + 1
+            pos = se.expand(i - lo)
+            if step == 1:
+                inside = inside * T.range_brackets(pos, 0, n)
+                src.append(pos)
+            else:
+                inside = inside * T.range_brackets(pos, 0, (n - 1) * step + 1)
+                inside = inside * T.eq(T.mod(pos, step))
+                src.append(T.floor_div(pos, step))
+        if inside == 0:
+            return fill
+        if inside == 1:
+            return a.at(tuple(src))
+        if fill == 0:
+            return inside * a.at(tuple(src))
+        if fill in (se.oo, -se.oo):
+            return se.Piecewise((a.at(tuple(src)), se.Eq(inside, 1)), (fill, True))
+        return inside * a.at(tuple(src)) + (1 - inside) * fill
+
+    return TArray(shape, fn, a.kind)
+
+
+@rule("slice")
+def _slice(it: TInterpreter, eqn: Any, invals: list, *, start_indices: Any, limit_indices: Any,
+           strides: Any) -> TArray:  # fmt: skip
+    strides = strides or (1,) * len(start_indices)
+    key = tuple(slice(s, e, st) for s, e, st in zip(start_indices, limit_indices, strides,
+                                                     strict=True))  # fmt: skip
+    return TT.getitem(invals[0], key)
+
+
+@rule("dynamic_slice")
+def _dynamic_slice(it: TInterpreter, eqn: Any, invals: list, *, slice_sizes: Any) -> TArray:
+    a, *idx = invals
+    starts = [_clamped_start(s.at(()), n, k) for s, n, k in zip(idx, a.shape, slice_sizes,
+                                                                strict=True)]  # fmt: skip
+    return TArray(tuple(slice_sizes),
+                  lambda o: a.at(tuple(se.expand(s + i) for s, i in zip(starts, o, strict=True))),
+                  a.kind)  # fmt: skip
+
+
+def _clamped_start(s: Any, n: int, k: int) -> Any:
+    return T.simplify_index(se.Min(se.Max(s, 0), n - k))
+
+
+@rule("dynamic_update_slice")
+def _dynamic_update_slice(it: TInterpreter, eqn: Any, invals: list, **_: Any) -> TArray:
+    a, upd, *idx = invals
+    starts = [_clamped_start(s.at(()), n, k) for s, n, k in zip(idx, a.shape, upd.shape,
+                                                                strict=True)]  # fmt: skip
+
+    def fn(o: tuple) -> Any:
+        inside = T.ONE
+        src = []
+        for i, s, k in zip(o, starts, upd.shape, strict=True):
+            inside = inside * T.range_brackets(se.expand(i - s), 0, k)
+            src.append(se.expand(i - s))
+        return inside * upd.at(tuple(src)) + (1 - inside) * a.at(o)
+
+    return TArray(a.shape, fn, a.kind)
+
+
+def _mode_name(mode: Any) -> str:
+    return str(getattr(mode, "name", mode)).upper()
+
+
+@rule("gather")
+def _gather(it: TInterpreter, eqn: Any, invals: list, *, dimension_numbers: Any,
+            slice_sizes: Any, mode: Any, fill_value: Any = None, **_: Any) -> TArray:  # fmt: skip
+    operand, indices = invals
+    dn = dimension_numbers
+    if getattr(dn, "operand_batching_dims", ()):
+        raise Unsupported("gather with batching dims")
+    out_shape = tuple(eqn.outvars[0].aval.shape)
+    offset_dims = tuple(dn.offset_dims)
+    window = [d for d in range(operand.ndim) if d not in dn.collapsed_slice_dims]
+    batch_pos = [i for i in range(len(out_shape)) if i not in offset_dims]
+    fill_mode = "FILL" in _mode_name(mode)
+    if fill_mode:
+        if _out_kind(eqn) == "f" and fill_value is None:
+            raise Unsupported("gather filling with NaN")
+        fill = T.exact_scalar(0 if fill_value is None else fill_value)
+    clip = "CLIP" in _mode_name(mode)
+
+    def fn(o: tuple) -> Any:
+        G = tuple(o[i] for i in batch_pos)
+        S: list[Any] = [T.ZERO] * operand.ndim
+        ok = T.ONE
+        for kk, d in enumerate(dn.start_index_map):
+            s = indices.at((*G, se.Integer(kk)))
+            hi = operand.shape[d] - slice_sizes[d]
+            if fill_mode:
+                ok = ok * T.ge(s) * T.ge(hi - s)
+                S[d] = s
+            elif clip:
+                S[d] = _clamped_start(s, operand.shape[d], slice_sizes[d])
+            else:  # promise_in_bounds: XLA clamps
+                S[d] = _clamped_start(s, operand.shape[d], slice_sizes[d])
+        for kk, d in enumerate(window):
+            S[d] = se.expand(S[d] + o[offset_dims[kk]])
+        val = operand.at(tuple(S))
+        if not fill_mode or ok == 1:
+            return val
+        return ok * val + (1 - ok) * fill
+
+    return TArray(out_shape, fn, operand.kind)
+
+
+@rule("scatter-add", "scatter_add")
+def _scatter_add(it: TInterpreter, eqn: Any, invals: list, *, dimension_numbers: Any,
+                 mode: Any, **_: Any) -> TArray:  # fmt: skip
+    operand, indices, updates = invals
+    dn = dimension_numbers
+    if getattr(dn, "operand_batching_dims", ()):
+        raise Unsupported("scatter with batching dims")
+    clip = "CLIP" in _mode_name(mode)
+    uwd = tuple(dn.update_window_dims)
+    scatter_pos = [i for i in range(updates.ndim) if i not in uwd]
+    window = [d for d in range(operand.ndim) if d not in dn.inserted_window_dims]
+    wsize = [1] * operand.ndim
+    for kk, d in enumerate(window):
+        wsize[d] = updates.shape[uwd[kk]]
+
+    def fn(p: tuple) -> Any:
+        def body(k: int, G: list[Any]) -> Any:
+            if k < len(scatter_pos):
+                return T.ssum(lambda v: body(k + 1, [*G, v]), 0, updates.shape[scatter_pos[k]])
+            starts: list[Any] = [T.ZERO] * operand.ndim
+            ok = T.ONE
+            for kk, d in enumerate(dn.scatter_dims_to_operand_dims):
+                s = indices.at((*G, se.Integer(kk)))
+                hi = operand.shape[d] - wsize[d]
+                if clip:
+                    s = _clamped_start(s, operand.shape[d], wsize[d])
+                else:
+                    ok = ok * T.ge(s) * T.ge(hi - s)
+                starts[d] = s
+            uidx: list[Any] = [None] * updates.ndim
+            for i, g in zip(scatter_pos, G, strict=True):
+                uidx[i] = g
+            for kk, d in enumerate(window):
+                w = se.expand(p[d] - starts[d])
+                ok = ok * T.range_brackets(w, 0, wsize[d])
+                uidx[uwd[kk]] = w
+            for d in dn.inserted_window_dims:
+                ok = ok * T.eq(p[d] - starts[d])
+            return ok * updates.at(tuple(uidx))
+
+        return operand.at(p) + body(0, [])
+
+    return TArray(operand.shape, fn, operand.kind)
+
+
+# -- reductions and contractions -----------------------------------------------------------------
+
+
+@rule("reduce_sum")
+def _reduce_sum(it: TInterpreter, eqn: Any, invals: list, *, axes: Any, **_: Any) -> TArray:
+    a = invals[0]
+    if _out_kind(eqn) != "f":
+        c = concrete(a)
+        if c is None:
+            raise Unsupported("reduce_sum of symbolic integers")
+        return from_concrete(np.sum(c, axis=tuple(axes)).astype(_out_dtype(eqn)))
+    return TT.reduce(a, tuple(axes), False, "sum")
+
+
+@rule("reduce_max", "reduce_min")
+def _reduce_max(it: TInterpreter, eqn: Any, invals: list, *, axes: Any, **_: Any) -> TArray:
+    a = invals[0]
+    if eqn.primitive.name == "reduce_min":
+        return TT.unary(TT.reduce(TT.unary(a, lambda v: -v, a.kind), tuple(axes), False, "max"),
+                        lambda v: -v, a.kind)  # fmt: skip
+    return TT.reduce(a, tuple(axes), False, "max")
+
+
+@rule("reduce_and", "reduce_or")
+def _reduce_bool(it: TInterpreter, eqn: Any, invals: list, *, axes: Any, **_: Any) -> TArray:
+    a = invals[0]
+    c = concrete(a) if a.kind in "ic" else None
+    if c is None:
+        raise Unsupported(f"{eqn.primitive.name} of symbolic conditions")
+    fn = np.all if eqn.primitive.name == "reduce_and" else np.any
+    return from_concrete(fn(c.astype(bool), axis=tuple(axes)))
+
+
+@rule("argmax", "argmin")
+def _argmax(it: TInterpreter, eqn: Any, invals: list, *, axes: Any, index_dtype: Any) -> TArray:
+    a = invals[0]
+    (axis,) = axes
+    n = a.shape[axis]
+    big = eqn.primitive.name == "argmax"
+    if n > T.UNROLL_MAX * 8:
+        raise Unsupported(f"{eqn.primitive.name} over {n} entries")
+    shape = tuple(d for i, d in enumerate(a.shape) if i != axis)
+
+    def fn(idx: tuple) -> Any:
+        def cell(j: int) -> tuple:
+            return (*idx[:axis], se.Integer(j), *idx[axis:])
+
+        vals = [a.at(cell(j)) for j in range(n)]
+        pieces = []
+        for k in range(n):
+            conds = []
+            for j in range(n):
+                if j == k:
+                    continue
+                x, y = vals[k], vals[j]
+                if big:
+                    conds.append(se.Lt(y, x) if j < k else se.Le(y, x))
+                else:
+                    conds.append(se.Lt(x, y) if j < k else se.Le(x, y))
+            cond = se.And(*conds) if len(conds) > 1 else (conds[0] if conds else se.true)
+            pieces.append((se.Integer(k), cond))
+        pieces[-1] = (pieces[-1][0], se.true)
+        return se.Piecewise(*pieces) if len(pieces) > 1 else pieces[0][0]
+
+    return TArray(shape, fn, "i")
+
+
+@rule("dot_general")
+def _dot_general(it: TInterpreter, eqn: Any, invals: list, *, dimension_numbers: Any,
+                 **_: Any) -> TArray:  # fmt: skip
+    lhs, rhs = invals
+    if _out_kind(eqn) != "f":
+        raise Unsupported("integer dot_general")
+    (lc, rc), (lb, rb) = dimension_numbers
+    lfree = [d for d in range(lhs.ndim) if d not in lc and d not in lb]
+    rfree = [d for d in range(rhs.ndim) if d not in rc and d not in rb]
+    out_shape = tuple(eqn.outvars[0].aval.shape)
+    nb = len(lb)
+
+    def fn(o: tuple) -> Any:
+        bidx, lidx, ridx = o[:nb], o[nb : nb + len(lfree)], o[nb + len(lfree) :]
+
+        def body(k: int, ks: list[Any]) -> Any:
+            if k < len(lc):
+                return T.ssum(lambda v: body(k + 1, [*ks, v]), 0, lhs.shape[lc[k]])
+            li: list[Any] = [None] * lhs.ndim
+            ri: list[Any] = [None] * rhs.ndim
+            for d, v in zip(lb, bidx, strict=True):
+                li[d] = v
+            for d, v in zip(rb, bidx, strict=True):
+                ri[d] = v
+            for d, v in zip(lfree, lidx, strict=True):
+                li[d] = v
+            for d, v in zip(rfree, ridx, strict=True):
+                ri[d] = v
+            for d, v in zip(lc, ks, strict=True):
+                li[d] = v
+            for d, v in zip(rc, ks, strict=True):
+                ri[d] = v
+            return lhs.at(tuple(li)) * rhs.at(tuple(ri))
+
+        return body(0, [])
+
+    return TArray(out_shape, fn, "f")
+
+
+@rule("conv_general_dilated")
+def _conv(it: TInterpreter, eqn: Any, invals: list, *, window_strides: Any, padding: Any,
+          lhs_dilation: Any, rhs_dilation: Any, dimension_numbers: Any, feature_group_count: int,
+          batch_group_count: int, **_: Any) -> TArray:  # fmt: skip
+    lhs, rhs = invals
+    if batch_group_count != 1:
+        raise Unsupported("conv with batch_group_count > 1")
+    lspec, rspec, ospec = dimension_numbers
+    x = TT.transpose(lhs, tuple(lspec))  # (N, C, spatial...)
+    w = TT.transpose(rhs, tuple(rspec))  # (O, I, spatial...)
+    nsp = x.ndim - 2
+    ld = tuple(lhs_dilation or (1,) * nsp)
+    rd = tuple(rhs_dilation or (1,) * nsp)
+    O, Ig = w.shape[:2]
+    Og = O // feature_group_count
+    ksz = w.shape[2:]
+    out_phys = tuple(eqn.outvars[0].aval.shape)
+    logical = tuple(out_phys[d] for d in ospec)
+
+    def fn(o: tuple) -> Any:
+        n, f, *pos = o
+        g = T.floor_div(f, Og) if feature_group_count > 1 else T.ZERO
+
+        def body(k: int, ks: list[Any]) -> Any:
+            if k == 0:
+                return T.ssum(lambda c: body(1, [c]), 0, Ig)
+            if k <= nsp:
+                return T.ssum(lambda v: body(k + 1, [*ks, v]), 0, ksz[k - 1])
+            c, *kk = ks
+            ok = T.ONE
+            src = []
+            for d in range(nsp):
+                p = se.expand(pos[d] * window_strides[d] + kk[d] * rd[d] - padding[d][0])
+                if ld[d] == 1:
+                    ok = ok * T.range_brackets(p, 0, x.shape[2 + d])
+                    src.append(p)
+                else:
+                    ok = ok * T.eq(T.mod(p, ld[d]))
+                    q = T.floor_div(p, ld[d])
+                    ok = ok * T.range_brackets(q, 0, x.shape[2 + d])
+                    src.append(q)
+            if ok == 0:
+                return T.ZERO
+            return ok * x.at((n, se.expand(g * Ig + c), *src)) * w.at((f, c, *kk))
+
+        return body(0, [])
+
+    out = TArray(logical, fn, "f")
+    return TT.transpose(out, tuple(int(i) for i in np.argsort(ospec)))
+
+
+def _reduce_window(kind: str) -> Callable[..., Any]:
+    def impl(it: TInterpreter, eqn: Any, invals: list, *, window_dimensions: Any,
+             window_strides: Any, padding: Any, base_dilation: Any, window_dilation: Any,
+             **_: Any) -> TArray:  # fmt: skip
+        a = invals[0]
+        out_shape = tuple(eqn.outvars[0].aval.shape)
+        dims = tuple(window_dimensions)
+        init = {"sum": T.ZERO, "max": -se.oo, "min": se.oo}[kind]
+
+        def fn(o: tuple) -> Any:
+            vals = []
+            for kix in np.ndindex(*dims):
+                ok = T.ONE
+                src = []
+                for d in range(a.ndim):
+                    p = se.expand(o[d] * window_strides[d] + int(kix[d]) * window_dilation[d]
+                                  - padding[d][0])  # fmt: skip
+                    bd = base_dilation[d]
+                    if bd == 1:
+                        ok = ok * T.range_brackets(p, 0, a.shape[d])
+                        src.append(p)
+                    else:
+                        ok = ok * T.eq(T.mod(p, bd))
+                        q = T.floor_div(p, bd)
+                        ok = ok * T.range_brackets(q, 0, a.shape[d])
+                        src.append(q)
+                if ok == 0:
+                    continue
+                v = a.at(tuple(src)) if ok == 0 or ok == 1 else None
+                if kind == "sum":
+                    vals.append(ok * a.at(tuple(src)))
+                elif v is not None:
+                    vals.append(v)
+                else:
+                    vals.append(se.Piecewise((a.at(tuple(src)), se.Eq(ok, 1)), (init, True)))
+            if kind == "sum":
+                return se.Add(*vals) if vals else T.ZERO
+            if not vals:
+                return init
+            fn_ = se.Max if kind == "max" else se.Min
+            return fn_(*vals) if len(vals) > 1 else vals[0]
+
+        return TArray(out_shape, fn, "f")
+
+    return impl
+
+
+RULES["reduce_window_sum"] = _reduce_window("sum")
+RULES["reduce_window_max"] = _reduce_window("max")
+RULES["reduce_window_min"] = _reduce_window("min")
+
+
+__all__ = ["RULES", "TInterpreter", "concrete", "from_concrete", "supported_tensor_primitives"]
