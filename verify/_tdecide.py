@@ -194,8 +194,7 @@ class Atoms:
 
 def symbolize(e: Any, atoms: Atoms, domains: Mapping[str, str]) -> Any:
     """``e`` with every read, sum, bracket and maximum replaced by a symbol."""
-    found = [f for f in e.atoms(se.FunctionSymbol)]
-    outer = _outermost(found)
+    outer = _outer_functions(e)
     repl = {}
     for a in outer:
         dom = domains.get(T.name_of(a) or "", "real") if T.is_leaf_read(a) else "real"
@@ -203,14 +202,21 @@ def symbolize(e: Any, atoms: Atoms, domains: Mapping[str, str]) -> Any:
     return e.xreplace(repl) if repl else e
 
 
-def _outermost(found: list[Any]) -> list[Any]:
-    """The function atoms not inside another one's arguments."""
-    inner: set = set()
-    for f in found:
-        for a in f.args:
-            if isinstance(a, se.Basic):
-                inner |= set(a.atoms(se.FunctionSymbol))
-    return [f for f in found if f not in inner]
+def _outer_functions(e: Any) -> list[Any]:
+    """The function atoms of ``e`` not inside another one's arguments."""
+    out: dict[Any, None] = {}
+    seen: set = set()
+    stack = [e]
+    while stack:
+        x = stack.pop()
+        if not isinstance(x, se.Basic) or x in seen or not x.args:
+            continue
+        seen.add(x)
+        if isinstance(x, se.FunctionSymbol):
+            out[x] = None
+            continue
+        stack.extend(x.args)
+    return list(out)
 
 
 # -- integer reasoning (z3) --------------------------------------------------------------------
@@ -305,7 +311,7 @@ class _Z3:
 
 def _nested(b: Any) -> bool:
     """A bracket with another bracket inside its argument (split the inner one first)."""
-    return any(T.is_bracket(f) for f in b.args[0].atoms(se.FunctionSymbol))
+    return any(T.is_bracket(f) for f in T.fn_atoms(b.args[0]))
 
 
 def _is_index_bracket(b: Any, allowed: set) -> bool:
@@ -314,7 +320,7 @@ def _is_index_bracket(b: Any, allowed: set) -> bool:
 
 def _index_atoms(e: Any) -> set:
     out = set(e.free_symbols)
-    for f in e.atoms(se.FunctionSymbol):
+    for f in T.fn_atoms(e):
         if T.is_read(f):
             out.add(f)
     return out
@@ -422,12 +428,12 @@ class _Splitter:
             return False, self._point(facts)
         allowed = set(self.allowed)
         # 1. brackets on free indices: enumerate their feasible values together
-        brackets = sorted({f for side in (g, x) for f in side.atoms(se.FunctionSymbol)
+        brackets = sorted({f for side in (g, x) for f in T.fn_atoms(side)
                            if _is_index_bracket(f, allowed) and not _nested(f)}, key=str)  # fmt: skip
         if brackets:
             return self._by_brackets(g, x, facts, depth, brackets)
         # 2. floors of free indices with few values: split by value
-        floors = sorted({f for side in (g, x) for f in side.atoms(se.floor)
+        floors = sorted({f for f in T.floor_atoms(g) | T.floor_atoms(x)
                          if _index_atoms(f) <= allowed}, key=str)  # fmt: skip
         for f in floors:
             conds = _floor_conditions(f)
@@ -445,12 +451,13 @@ class _Splitter:
         regions = _regions_of(brackets, facts)
         if regions is None:
             return False, self._point(facts)
+        floors_gx = T.floor_atoms(g) | T.floor_atoms(x)
         for assign in regions:
             self.cases += 1
             if self.cases > MAX_REGIONS:
                 return False, self._point(facts + list(assign.items()))
             repl = dict(assign)
-            repl.update(_floor_values(g, x, assign))
+            repl.update(_floor_values(floors_gx, assign))
             narrow = self._narrow(assign)
             narrow.update(self._fixed(g, x, facts, assign, narrow))
             gr = T.normalize(_sub(_sub(g, repl), narrow), unroll=self.unroll)
@@ -612,10 +619,10 @@ def _floor_conditions(f: Any) -> list[Any] | None:
     return [T.GE(se.expand(num - den * v)) for v in range(vlo + 1, vhi + 1)]
 
 
-def _floor_values(g: Any, x: Any, assign: Mapping[Any, Any]) -> dict[Any, Any]:
+def _floor_values(floors: set, assign: Mapping[Any, Any]) -> dict[Any, Any]:
     """Floors whose value the assigned brackets fix (see :func:`_floor_conditions`)."""
     out = {}
-    for f in {f for side in (g, x) for f in side.atoms(se.floor)}:
+    for f in floors:
         conds = _floor_conditions(f)
         if not conds or not all(c in assign for c in conds):
             continue
@@ -700,7 +707,7 @@ def _scalar(g: Any, x: Any, atoms: Atoms, domains: Mapping[str, str], seed: int)
 def _identify_sums(g: Any, x: Any, allowed: set) -> tuple[Any, Any]:
     """Sums of both sides with the same body (brackets aside) whose domains z3 proves equal are
     replaced by one of them."""
-    sums = [f for f in (g.atoms(se.FunctionSymbol) | x.atoms(se.FunctionSymbol)) if T.is_sum(f)]
+    sums = [f for f in (T.fn_atoms(g) | T.fn_atoms(x)) if T.is_sum(f)]
     if len(sums) < 2:
         return g, x
     groups: dict[Any, list[Any]] = {}

@@ -100,6 +100,62 @@ def name_of(e: Any) -> str | None:
     return None
 
 
+_FLOOR_MEMO: dict[Any, bool] = {}
+_FN_MEMO: dict[Any, frozenset] = {}
+
+
+def has_floor(e: Any) -> bool:
+    """Does ``e`` contain a ``floor``? (memoised over shared subterms)"""
+    if not isinstance(e, se.Basic) or not e.args or isinstance(e, se.Number):
+        return False
+    hit = _FLOOR_MEMO.get(e)
+    if hit is None:
+        hit = isinstance(e, se.floor) or any(has_floor(a) for a in e.args)
+        if len(_FLOOR_MEMO) > 500000:
+            _FLOOR_MEMO.clear()
+        _FLOOR_MEMO[e] = hit
+    return hit
+
+
+def fn_atoms(e: Any) -> frozenset:
+    """The ``FunctionSymbol`` atoms of ``e``, nested ones included (memoised)."""
+    if not isinstance(e, se.Basic) or not e.args or isinstance(e, se.Number):
+        return frozenset()
+    hit = _FN_MEMO.get(e)
+    if hit is None:
+        out: set = set()
+        for a in e.args:
+            out |= fn_atoms(a)
+        if isinstance(e, se.FunctionSymbol):
+            out.add(e)
+        hit = frozenset(out)
+        if len(_FN_MEMO) > 500000:
+            _FN_MEMO.clear()
+        _FN_MEMO[e] = hit
+    return hit
+
+
+_FLOORS_MEMO: dict[Any, frozenset] = {}
+
+
+def floor_atoms(e: Any) -> frozenset:
+    """The ``floor`` subterms of ``e`` (memoised)."""
+    if not isinstance(e, se.Basic) or not e.args or isinstance(e, se.Number) or not has_floor(e):
+        return frozenset()
+    hit = _FLOORS_MEMO.get(e)
+    if hit is None:
+        out: set = set()
+        for a in e.args:
+            out |= floor_atoms(a)
+        if isinstance(e, se.floor):
+            out.add(e)
+        hit = frozenset(out)
+        if len(_FLOORS_MEMO) > 500000:
+            _FLOORS_MEMO.clear()
+        _FLOORS_MEMO[e] = hit
+    return hit
+
+
 def is_sum(e: Any) -> bool:
     return name_of(e) == "_SUM"
 
@@ -798,24 +854,34 @@ RESIDUE_MAX = 1 << 20
 
 
 def _residue_of(k: Any, factors: Sequence[Any]) -> int | None:
+    """The modulus ``m`` of a split ``k = m u + r`` that removes a floor of ``k``: for
+    ``floor((a k + b v + c) / d)`` with ``d | b`` for every other variable, ``m = d / gcd(a, d)``
+    makes it ``(a / m) ... u + floor((a r + c) / d)``, and the last floor must be constant over
+    ``0 <= r < m`` (else splitting would not remove it)."""
     best = None
     for f in factors:
         for fl in f.atoms(se.floor):
             if k not in fl.free_symbols:
                 continue
-            form = _integer_form(fl.args[0])
-            if form is None:
-                continue
-            coeffs, const = form
-            a = coeffs.get(k)
-            if not a:
-                continue
             lin = linear(fl.args[0])
             if lin is None:
                 continue
-            d = math.lcm(*[Fraction(str(c)).denominator for c in [*lin[0].values(), lin[1]]])
+            coeffs, const = lin
+            d = math.lcm(*[Fraction(str(c)).denominator for c in [*coeffs.values(), const]])
+            ints = {v: int(Fraction(str(c)) * d) for v, c in coeffs.items()}
+            a = ints.get(k)
+            if not a or any(c % d for v, c in ints.items() if v != k):
+                continue
+            if any(k in v.free_symbols for v in ints if v != k):
+                continue
             m = d // math.gcd(a, d)
-            if 1 < m <= RESIDUE_MAX and (best is None or m < best):
+            c0 = int(Fraction(str(const)) * d)
+            vals = {(a * r + c0) // d for r in range(min(m, 64))} if m <= 64 else None
+            if m < 2 or m > RESIDUE_MAX or (vals is not None and len(vals) != 1):
+                continue
+            if vals is None and not (0 <= c0 % d and (c0 % d) + a * (m - 1) < d):
+                continue
+            if best is None or m < best:
                 best = m
     return best
 
@@ -944,7 +1010,7 @@ def _normalize(e: Any, unroll: bool) -> Any:
     if isinstance(out, se.Add | se.Mul | se.Pow):
         out = se.expand(out)
         out = _idempotent_brackets(out)
-        if out.atoms(se.floor):
+        if has_floor(out):
             terms = out.args if isinstance(out, se.Add) else (out,)
             out = se.Add(*[_refine(t) for t in terms])
         if unroll:
@@ -962,9 +1028,9 @@ def _nested_bracket(t: Any) -> Any:
         n = name_of(base)
         if n in ("_SUM", "_MAXR") or not isinstance(base, se.Basic):
             continue
-        inner = [a for a in base.atoms(se.FunctionSymbol) if is_bracket(a) and a != base]
+        inner = [a for a in fn_atoms(base) if is_bracket(a) and a != base]
         for b in inner:
-            if not any(is_bracket(c) for c in b.args[0].atoms(se.FunctionSymbol)):
+            if not any(is_bracket(c) for c in fn_atoms(b.args[0])):
                 return b
         if inner and found is None:
             found = inner[0]
@@ -1028,7 +1094,7 @@ def _single_var_bracket(f: Any) -> bool:
 
 def _resimplify(e: Any, memo: dict[Any, Any] | None = None) -> Any:
     """Index expressions inside ``e`` simplified again (under the current narrowed ranges)."""
-    if not isinstance(e, se.Basic) or not e.args or not e.atoms(se.floor):
+    if not isinstance(e, se.Basic) or not e.args or not has_floor(e):
         return e
     memo = {} if memo is None else memo
     hit = memo.get(e)
@@ -1091,12 +1157,21 @@ def _piecewise_args(args: list[Any]) -> Any:
 
 
 def _idempotent_brackets(e: Any) -> Any:
-    """``[c]^n = [c]`` in every monomial."""
-    pows = [p for p in e.atoms(se.Pow) if is_bracket(p.args[0]) and isinstance(p.args[1], se.Integer)
-            and int(p.args[1]) > 0]  # fmt: skip
-    if not pows:
-        return e
-    return e.xreplace({p: p.args[0] for p in pows})
+    """``[c]^n = [c]`` in every monomial of an expanded sum."""
+    terms = e.args if isinstance(e, se.Add) else (e,)
+    changed = False
+    out = []
+    for t in terms:
+        factors = _factors(t)
+        new = [f.args[0] if isinstance(f, se.Pow) and is_bracket(f.args[0])
+               and isinstance(f.args[1], se.Integer) and int(f.args[1]) > 0 else f
+               for f in factors]  # fmt: skip
+        if any(a is not b for a, b in zip(new, factors, strict=True)):
+            changed = True
+            out.append(se.Mul(*new))
+        else:
+            out.append(t)
+    return se.Add(*out) if changed else e
 
 
 # -- derivative and transpose ------------------------------------------------------------------
@@ -1173,7 +1248,7 @@ def _moving_atoms(e: Any, tangent: Mapping[str, str]) -> list[Any]:
 
 def _mentions(e: Any, names: Iterable[str]) -> bool:
     names = set(names)
-    return any(name_of(f) in names for f in e.atoms(se.FunctionSymbol))
+    return any(name_of(f) in names for f in fn_atoms(e))
 
 
 def coefficient(e: Any, name: str, q: Sequence[Any]) -> Any:
