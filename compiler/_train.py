@@ -242,6 +242,12 @@ class TrainStep:
         return self._step.lower(params, state.opt_state, *args)
 
     @property
+    def param_sharding(self) -> Any:
+        """The sharding of the parameters and optimizer state: replicated over the mesh, or the
+        compiled graph's device without one."""
+        return self._replicated
+
+    @property
     def batch_sharding(self) -> Any:
         """With a mesh: the sharding of batched arguments (leading axis over the data axis);
         for building global arrays from per-host data (``jax.make_array_from_process_local_data``).
