@@ -17,12 +17,14 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax._src.array import ArrayImpl as ArrayImpl
 from jax.core import ShapedArray
 
 from ._errors import ArgumentError
 
-#: The concrete type of a committed or uncommitted jax array (``jax.Array`` is abstract).
-ArrayImpl = type(jnp.zeros((), jnp.float32))
+# ArrayImpl: the concrete type of a committed or uncommitted jax array (``jax.Array`` is
+# abstract), imported rather than taken from a new array so that importing the compiler does
+# not start a backend (``jax.distributed.initialize`` must come before that).
 INT32_MAX = int(np.iinfo(np.int32).max)
 
 Shape = tuple[int, ...]
@@ -144,13 +146,17 @@ def _check_shape(got: Shape, shape: Shape, batch: int | None, where: str) -> Non
         )
 
 
-def convert_index(v: Any, shape: Shape, batch: int | None, where: str) -> np.ndarray:
+def convert_index(v: Any, shape: Shape, batch: int | None, where: str) -> Any:
     """An index value as an int32 NumPy array: non-negative integers of the right shape.
 
     Values above the int32 range are out of range for any dimension anyway: they become
-    ``INT32_MAX`` (never wrap), so they read 0 and send no gradient."""
+    ``INT32_MAX`` (never wrap), so they read 0 and send no gradient. A ``jax.Array`` spread over
+    several processes (a global batch after ``jax.distributed.initialize``) stays one: each
+    process checks the rows it holds, and the cast runs on the devices."""
     if v is None:
         raise ArgumentError(f"{where}: missing value")
+    if isinstance(v, jax.Array) and not v.is_fully_addressable:
+        return _global_index(v, shape, batch, where)
     arr = np.asarray(v)
     if arr.dtype == object:  # Python ints beyond int64
         flat = arr.reshape(-1)
@@ -167,6 +173,23 @@ def convert_index(v: Any, shape: Shape, batch: int | None, where: str) -> np.nda
     if arr.dtype.itemsize > 4 or arr.dtype == np.uint32:
         arr = np.minimum(arr, INT32_MAX)
     return arr.astype(np.int32, copy=False)
+
+
+def _global_index(v: jax.Array, shape: Shape, batch: int | None, where: str) -> jax.Array:
+    """:func:`convert_index` of a ``jax.Array`` whose shards live in several processes: the
+    dtype and global shape checked, the values checked non-negative by a reduction every
+    process runs (so all of them refuse the same batch, and none is left waiting in a
+    collective), the int32 cast done on the devices."""
+    if v.dtype.kind not in "iu":
+        raise ArgumentError(f"{where}: expected non-negative integers, got dtype {v.dtype}")
+    _check_shape(tuple(v.shape), shape, batch, where)
+    if v.dtype.kind == "i" and v.size:
+        low = int(np.asarray(jnp.min(v).addressable_data(0)))
+        if low < 0:
+            raise ArgumentError(f"{where}: expected non-negative integers, got {low}")
+    if v.dtype.itemsize > 4 or v.dtype == np.uint32:
+        v = jnp.minimum(v, INT32_MAX)
+    return v if v.dtype == np.int32 else v.astype(np.int32)
 
 
 def _short(v: Any) -> str:

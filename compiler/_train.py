@@ -9,6 +9,11 @@
 
 The parameter and optimizer-state buffers are donated to the step: after a call, the previous
 state's arrays are no longer valid (use the returned state).
+
+Data parallel: ``TrainStep(batched, opt, mesh=jax.sharding.Mesh(jax.devices(), ("data",)))``
+splits each batch over the mesh's data axis and replicates the parameters and optimizer state;
+XLA sums the gradients across devices (no hand-written all-reduce). The same code runs on one
+CPU, several GPUs, or several hosts after ``jax.distributed.initialize()``.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from ._args import Group
 from ._compiled import CompiledGraph, Index
@@ -77,7 +83,13 @@ class TrainStep:
     with ``requires_grad``); every other leaf is data, passed at each call. The step is one
     jitted function: forward and backward (the compiled graph's VJP, tape or jax mode), the
     optimizer's update and ``optax.apply_updates``, with the parameter and optimizer-state
-    buffers donated."""
+    buffers donated.
+
+    ``mesh`` (a ``jax.sharding.Mesh``) makes the step data parallel: the batched arguments are
+    split along their batch axis over the mesh axis ``data_axis`` (default: the mesh's only
+    axis, else ``"data"``), parameters and optimizer state are replicated, and XLA reduces the
+    gradients across devices. The graph must be batched; a batch size that does not split
+    evenly over the data axis is refused with an :class:`ArgumentError`."""
 
     def __init__(
         self,
@@ -85,6 +97,8 @@ class TrainStep:
         optimizer: optax.GradientTransformation,
         *,
         params: Sequence[str] | None = None,
+        mesh: Mesh | None = None,
+        data_axis: str | None = None,
     ) -> None:
         if not isinstance(compiled, CompiledGraph):
             raise CompileError(f"TrainStep: expected a CompiledGraph, got {type(compiled)}")
@@ -136,6 +150,10 @@ class TrainStep:
             (False,) * len(self.param_names),
             dtype=compiled.dtype,
         )
+        self.mesh = mesh
+        self.data_axis: str | None = None
+        if mesh is not None:
+            self.data_axis = _data_axis(mesh, data_axis, batching is not None)
         self.trace_count = 0
         vjp = compiled._program_fn("vjp")
         mean = batching is not None and batching.grads == "mean"
@@ -161,16 +179,34 @@ class TrainStep:
             return optax.apply_updates(params, updates), opt_state, loss
 
         step.__name__ = step.__qualname__ = "tl_train_step"
-        self._step = jax.jit(step, donate_argnums=(0, 1), **compiled._placement)
-        self._init = jax.jit(optimizer.init, out_shardings=compiled._sharding)
+        if mesh is None:
+            self._replicated: Any = compiled._sharding
+            self._step = jax.jit(step, donate_argnums=(0, 1), **compiled._placement)
+        else:
+            # data parallel: the batch split over the mesh's data axis, parameters and optimizer
+            # state replicated; XLA's partitioner sums the per-device gradients (an all-reduce)
+            self._replicated = NamedSharding(mesh, PartitionSpec())
+            split = NamedSharding(mesh, PartitionSpec(self.data_axis))
+            data_sh = [split if b else self._replicated for b in self._data.batched]
+            index_sh = [
+                split if b else self._replicated
+                for b in compiled._index.batched  # runtime index inputs, in order
+            ]
+            self._arg_shardings = (*data_sh, *index_sh)
+            self._step = jax.jit(
+                step,
+                donate_argnums=(0, 1),
+                in_shardings=(self._replicated, self._replicated, *self._arg_shardings),
+                out_shardings=(self._replicated, self._replicated, self._replicated),
+            )
+        self._init = jax.jit(optimizer.init, out_shardings=self._replicated)
         self._fn = step
 
     def init(self, params: Mapping[str, Any] | Sequence[Any]) -> TrainState:
         """A fresh :class:`TrainState` from initial parameter values (copied to the device)."""
         vals = self.compiled._floats(self._params, params, None)
         values = tuple(
-            jax.device_put(jnp.array(v, dtype=self.compiled.dtype), self.compiled._sharding)
-            for v in vals
+            jax.device_put(jnp.array(v, dtype=self.compiled.dtype), self._replicated) for v in vals
         )
         return TrainState(
             dict(zip(self.param_names, values, strict=True)),
@@ -187,11 +223,7 @@ class TrainStep:
         (no synchronisation)."""
         if not isinstance(state, TrainState) or state.names != self.param_names:
             raise ArgumentError("state: expected a TrainState from this step's init()")
-        cg = self.compiled
-        batch = [-1] if cg.is_batched else None
-        args = cg._floats(self._data, data, batch) if self.data_names else []
-        if cg.index_names or index is not None:
-            args += cg._index_args(index, batch)
+        args = self._args(data, index)
         params = tuple(state.params[n] for n in self.param_names)
         new_params, opt_state, loss = self._step(params, state.opt_state, *args)
         new = TrainState(
@@ -205,13 +237,61 @@ class TrainStep:
     def lower(self, state: TrainState, data: Any, index: Index = None) -> Any:
         """The ``jax.stages.Lowered`` step for these argument types (for ``.compile()``,
         ``.as_text()`` or ``memory_analysis()``)."""
+        args = self._args(data, index)
+        params = tuple(state.params[n] for n in self.param_names)
+        return self._step.lower(params, state.opt_state, *args)
+
+    @property
+    def param_sharding(self) -> Any:
+        """The sharding of the parameters and optimizer state: replicated over the mesh, or the
+        compiled graph's device without one."""
+        return self._replicated
+
+    @property
+    def batch_sharding(self) -> Any:
+        """With a mesh: the sharding of batched arguments (leading axis over the data axis);
+        for building global arrays from per-host data (``jax.make_array_from_process_local_data``).
+        ``None`` without a mesh."""
+        if self.mesh is None:
+            return None
+        return NamedSharding(self.mesh, PartitionSpec(self.data_axis))
+
+    def _args(self, data: Any, index: Index) -> list[Any]:
+        """The data and index arguments, checked (and, with a mesh, the batch checked to split
+        evenly over the data axis)."""
         cg = self.compiled
         batch = [-1] if cg.is_batched else None
         args = cg._floats(self._data, data, batch) if self.data_names else []
         if cg.index_names or index is not None:
             args += cg._index_args(index, batch)
-        params = tuple(state.params[n] for n in self.param_names)
-        return self._step.lower(params, state.opt_state, *args)
+        if self.mesh is not None and batch is not None:
+            devices = self.mesh.shape[self.data_axis]
+            if batch[0] % devices:
+                raise ArgumentError(
+                    f"data: batch size {batch[0]} does not split evenly over the {devices} "
+                    f"devices of mesh axis {self.data_axis!r} (use a multiple of {devices})"
+                )
+        return args
+
+
+def _data_axis(mesh: Mesh, name: str | None, batched: bool) -> str:
+    """The mesh axis the batch is split over: ``name``, else the mesh's only axis, else
+    ``"data"``."""
+    if not isinstance(mesh, Mesh):
+        raise CompileError(f"TrainStep: mesh must be a jax.sharding.Mesh, got {type(mesh)}")
+    if not batched:
+        raise CompileError(
+            "TrainStep: a mesh splits the batch, so the graph must be batched "
+            "(compiled.batched(over=..., grads='mean' or 'sum'))"
+        )
+    axes = tuple(mesh.axis_names)
+    if name is None:
+        name = axes[0] if len(axes) == 1 else "data"
+    if name not in axes:
+        raise CompileError(
+            f"TrainStep: data_axis {name!r} is not an axis of the mesh (axes: {', '.join(axes)})"
+        )
+    return name
 
 
 def fit(

@@ -160,6 +160,15 @@ PARITY_CASES: list[OpCase] = [
         samplers=_ATT,
         label="blocked-row",
     ),
+    # -- interop (issue 13): ops that imported models need -------------------------------
+    # eps = 2^-10: exact in float32 (ONNX stores epsilon as a float32 attribute)
+    OpCase(
+        "batchnorm_eval",
+        ((2, 3, 3), (2,), (2,), (2,), (2,)),
+        {"eps": 2.0**-10},
+        samplers={3: small},
+    ),
+    OpCase("batchnorm_eval", ((3,), (3,), (3,), (3,), (3,)), {"eps": 2.0**-10}, label="1d"),
     # -- randomness ------------------------------------------------------------------------
     OpCase("rand_uniform", (), {"shape": (2, 3), "seed": 42}),
     OpCase("bernoulli_mask", ((),), {"shape": (3, 4), "seed": 7}),

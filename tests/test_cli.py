@@ -136,9 +136,7 @@ def test_show_output_errors_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture
         "",
         f"torchlean: error: cannot write {target}: No such file or directory\n",
     )
-    with pytest.raises(SystemExit) as e:
-        cli.main(["show", path, "--format", "png"])
-    assert e.value.code == 2
+    assert cli.main(["show", path, "--format", "png"]) == 2
     assert "argument --format: invalid choice: 'png'" in capsys.readouterr().err
 
 

@@ -32,6 +32,7 @@ SAMPLE = {
     "max_pool[2x7-1d]",
     "avg_pool2d_pad[1x5x5]",
     "batchnorm_channel_first[2x3x3_2_2]",
+    "batchnorm_eval[2x3x3_2_2_2_2]",
     "bernoulli_mask[s]",
     "multi_head_attention[4x4_4x4_4x4_4x4_3x4-causal]",
 }

@@ -73,6 +73,15 @@ def _attention(a: list[Any], attrs: dict[str, Any], idx: dict[str, Any]) -> Any:
     return o.transpose(0, 1).reshape(n, -1) @ Wo
 
 
+def _batchnorm_eval(a: list[Any], attrs: dict[str, Any], idx: dict[str, Any]) -> Any:
+    # F.batch_norm(training=False) written out: torch does not differentiate it in the running
+    # statistics, which are arguments (with gradients) here
+    x, gamma, beta, mean, var = a
+    c = (-1,) + (1,) * (x.ndim - 1)
+    r = 1 / torch.sqrt(var + attrs["eps"])
+    return (x - mean.reshape(c)) * (r * gamma).reshape(c) + beta.reshape(c)
+
+
 def _index(a: Any) -> Any:
     return torch.as_tensor(np.asarray(a, dtype=np.int64))
 
@@ -146,6 +155,8 @@ TORCH_OPS: dict[str, TorchFn] = {
         a[0][None], None, None, a[1], a[2], training=True, eps=at["eps"]
     )[0],
     "multi_head_attention": _attention,
+    # interop (issue 13)
+    "batchnorm_eval": _batchnorm_eval,
 }
 
 #: Ops PyTorch has no counterpart for, with the reason (kept next to the mapping on purpose).

@@ -97,11 +97,12 @@ class Param:
 
     def device_value(self, device: Any, dtype: Any) -> Any:
         """The value as a JAX array on ``device`` in ``dtype``: the mirror when it is already
-        there, else an upload of the host value (which becomes the mirror)."""
+        there (on that device alone: a mirror replicated over a mesh is fetched and uploaded
+        again), else an upload of the host value (which becomes the mirror)."""
         import jax
 
         dev = self._device
-        if dev is not None and dev.dtype == dtype and device in dev.devices():
+        if dev is not None and dev.dtype == dtype and dev.devices() == {device}:
             return dev
         self.sync()
         arr = jax.device_put(np.asarray(self._host, dtype=dtype), device)

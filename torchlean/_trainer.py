@@ -11,6 +11,10 @@ graph and compiled (``compiler.compile``), and the params live on the device bet
 mean of the per-sample losses (model code is per sample; the compiled backend maps the graph
 over the batch with ``jax.vmap``, the eager one runs each op once on the whole batch, declaring
 the inputs batched, and reduces the parameters' gradients with ``grads="mean"``).
+
+``ScalarTrainer(..., mesh=jax.sharding.Mesh(...))`` (compiled backend) trains data parallel:
+each training step is ``compiler.TrainStep(..., mesh=mesh)``, the batch split over the mesh's
+data axis, parameters and optimizer moments replicated, gradients reduced by XLA.
 """
 
 from __future__ import annotations
@@ -186,6 +190,12 @@ class ScalarTrainer(_Runner):
     ``forward`` gives the loss, ``backward`` the gradients of the trainable params (by name),
     ``step`` / ``adam_step`` / ``adamw_step`` update the params (optax math, moments per
     param) and return the loss before the update.
+
+    ``mesh`` (a ``jax.sharding.Mesh``; compiled backend only) makes the training steps data
+    parallel (``compiler.TrainStep(..., mesh=mesh)``): call them with ``batched=True``; the
+    batch is split over the mesh axis ``data_axis`` (default: the mesh's only axis, else
+    ``"data"``) and must be a multiple of its size; parameters and moments are replicated and
+    XLA reduces the gradients. ``forward`` / ``backward`` still run on the options' device.
     """
 
     def __init__(
@@ -194,8 +204,13 @@ class ScalarTrainer(_Runner):
         params: ParamList | Sequence[Param],
         inputs: Sequence[Any],
         options: Options | None = None,
+        *,
+        mesh: Any = None,
+        data_axis: str | None = None,
     ) -> None:
         super().__init__(loss, params, inputs, options)
+        self.mesh = mesh
+        self.data_axis = None if mesh is None else _check_mesh(mesh, data_axis, self.options)
         self._optimizer = Optimizer()
         self._opt_states: dict[str, Any] = {}
         #: The loss of every step (``step`` / ``adam_step`` / ``adamw_step``), in order.
@@ -250,16 +265,28 @@ class ScalarTrainer(_Runner):
 
         import compiler
 
+        if self.mesh is not None and not batched:
+            raise TorchleanError(
+                "ScalarTrainer: with a mesh, a training step splits the batch over the devices: "
+                "call it with batched=True"
+            )
         cg, leaves, index = self._compiled_call(inputs, batched)
-        step = _STEPS.get((id(cg), kind))
-        if step is None or step.compiled is not cg:
-            # Shared by every trainer of this compiled graph: the hyperparameters live in the
-            # optimizer state, so one jitted step serves them all.
+        key = (id(cg), kind, id(self.mesh), self.data_axis)
+        step = _STEPS.get(key)
+        if step is None or step.compiled is not cg or step.mesh is not self.mesh:
+            # Shared by every trainer of this compiled graph (and mesh): the hyperparameters
+            # live in the optimizer state, so one jitted step serves them all.
             make = {"sgd": optax.sgd, "adam": optax.adam, "adamw": optax.adamw}[kind]
             init = {k: jnp.asarray(v, dtype=cg.dtype) for k, v in hyper.items()}
             tx = optax.inject_hyperparams(make)(**init)
-            step = _STEPS[(id(cg), kind)] = compiler.TrainStep(cg, tx)
+            step = _STEPS[key] = compiler.TrainStep(
+                cg, tx, mesh=self.mesh, data_axis=self.data_axis
+            )
         params = {n: leaves.pop(n) for n in step.param_names}
+        if self.mesh is not None:  # replicated over the mesh (a no-op once they are)
+            import jax
+
+            params = {n: jax.device_put(v, step.param_sharding) for n, v in params.items()}
         opt_state = self._opt_states.get(kind)
         if opt_state is None:
             opt_state = step.init(params).opt_state
@@ -371,14 +398,40 @@ class ScalarTrainer(_Runner):
         return verify_graph(self.graph, self.options, **kwargs)
 
 
+def _check_mesh(mesh: Any, data_axis: str | None, options: Options) -> str:
+    """The mesh axis a data-parallel trainer splits the batch over, the mesh checked."""
+    from jax.sharding import Mesh
+
+    if options.backend != "compiled":
+        raise TorchleanError(
+            "ScalarTrainer: mesh= needs Options(backend='compiled') (the eager backend runs on "
+            "one device)"
+        )
+    if not isinstance(mesh, Mesh):
+        raise TorchleanError(
+            f"ScalarTrainer: mesh must be a jax.sharding.Mesh, got {type(mesh).__name__}"
+        )
+    axes = tuple(mesh.axis_names)
+    name = data_axis if data_axis is not None else (axes[0] if len(axes) == 1 else "data")
+    if name not in axes:
+        raise TorchleanError(
+            f"ScalarTrainer: data_axis {name!r} is not an axis of the mesh "
+            f"(axes: {', '.join(map(str, axes))})"
+        )
+    return name
+
+
 def scalar_trainer(
     loss: LossFn,
     params: ParamList | Sequence[Param],
     inputs: Sequence[Any],
     options: Options | None = None,
+    *,
+    mesh: Any = None,
+    data_axis: str | None = None,
 ) -> ScalarTrainer:
     """Build a :class:`ScalarTrainer` (TorchLean's ``scalarTrainer``)."""
-    return ScalarTrainer(loss, params, inputs, options)
+    return ScalarTrainer(loss, params, inputs, options, mesh=mesh, data_axis=data_axis)
 
 
 __all__ = ["NatInput", "Ops", "Predictor", "ScalarTrainer", "scalar_trainer"]

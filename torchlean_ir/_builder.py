@@ -444,6 +444,30 @@ class GraphBuilder:
         method.__doc__ = get_op(name).doc
         return method
 
+    @classmethod
+    def from_graph(cls, graph: GraphData) -> tuple[GraphBuilder, tuple[Var, ...]]:
+        """A builder holding ``graph`` (its leaves, index inputs and nodes) and the
+        :class:`Var` of each of its outputs, to build on: add a loss to an imported model,
+        another head, more outputs. ``b.build(*outs) == graph``."""
+        types = [leaf.type for leaf in graph.leaves] + [n.type for n in graph.nodes]
+        b = cls(types[0].dtype if types else DType.F32)
+        for leaf in graph.leaves:
+            b._new_name(leaf.name)
+            b._leaves.append(leaf)
+        for ix in graph.index_inputs:
+            b._new_name(ix.name)
+            b._index_inputs.append(ix)
+        n_leaves = len(graph.leaves)
+
+        def handle(v: int) -> tuple[str, int]:
+            return ("leaf", v) if v < n_leaves else ("node", v - n_leaves)
+
+        for node in graph.nodes:
+            b._nodes.append(Node(node.op, (), node.type, node.attrs, node.index_args))
+            b._node_args.append(tuple(handle(a) for a in node.args))
+        outs = tuple(Var(b, handle(o), graph.value_type(o)) for o in graph.outputs)
+        return b, outs
+
     # -- build -----------------------------------------------------------------------------
     def build(self, *outputs: Var | Sequence[Var]) -> GraphData:
         """Freeze into a :class:`GraphData` with the given output value(s)."""

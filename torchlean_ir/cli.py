@@ -6,14 +6,19 @@
     torchlean show GRAPH.json       print the graph's text form
         [--format text|dot|svg] [-o FILE] [--collapse]
                                     or draw it: Graphviz DOT, or SVG rendered by Graphviz
+    torchlean import MODEL.pt2|MODEL.onnx -o GRAPH.json [--params PARAMS.safetensors]
+                                    import a PyTorch or ONNX model (torchlean_ir.interop)
+    torchlean export GRAPH.json -o MODEL.onnx (--params PARAMS | --zero-params)
+                                    export a graph as an ONNX model
     torchlean verify ...            the verifier (``verify.cli``), when installed
 
 Exit codes: 0 success; 2 bad input or usage (a malformed, ill-typed or oversized graph file, an
-unreadable path, an unwritable output, a bad option, standard output that cannot be written),
-with one line ``torchlean: error: ...`` on stderr and never a traceback; 4 a program the command
-needs is missing or failed (Graphviz's ``dot`` for ``show --format svg``), one line naming it;
-130 interrupted. A subcommand provided by another package (``verify``) returns its own
-documented codes. Anything else (a traceback, exit 1) is a bug.
+unreadable path, an unwritable output, a bad option, standard output that cannot be written, a
+model with an op that cannot be imported or exported), with one line ``torchlean: error: ...``
+on stderr and never a traceback; 4 a program the command needs is missing or failed (Graphviz's
+``dot`` for ``show --format svg``), one line naming it; 130 interrupted. A subcommand provided
+by another package (``verify``) returns its own documented codes. Anything else (a traceback,
+exit 1) is a bug.
 
 The installed ``torchlean`` script starts in :mod:`torchlean_cli`, which handles an interrupt
 while this module is still being imported.
@@ -222,6 +227,25 @@ def cmd_show(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_import(args: argparse.Namespace) -> int:
+    from .interop._cli import cmd_import as run
+
+    try:
+        return run(args)
+    except TorchleanError as e:
+        raise _Fail(str(e)) from None
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from .interop._cli import cmd_export as run
+
+    graph = _load(args)
+    try:
+        return run(args, graph)
+    except TorchleanError as e:
+        raise _Fail(str(e)) from None
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse, with its error on one line (an argument may hold a newline)."""
 
@@ -270,6 +294,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_limits(p)
     p.set_defaults(run=cmd_show)
+
+    from .interop._cli import add_parsers
+
+    add_parsers(sub, _add_limits, cmd_import, cmd_export)
 
     for name, (module, help_text) in PLUGINS.items():
         p = sub.add_parser(name, help=f"{help_text} ({module})", add_help=False)

@@ -1,4 +1,10 @@
-"""batchnorm_channel_first: normalisation of one (C, H, W) sample per channel."""
+"""Batch normalisation of one sample, channels first.
+
+``batchnorm_channel_first`` normalises a (C, H, W) sample with its own statistics per channel;
+``batchnorm_eval`` is inference-mode batch normalisation (PyTorch's ``BatchNorm*d`` in ``eval()``,
+ONNX ``BatchNormalization``): the statistics are given (running mean and variance), so each
+sample is normalised independently of the others.
+"""
 
 from __future__ import annotations
 
@@ -84,4 +90,100 @@ def batchnorm_channel_first_vjp(B: Any, args: tuple, out: Any, ct: Any, *, eps: 
 # float32: the statistics in float64, as layer_norm (docs/ops-notes.md)
 lower_widened(batchnorm_channel_first)
 
-__all__ = ["batchnorm_channel_first"]
+# -- batchnorm_eval (inference: given statistics) --------------------------------------------
+
+batchnorm_eval = Op(
+    "batchnorm_eval",
+    args=("x", "gamma", "beta", "mean", "var"),
+    attrs={
+        "eps": AttrSpec(
+            "float",
+            default=1e-5,
+            check=lambda e: None if 0 < e < float("inf") else "must be positive and finite",
+            doc="added to the variance (PyTorch's default; ONNX files store it as a float32)",
+        )
+    },
+    domain={"var": "positive"},
+    family="nn",
+    doc=(
+        "Inference-mode batch normalisation of x (C, spatial...) with given per-channel "
+        "statistics mean, var (C,): (x - mean) / sqrt(var + eps) * gamma + beta. Every argument "
+        "receives gradient (mean and var are usually frozen leaves)."
+    ),
+)
+
+
+@batchnorm_eval.def_shape
+def batchnorm_eval_shape(
+    x: TensorType,
+    gamma: TensorType,
+    beta: TensorType,
+    mean: TensorType,
+    var: TensorType,
+    *,
+    eps: float,
+) -> Shape:
+    if x.rank < 1 or x.shape[0] == 0:
+        raise ShapeError(f"needs x (C, spatial...) with C > 0, got {x}")
+    c = x.shape[0]
+    for name, t in (("gamma", gamma), ("beta", beta), ("mean", mean), ("var", var)):
+        if t.shape != (c,):
+            raise ShapeError(f"{name} must be [{c}] for x {x}, got {t}")
+    return x.shape
+
+
+def _channels(B: Any, v: Any, ndim: int) -> Any:
+    """A (C,) vector shaped (C, 1, ..., 1) against an x of rank ``ndim``."""
+    return B.reshape(v, (-1,) + (1,) * (ndim - 1))
+
+
+def _spatial_sum(B: Any, a: Any) -> Any:
+    return B.sum(a, axis=tuple(range(1, a.ndim))) if a.ndim > 1 else a
+
+
+def _bn_eval_parts(B: Any, x: Any, mean: Any, var: Any, eps: float) -> tuple[Any, Any]:
+    """``(x - mean, 1 / sqrt(var + eps))``, both broadcast against x."""
+    xc = x - _channels(B, mean, x.ndim)
+    r = _channels(B, 1 / B.sqrt(var + eps), x.ndim)
+    return xc, r
+
+
+@batchnorm_eval.def_forward
+def batchnorm_eval_forward(
+    B: Any, x: Any, gamma: Any, beta: Any, mean: Any, var: Any, *, eps: float
+) -> Any:
+    xc, r = _bn_eval_parts(B, x, mean, var, eps)
+    return xc * r * _channels(B, gamma, x.ndim) + _channels(B, beta, x.ndim)
+
+
+@batchnorm_eval.def_jvp
+def batchnorm_eval_jvp(B: Any, args: tuple, tangents: tuple, out: Any, *, eps: float) -> Any:
+    x, gamma, _, mean, var = args
+    tx, tgamma, tbeta, tmean, tvar = tangents
+    d = x.ndim
+    xc, r = _bn_eval_parts(B, x, mean, var, eps)
+    g = _channels(B, gamma, d)
+    # d r / d var = -r^3 / 2
+    dr = -(r * r * r) * _channels(B, tvar, d) / 2
+    txc = tx - _channels(B, tmean, d)
+    return (txc * r + xc * dr) * g + xc * r * _channels(B, tgamma, d) + _channels(B, tbeta, d)
+
+
+@batchnorm_eval.def_vjp
+def batchnorm_eval_vjp(B: Any, args: tuple, out: Any, ct: Any, *, eps: float) -> tuple:
+    x, gamma, _, mean, var = args
+    xc, r = _bn_eval_parts(B, x, mean, var, eps)
+    g = _channels(B, gamma, x.ndim)
+    gx = ct * r * g
+    r1 = 1 / B.sqrt(var + eps)
+    gvar = -_spatial_sum(B, ct * xc * g) * (r1 * r1 * r1) / 2
+    return (
+        gx,
+        _spatial_sum(B, ct * xc * r),
+        _spatial_sum(B, ct),
+        -_spatial_sum(B, gx),
+        gvar,
+    )
+
+
+__all__ = ["batchnorm_channel_first", "batchnorm_eval"]

@@ -1,0 +1,161 @@
+"""``torchlean import`` and ``torchlean export`` (the parsers live in ``torchlean_ir.cli``).
+
+::
+
+    torchlean import MODEL.pt2|MODEL.onnx -o GRAPH.json [--params PARAMS.safetensors]
+    torchlean export GRAPH.json -o MODEL.onnx (--params PARAMS.safetensors | --zero-params)
+
+Every failure is an :class:`InteropError` (one line; exit 2 through the command line).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Callable
+
+import numpy as np
+
+from .._format import save
+from .._graph import GraphData
+from ._files import load_pt2, read_params, save_params
+from ._trace import InteropError
+
+
+def _batch_axis(text: str) -> int | None:
+    return None if text == "none" else int(text)
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    """Import a model file; write the graph (and its parameters with ``--params``)."""
+    from ._onnx_import import from_onnx
+    from ._torch_import import from_torch
+
+    path = args.model
+    ext = os.path.splitext(path)[1].lower()
+    if ext not in (".pt2", ".onnx"):
+        raise InteropError(f"{path}: expected a .pt2 (torch.export.save) or .onnx file")
+    if args.params is not None:
+        from ._files import _format
+
+        _format(args.params, "--params")  # a bad name fails before the import runs
+    if ext == ".onnx":
+        if not os.path.exists(path):
+            raise InteropError(f"cannot read {path}: no such file")
+        imported = from_onnx(path, batch_axis=args.batch_axis)
+    else:
+        imported = from_torch(load_pt2(path), batch_axis=args.batch_axis)
+    try:
+        save(imported.graph, args.output)
+    except OSError as e:
+        raise InteropError(f"cannot write {args.output}: {e.strerror or e}") from None
+    if args.params is not None:
+        try:
+            save_params(args.params, imported.params)
+        except OSError as e:
+            raise InteropError(f"cannot write {args.params}: {e.strerror or e}") from None
+    g = imported.graph
+    parts = [f"{len(g.nodes)} nodes", f"{g.num_leaves} leaves"]
+    parts.append(f"batched over {', '.join(imported.batched)}" if imported.batched else "unbatched")
+    line = f"{args.output}: {', '.join(parts)}"
+    if args.params is not None:
+        line += f"; {len(imported.params)} parameters in {args.params}"
+    elif imported.params:
+        line += f"; {len(imported.params)} parameter values not written (no --params)"
+    print(line, file=args.out)
+    return 0
+
+
+def cmd_export(args: argparse.Namespace, graph: GraphData) -> int:
+    """Export a graph file to ONNX with parameter values from ``--params`` (or zeros)."""
+    import onnx
+
+    from ._onnx_export import to_onnx
+
+    if not args.output.lower().endswith(".onnx"):
+        raise InteropError(f"-o {args.output}: expected a .onnx file name")
+    names = [leaf.name for leaf in graph.leaves if leaf.kind == "param"]
+    if args.params is not None:
+        values = read_params(args.params)
+        missing = [n for n in names if n not in values]
+        if missing:
+            raise InteropError(f"{args.params}: no value for param leaf {missing[0]!r}")
+        params = {n: values[n] for n in names}
+    elif args.zero_params:
+        params = {
+            leaf.name: np.zeros(leaf.type.shape) for leaf in graph.leaves if leaf.kind == "param"
+        }
+    elif names:
+        raise InteropError(
+            f"the graph has {len(names)} param leaves: give their values with --params FILE "
+            "(or --zero-params for a model with zero weights)"
+        )
+    else:
+        params = {}
+    batched = None if args.batched is None else [b for b in args.batched.split(",") if b]
+    model = to_onnx(graph, params, batched=batched, opset=args.opset)
+    try:
+        onnx.checker.check_model(model)
+    except Exception as e:  # our exporter wrote something ONNX refuses: a bug, said in one line
+        raise InteropError(f"the exported model fails onnx.checker: {e}") from None
+    try:
+        onnx.save(model, args.output)
+    except OSError as e:
+        raise InteropError(f"cannot write {args.output}: {e.strerror or e}") from None
+    opset = model.opset_import[0].version
+    print(f"{args.output}: {len(model.graph.node)} ONNX nodes, opset {opset}", file=args.out)
+    return 0
+
+
+def add_parsers(
+    sub: argparse._SubParsersAction,
+    add_limits: Callable[..., None],
+    run_import: Callable[..., int],
+    run_export: Callable[..., int],
+) -> None:
+    """The ``import`` and ``export`` subcommands of ``torchlean`` (run by the given functions)."""
+    p = sub.add_parser(
+        "import",
+        help="import a PyTorch (.pt2 from torch.export.save) or ONNX model as a graph file",
+    )
+    p.add_argument("model", metavar="MODEL", help="MODEL.pt2 or MODEL.onnx")
+    p.add_argument("-o", "--output", required=True, metavar="GRAPH.json", help="graph to write")
+    p.add_argument(
+        "--params",
+        metavar="PARAMS",
+        help="write the parameter values here (.safetensors or .npz)",
+    )
+    p.add_argument(
+        "--batch-axis",
+        type=_batch_axis,
+        default=0,
+        metavar="N|none",
+        help="the inputs' batch axis, which becomes the compiler's batching (default 0); "
+        "'none' imports the whole example batch as one sample",
+    )
+    p.set_defaults(run=run_import)
+
+    p = sub.add_parser("export", help="export a graph file as an ONNX model")
+    p.add_argument("graph", metavar="GRAPH.json", help="a graph file (docs/ir-format.md)")
+    p.add_argument("-o", "--output", required=True, metavar="MODEL.onnx", help="model to write")
+    group = p.add_mutually_exclusive_group()
+    group.add_argument(
+        "--params", metavar="PARAMS", help="parameter values (.safetensors or .npz), by leaf name"
+    )
+    group.add_argument(
+        "--zero-params",
+        action="store_true",
+        help="write every parameter as zeros (a model to inspect, not to run)",
+    )
+    p.add_argument(
+        "--batched",
+        metavar="NAMES",
+        help="comma-separated leaves and index inputs with a leading batch axis N "
+        "(default: every input leaf and runtime index input; '' for none)",
+    )
+    p.add_argument("--opset", type=int, metavar="N", help="the ONNX opset to declare")
+    add_limits(p)
+    p.set_defaults(run=run_export)
+
+
+__all__ = ["add_parsers", "cmd_export", "cmd_import"]

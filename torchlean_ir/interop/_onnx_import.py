@@ -1,0 +1,928 @@
+"""ONNX models in: ``from_onnx(path or ModelProto)``.
+
+Each ONNX op maps through :data:`ONNX_IMPORTS` onto the tracer (``_trace``), which builds the
+per-sample graph. Models below opset 13 are first converted to opset 18 by ONNX's own version
+converter, so the converters read opset-13-and-later semantics (``axes`` as inputs, single-axis
+``Softmax``), whether an attribute or an input carries a value.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from .._builder import GraphBuilder
+from .._errors import TorchleanError
+from ._common import Imported, Mapping, Names, float_dtype, prune
+from ._trace import InteropError, Refused, T, Tracer, one_line
+
+#: The opset models are read at (older ones are converted to it first).
+IMPORT_OPSET = 18
+#: Models with an older default-domain opset are converted to IMPORT_OPSET before import.
+MIN_NATIVE_OPSET = 13
+
+Converter = Callable[["_Ctx", Any, list[T | None]], list[T]]
+
+#: ONNX op type -> how it is imported (filled in below by ``@_imports``).
+ONNX_IMPORTS: dict[str, Mapping] = {}
+
+#: ONNX op types refused on purpose, with the reason (``docs/interop.md`` lists them).
+ONNX_REFUSED: dict[str, str] = {
+    "Erf": "exact (erf) GELU has no op here; our gelu is the tanh approximation",
+    "LRN": "local response normalization has no op here",
+    "ReduceMax": "no max-reduction op (max pooling covers windows)",
+    "Equal": "comparisons produce booleans, which graphs do not hold",
+    "RandomUniform": "ONNX random ops are implementation-defined, not our SplitMix64",
+    "Loop": "graphs have no control flow",
+    "If": "graphs have no control flow",
+}
+
+
+class _Ctx:
+    """One import: the tracer and the current node's attributes."""
+
+    def __init__(self, tracer: Tracer, opset: int, names: Names) -> None:
+        self.tr = tracer
+        self.opset = opset
+        self.names = names
+        self.attrs: dict[str, Any] = {}
+
+    def attr(self, name: str, default: Any = None) -> Any:
+        return self.attrs.get(name, default)
+
+    def ints(self, t: T | None, what: str) -> list[int] | None:
+        """An input that must be known at import time (shape, axes, pads), as ints."""
+        if t is None:
+            return None
+        if not t.known or t.value is None:
+            raise Refused(f"{what} must be known at import time (a constant)")
+        return [int(v) for v in np.asarray(t.value).reshape(-1)]
+
+    def scalar(self, t: T | None, what: str) -> float | None:
+        if t is None:
+            return None
+        if not t.known or t.value is None or t.value.size != 1:
+            raise Refused(f"{what} must be a constant scalar")
+        return float(t.value.reshape(()))
+
+
+def _imports(*names: str, ours: str, note: str = "") -> Callable[[Converter], Converter]:
+    def deco(fn: Converter) -> Converter:
+        for n in names:
+            ONNX_IMPORTS[n] = Mapping(fn, note, ours)
+        return fn
+
+    return deco
+
+
+def _need(x: T | None, what: str) -> T:
+    if x is None:
+        raise Refused(f"missing input {what}")
+    return x
+
+
+# -- elementwise ------------------------------------------------------------------------------
+
+_UNARY = {
+    "Relu": "relu",
+    "Sigmoid": "sigmoid",
+    "Tanh": "tanh",
+    "Exp": "exp",
+    "Log": "log",
+    "Abs": "abs",
+    "Sqrt": "sqrt",
+    "Reciprocal": "inv",
+    "Softplus": "softplus",
+}
+
+
+@_imports(*_UNARY, ours="the op of the same name (Reciprocal: inv)")
+def _unary(c: _Ctx, node: Any, ins: list[T | None]) -> list[T]:
+    return [c.tr.unary(_UNARY[node.op_type], _need(ins[0], "X"))]
+
+
+@_imports("Neg", ours="scale", note="scale by -1")
+def _neg(c: _Ctx, node: Any, ins: list[T | None]) -> list[T]:
+    return [c.tr.scale(_need(ins[0], "X"), -1.0)]
+
+
+@_imports("Identity", "Dropout", ours="(none)", note="Dropout is the identity in inference")
+def _identity(c: _Ctx, node: Any, ins: list[T | None]) -> list[T]:
+    mode = ins[2] if node.op_type == "Dropout" and len(ins) > 2 else None
+    if mode is not None and (not mode.known or bool(np.asarray(mode.value).reshape(()))):
+        raise Refused("Dropout in training mode (training_mode must be a constant false)")
+    x = _need(ins[0], "input")
+    return [x] + ([] if len(node.output) < 2 else [c.tr.const(np.ones(x.full, dtype=bool))])
+
+
+@_imports("Gelu", ours="gelu", note="approximate='tanh' only")
+def _gelu(c: _Ctx, node: Any, ins: list[T | None]) -> list[T]:
+    approx = c.attr("approximate", "none")
+    if approx != "tanh":
+        raise Refused(f"Gelu approximate={approx!r}: only 'tanh' (our gelu); exact erf has no op")
+    return [c.tr.unary("gelu", _need(ins[0], "X"))]
+
+
+@_imports("LeakyRelu", ours="max / min, scale", note="max(x, alpha x) (min for alpha > 1)")
+def _leaky(c: _Ctx, node: Any, ins: list[T | None]) -> list[T]:
+    x = _need(ins[0], "X")
+    alpha = float(c.attr("alpha", 0.01))
+    return [c.tr.binary("max" if alpha <= 1 else "min", x, c.tr.scale(x, alpha))]
+
+
+@_imports("PRelu", ours="max, min, mul", note="max(x, 0) + slope min(x, 0)")
+def _prelu(c: _Ctx, node: Any, ins: list[T | None]) -> list[T]:
+    x, slope = _need(ins[0], "X"), _need(ins[1], "slope")
+    if slope.rank == 1 and x.rank > 2 and slope.full[0] == x.full[1] != x.full[-1]:
+        # opset-6 files broadcast a (C,) slope per channel
+        slope = c.tr.reshape_to(slope, [slope.full[0]] + [1] * (x.rank - 2))
+    zero = c.tr.const(np.zeros(()))
+    pos = c.tr.binary("max", x, zero)
+    return [c.tr.binary("add", pos, c.tr.binary("mul", slope, c.tr.binary("min", x, zero)))]
+
+
+@_imports("Elu", "Selu", ours="relu, min, exp, scale", note="relu(x) + alpha (exp(min(x, 0)) - 1)")
+def _elu(c: _Ctx, node: Any, ins: list[T | None]) -> list[T]:
+    x = _need(ins[0], "X")
+    selu = node.op_type == "Selu"
+    alpha = float(c.attr("alpha", 1.6732632423543772 if selu else 1.0))
+    gamma = float(c.attr("gamma", 1.0507009873554805)) if selu else 1.0
+    neg = c.tr.unary("exp", c.tr.binary("min", x, c.tr.const(np.zeros(()))))
+    neg = c.tr.scale(c.tr.binary("sub", neg, c.tr.const(np.ones(()))), alpha)
+    return [c.tr.scale(c.tr.binary("add", c.tr.unary("relu", x), neg), gamma)]
+
+
+@_imports("Pad", ours="concat with constant blocks", note="mode 'constant' only")
+def _pad(c: _Ctx, node: Any, ins: list[T | None]) -> list[T]:
+    x = _need(ins[0], "data")
+    if c.attr("mode", "constant") != "constant":
+        raise Refused(f"Pad mode {c.attr('mode')!r} (only 'constant')")
+    pads = c.ints(ins[1], "Pad pads") or []
+    value = c.scalar(ins[2], "Pad constant_value") if len(ins) > 2 and ins[2] is not None else 0.0
+    axes = c.ints(ins[3], "Pad axes") if len(ins) > 3 and ins[3] is not None else None
+    axes = [a % x.rank for a in axes] if axes else list(range(x.rank))
+    k = len(axes)
+    begin, end = [0] * x.rank, [0] * x.rank
+    for i, a in enumerate(axes):
+        begin[a], end[a] = pads[i], pads[k + i]
+    return [c.tr.pad(x, begin, end, value or 0.0)]
+
+
+@_imports("Clip", ours="clamp (max / min when one-sided)")
+def _clip(c: _Ctx, node: Any, ins: list[T | None]) -> list[T]:
+    x = _need(ins[0], "input")
+    lo = c.scalar(ins[1] if len(ins) > 1 else None, "Clip min")
+    hi = c.scalar(ins[2] if len(ins) > 2 else None, "Clip max")
+    if lo is not None and hi is not None:
+        return [c.tr.unary("clamp", x, lo=lo, hi=hi)]
+    if lo is not None:
+        return [c.tr.unary("relu", x) if lo == 0 else c.tr.binary("max", x, c.tr.const(lo))]
+    if hi is not None:
+        return [c.tr.binary("min", x, c.tr.const(hi))]
+    return [x]
+
+
+_BINARY = {"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div"}
+
+
+@_imports(
+    *_BINARY,
+    ours="add / sub / mul; Div: mul by inv",
+    note="NumPy broadcasting; by a constant power of two: scale",
+)
+def _binary(c: _Ctx, node: Any, ins: list[T | None]) -> list[T]:
+    return [c.tr.binary(_BINARY[node.op_type], _need(ins[0], "A"), _need(ins[1], "B"))]
+
+
+@_imports(
+    "Sum",
+    "Max",
+    "Min",
+    "Mean",
+    ours="add / max / min (chained); Mean: scale",
+    note="Min(index, n - 1) clamps runtime indices for a gather",
+)
+def _variadic(c: _Ctx, node: Any, ins: list[T | None]) -> list[T]:
+    op = {"Sum": "add", "Mean": "add", "Max": "max", "Min": "min"}[node.op_type]
+    xs = [_need(x, "data") for x in ins]
+    if any(x.index is not None for x in xs):
+        bound = c.scalar(xs[1], "Min bound") if len(xs) == 2 else None
+        x = xs[0]
+        if node.op_type != "Min" or bound is None or x.index is None or x.clamp is not None:
+            raise Refused(f"{node.op_type} of runtime indices (only Min(index, constant))")
+        return [T(x.full, x.bdim, x.inner, index=x.index, clamp=int(bound))]
+    acc = xs[0]
+    for x in xs[1:]:
+        acc = c.tr.binary(op, acc, x)
+    if node.op_type == "Mean" and len(xs) > 1:
+        acc = c.tr.scale(acc, 1.0 / len(xs))
+    return [acc]
+
+
+@_imports("Pow", ours="mul / sqrt / inv", note="constant exponents 1, 2, 0.5, -1 only")
+def _pow(c: _Ctx, node: Any, ins: list[T | None]) -> list[T]:
+    x = _need(ins[0], "X")
+    p = c.scalar(ins[1], "Pow exponent")
+    if p == 1:
+        return [x]
+    if p == 2:
+        return [c.tr.binary("mul", x, x)]
+    if p == 0.5:
+        return [c.tr.unary("sqrt", x)]
+    if p == -1:
+        return [c.tr.unary("inv", x)]
+    raise Refused(f"Pow with exponent {p} (only 1, 2, 0.5, -1)")
+
+
+# -- linear algebra ---------------------------------------------------------------------------
+
+
+@_imports("MatMul", ours="matmul / bmm / linear", note="NumPy matmul semantics")
+def _matmul(c: _Ctx, node: Any, ins: list[T | None]) -> list[T]:
+    return [c.tr.matmul(_need(ins[0], "A"), _need(ins[1], "B"))]
+
+
+@_imports("Gemm", ours="linear (matmul for a matrix per sample)", note="alpha, beta as scale")
+def _gemm(c: _Ctx, node: Any, ins: list[T | None]) -> list[T]:
+    A, B = _need(ins[0], "A"), _need(ins[1], "B")
+    C = ins[2] if len(ins) > 2 else None
+    if c.attr("transA", 0):
+        A = c.tr.transpose(A, 0, 1)
+    W = B if c.attr("transB", 0) else c.tr.transpose(B, 0, 1)
+    alpha, beta = float(c.attr("alpha", 1.0)), float(c.attr("beta", 1.0))
+    if C is not None and beta != 1.0:
+        C = c.tr.scale(C, beta)
+    if W.batched:
+        y = c.tr.matmul(A, c.tr.transpose(W, 0, 1))
+        y = c.tr.scale(y, alpha)
+        return [y if C is None else c.tr.binary("add", y, C)]
+    if alpha == 1.0 and (C is None or (not C.batched and int(np.prod(C.full)) == W.full[0])):
+        return [c.tr.linear(A, W, C)]
+    y = c.tr.scale(c.tr.linear(A, W, None), alpha)
+    return [y if C is None else c.tr.binary("add", y, C)]
+
+
+# -- convolution and pooling ------------------------------------------------------------------
+
+
+def _spatial_attrs(c: _Ctx, d: int) -> tuple[list[int], list[int], list[int]]:
+    if c.attr("auto_pad", "NOTSET") not in ("NOTSET", "VALID"):
+        raise Refused(f"auto_pad={c.attr('auto_pad')!r} (give explicit pads)")
+    stride = list(c.attr("strides", [1] * d))
+    pads = list(c.attr("pads", [0] * (2 * d)))
+    return stride, pads[:d], pads[d:]
+
+
+@_imports("Conv", ours="conv2d / conv (groups: slices and concat)", note="no dilation")
+def _conv(c: _Ctx, node: Any, ins: list[T | None]) -> list[T]:
+    x, W = _need(ins[0], "X"), _need(ins[1], "W")
+    d = W.rank - 2
+    stride, begin, end = _spatial_attrs(c, d)
+    return [
+        c.tr.conv(
+            x,
+            W,
+            ins[2] if len(ins) > 2 else None,
+            stride,
+            begin,
+            end,
+            groups=int(c.attr("group", 1)),
+            dilation=c.attr("dilations"),
+        )
+    ]
+
+
+@_imports(
+    "ConvTranspose",
+    ours="conv_transpose2d / conv_transpose",
+    note="group 1, no dilation; output_padding by cropping",
+)
+def _conv_transpose(c: _Ctx, node: Any, ins: list[T | None]) -> list[T]:
+    x, W = _need(ins[0], "X"), _need(ins[1], "W")
+    d = W.rank - 2
+    if int(c.attr("group", 1)) != 1:
+        raise Refused("ConvTranspose with group != 1")
+    if any(k != 1 for k in c.attr("dilations", [1] * d)):
+        raise Refused("ConvTranspose with dilation")
+    if c.attr("output_shape") is not None:
+        raise Refused("ConvTranspose with output_shape (give pads)")
+    stride, begin, end = _spatial_attrs(c, d)
+    op = list(c.attr("output_padding", [0] * d))
+    return [c.tr.conv_transpose(x, W, ins[2] if len(ins) > 2 else None, stride, begin, end, op)]
+
+
+@_imports(
+    "MaxPool",
+    "AveragePool",
+    ours="max_pool* / avg_pool*",
+    note="no dilation; ceil_mode only where it changes nothing",
+)
+def _pool(c: _Ctx, node: Any, ins: list[T | None]) -> list[T]:
+    x = _need(ins[0], "X")
+    if len(node.output) > 1 and node.output[1]:
+        raise Refused("MaxPool with an Indices output")
+    kernel = list(c.attr("kernel_shape"))
+    stride, begin, end = _spatial_attrs(c, len(kernel))
+    kind = "max" if node.op_type == "MaxPool" else "avg"
+    return [
+        c.tr.pool(
+            x,
+            kind,
+            kernel,
+            stride,
+            begin,
+            end,
+            ceil_mode=bool(c.attr("ceil_mode", 0)),
+            count_include_pad=bool(c.attr("count_include_pad", 0)),
+            dilation=c.attr("dilations"),
+        )
+    ]
+
+
+@_imports("GlobalAveragePool", ours="global_avg_pool2d (reduce_mean for 1-D / 3-D)")
+def _gap(c: _Ctx, node: Any, ins: list[T | None]) -> list[T]:
+    return [c.tr.global_avg_pool(_need(ins[0], "X"), keepdims=True)]
+
+
+@_imports("GlobalMaxPool", ours="max_pool (one window)")
+def _gmp(c: _Ctx, node: Any, ins: list[T | None]) -> list[T]:
+    x = _need(ins[0], "X")
+    k = list(x.full[2:])
+    return [c.tr.pool(x, "max", k, [1] * len(k), [0] * len(k), [0] * len(k))]
+
+
+# -- normalisation ----------------------------------------------------------------------------
+
+
+@_imports("BatchNormalization", ours="batchnorm_eval", note="inference mode (given statistics)")
+def _batchnorm(c: _Ctx, node: Any, ins: list[T | None]) -> list[T]:
+    if c.attr("training_mode", 0):
+        raise Refused(
+            "BatchNormalization in training mode: batch statistics mix the samples of a batch"
+        )
+    x, g, b, m, v = (_need(ins[i], n) for i, n in enumerate(("X", "scale", "B", "mean", "var")))
+    return [c.tr.batchnorm_eval(x, g, b, m, v, float(c.attr("epsilon", 1e-5)))]
+
+
+@_imports(
+    "InstanceNormalization",
+    ours="batchnorm_channel_first",
+    note="this sample's statistics per channel",
+)
+def _instancenorm(c: _Ctx, node: Any, ins: list[T | None]) -> list[T]:
+    x, g, b = (_need(ins[i], n) for i, n in enumerate(("input", "scale", "B")))
+    return [c.tr.instance_norm(x, g, b, float(c.attr("epsilon", 1e-5)))]
+
+
+@_imports("LayerNormalization", ours="layer_norm", note="over the axes from `axis` on")
+def _layernorm(c: _Ctx, node: Any, ins: list[T | None]) -> list[T]:
+    if len(node.output) > 1 and any(node.output[1:]):
+        raise Refused("LayerNormalization with Mean / InvStdDev outputs")
+    x = _need(ins[0], "X")
+    axis = int(c.attr("axis", -1)) % max(x.rank, 1)
+    return [
+        c.tr.layer_norm(
+            x,
+            x.rank - axis,
+            ins[1] if len(ins) > 1 else None,
+            ins[2] if len(ins) > 2 else None,
+            float(c.attr("epsilon", 1e-5)),
+        )
+    ]
+
+
+@_imports("Softmax", "LogSoftmax", ours="softmax / log_softmax", note="along one axis (opset 13+)")
+def _softmax(c: _Ctx, node: Any, ins: list[T | None]) -> list[T]:
+    x = _need(ins[0], "input")
+    return [c.tr.softmax(x, int(c.attr("axis", -1)), log=node.op_type == "LogSoftmax")]
+
+
+# -- shapes -----------------------------------------------------------------------------------
+
+
+@_imports("Reshape", ours="reshape", note="a constant target shape")
+def _reshape(c: _Ctx, node: Any, ins: list[T | None]) -> list[T]:
+    x = _need(ins[0], "data")
+    shape = c.ints(ins[1], "Reshape shape") or []
+    if not c.attr("allowzero", 0):
+        shape = [x.full[i] if s == 0 else s for i, s in enumerate(shape)]
+    return [c.tr.reshape_to(x, shape)]
+
+
+@_imports("Flatten", ours="reshape")
+def _flatten(c: _Ctx, node: Any, ins: list[T | None]) -> list[T]:
+    x = _need(ins[0], "input")
+    axis = int(c.attr("axis", 1)) % (x.rank + 1) if x.rank else 0
+    lead = int(np.prod(x.full[:axis]))
+    return [c.tr.reshape_to(x, [lead, int(np.prod(x.full[axis:]))])]
+
+
+@_imports("Transpose", ours="transposes (adjacent swaps)")
+def _transpose(c: _Ctx, node: Any, ins: list[T | None]) -> list[T]:
+    x = _need(ins[0], "data")
+    perm = c.attr("perm", list(reversed(range(x.rank))))
+    return [c.tr.permute(x, list(perm))]
+
+
+def _index_view(x: T, full: tuple[int, ...]) -> T:
+    """An index tensor with a new full shape and the same per-sample elements."""
+    return T(full, x.bdim, x.inner, index=x.index, clamp=x.clamp, inrange=x.inrange)
+
+
+@_imports("Squeeze", ours="reshape")
+def _squeeze(c: _Ctx, node: Any, ins: list[T | None]) -> list[T]:
+    x = _need(ins[0], "data")
+    axes = c.ints(ins[1], "Squeeze axes") if len(ins) > 1 else c.attr("axes")
+    if x.index is not None:
+        ax = {a % x.rank for a in axes} if axes else {i for i, d in enumerate(x.full) if d == 1}
+        ax.discard(x.bdim)  # type: ignore[arg-type]
+        return [_index_view(x, tuple(d for i, d in enumerate(x.full) if i not in ax))]
+    return [c.tr.squeeze(x, axes)]
+
+
+@_imports("Unsqueeze", ours="reshape")
+def _unsqueeze(c: _Ctx, node: Any, ins: list[T | None]) -> list[T]:
+    x = _need(ins[0], "data")
+    axes = c.ints(ins[1], "Unsqueeze axes") if len(ins) > 1 else list(c.attr("axes"))
+    r = x.rank + len(axes or [])
+    for a in sorted(int(a) % r for a in axes or []):
+        if x.index is not None:
+            b = None if x.bdim is None else x.bdim + (1 if a <= x.bdim else 0)
+            x = T(
+                x.full[:a] + (1,) + x.full[a:],
+                b,
+                x.inner,
+                index=x.index,
+                clamp=x.clamp,
+                inrange=x.inrange,
+            )
+        else:
+            x = c.tr.unsqueeze(x, a)
+    return [x]
+
+
+@_imports("Concat", ours="concat (along dim 0, transposes around it)")
+def _concat(c: _Ctx, node: Any, ins: list[T | None]) -> list[T]:
+    return [c.tr.concat([_need(x, "inputs") for x in ins], int(c.attr("axis")))]
+
+
+@_imports("Slice", ours="slice (along dim 0, transposes around it)", note="constant, step 1")
+def _slice(c: _Ctx, node: Any, ins: list[T | None]) -> list[T]:
+    x = _need(ins[0], "data")
+    starts = c.ints(ins[1], "Slice starts") or []
+    ends = c.ints(ins[2], "Slice ends") or []
+    axes = c.ints(ins[3], "Slice axes") if len(ins) > 3 and ins[3] is not None else None
+    steps = c.ints(ins[4], "Slice steps") if len(ins) > 4 and ins[4] is not None else None
+    axes = axes or list(range(len(starts)))
+    steps = steps or [1] * len(starts)
+    for s, e, a, st in zip(starts, ends, axes, steps, strict=True):
+        x = c.tr.slice(x, a, s, e, st)
+    return [x]
+
+
+@_imports("Split", ours="slice", note="constant split sizes")
+def _split(c: _Ctx, node: Any, ins: list[T | None]) -> list[T]:
+    x = _need(ins[0], "input")
+    axis = int(c.attr("axis", 0)) % x.rank
+    sizes = c.ints(ins[1], "Split sizes") if len(ins) > 1 and ins[1] is not None else None
+    if sizes is None:
+        k = int(c.attr("num_outputs", len(node.output)))
+        n = x.full[axis]
+        per = -(-n // k)
+        sizes = [min(per, n - i * per) for i in range(k)]
+    return c.tr.split(x, axis, sizes)
+
+
+@_imports("Gather", ours="slice / concat; gather_rows_nat for runtime indices (embedding)")
+def _gather(c: _Ctx, node: Any, ins: list[T | None]) -> list[T]:
+    data, idx = _need(ins[0], "data"), _need(ins[1], "indices")
+    axis = int(c.attr("axis", 0)) % data.rank
+    if idx.index is not None:
+        return [_gather_nat(c.tr, data, idx, axis)]
+    values = np.asarray(idx.value)
+    if not idx.known:
+        raise Refused("Gather with float indices")
+    if data.known and data.value is not None and data.param is None:
+        return [c.tr.const(np.take(data.value, values, axis=axis))]
+    flat = [int(v) % data.full[axis] for v in values.reshape(-1)]
+    parts = [c.tr.slice(data, axis, i, i + 1) for i in flat]
+    out = parts[0] if len(parts) == 1 else c.tr.concat(parts, axis)
+    shape = data.full[:axis] + values.shape + data.full[axis + 1 :]
+    return [c.tr.reshape_to(out, list(shape)) if out.full != shape else out]
+
+
+def _gather_nat(tr: Tracer, data: T, idx: T, axis: int) -> T:
+    """``data`` along ``axis`` at runtime indices (an index input): gather_scalar_nat /
+    gather_vec_nat (a vector per sample) or gather_rows_nat (a matrix per sample, axis 0 of the
+    sample). Indices clamped by ``Min(i, n - 1)`` are accepted: out of range, ours read 0."""
+    assert idx.index is not None
+    n = data.full[axis]
+    if idx.clamp is not None and idx.clamp != n - 1:
+        raise Refused(f"indices clamped to {idx.clamp} for a dim of size {n}")
+    if idx.inrange is not None:
+        raise Refused("gathering at a boolean")
+    if data.batched and (data.bdim != 0 or axis != 1 or data.full[0] != tr.n):
+        raise Refused("runtime indices into a batched tensor: only along its axis 1")
+    if not data.batched and axis != 0:
+        raise Refused("runtime indices into an unbatched tensor: only along its axis 0")
+    x = tr.var(data)
+    if len(x.shape) not in (1, 2):
+        raise Refused(f"runtime indices into a tensor of per-sample rank {len(x.shape)}")
+    k = idx.index.type.shape
+    if len(x.shape) == 1:
+        v = tr.b.gather_vec_nat(x, idx.index) if k else tr.b.gather_scalar_nat(x, idx.index)
+    elif k:
+        v = tr.b.gather_rows_nat(x, idx.index)
+    else:
+        raise Refused("a scalar runtime index into a matrix (use a vector of indices)")
+    if data.batched:
+        if idx.batched:
+            full, bdim = (tr.n, *idx.full[1:], *data.full[2:]), 0
+        else:
+            full, bdim = (tr.n, *idx.full, *data.full[2:]), 0
+    else:
+        full = idx.full + data.full[1:]
+        bdim = idx.bdim
+    out = tr.make(v, full, bdim, idx.inner if bdim == idx.bdim and bdim is not None else 1)
+    out.gathered = (idx.index, n)
+    return out
+
+
+@_imports(
+    "GatherElements",
+    ours="gather_scalar_nat / gather_vec_nat",
+    note="batched data and indices along axis 1 (as exported)",
+)
+def _gather_elements(c: _Ctx, node: Any, ins: list[T | None]) -> list[T]:
+    data, idx = _need(ins[0], "data"), _need(ins[1], "indices")
+    axis = int(c.attr("axis", 0)) % data.rank
+    if idx.index is None or not (data.batched and idx.batched) or data.rank != 2 or axis != 1:
+        raise Refused("GatherElements: only batched (N, n) data at batched runtime indices")
+    return [_gather_nat(c.tr, data, idx, 1)]
+
+
+@_imports("GatherND", ours="gather_rows_nat", note="batch_dims=1, one index per row (as exported)")
+def _gather_nd(c: _Ctx, node: Any, ins: list[T | None]) -> list[T]:
+    data, idx = _need(ins[0], "data"), _need(ins[1], "indices")
+    if (
+        int(c.attr("batch_dims", 0)) != 1
+        or idx.index is None
+        or data.rank != 3
+        or idx.full[-1:] != (1,)
+    ):
+        raise Refused("GatherND: only batch_dims=1 with indices (N, k, 1) into (N, n, d)")
+    rows = T(idx.full[:-1], idx.bdim, idx.inner, index=idx.index, clamp=idx.clamp)
+    return [_gather_nat(c.tr, data, rows, 1)]
+
+
+@_imports("Less", ours="(absorbed)", note="`index < n` guarding a gather: ours read 0 beyond n")
+def _less(c: _Ctx, node: Any, ins: list[T | None]) -> list[T]:
+    a, b = _need(ins[0], "A"), _need(ins[1], "B")
+    if a.known and b.known:
+        return [c.tr.const(np.less(a.value, b.value))]
+    bound = c.scalar(b, "Less bound")
+    if a.index is None or bound is None or a.clamp is not None:
+        raise Refused("Less: only `runtime index < constant` (the guard of a gather)")
+    return [T(a.full, a.bdim, a.inner, index=a.index, inrange=int(bound))]
+
+
+@_imports("Where", ours="(absorbed)", note="`where(index < n, gather(x, index), 0)` only")
+def _where(c: _Ctx, node: Any, ins: list[T | None]) -> list[T]:
+    cond, y, z = (_need(ins[i], n) for i, n in enumerate(("condition", "X", "Y")))
+    zero = c.tr._float_value(z)
+    if (
+        cond.index is None
+        or cond.inrange is None
+        or zero != 0.0
+        or y.gathered is None
+        or y.gathered[0] is not cond.index
+        or y.gathered[1] != cond.inrange
+    ):
+        raise Refused(
+            "Where: only `where(index < n, gather(x, index), 0)` (no data-dependent selection)"
+        )
+    return [y]
+
+
+@_imports("Expand", ours="broadcast_to", note="a constant shape")
+def _expand(c: _Ctx, node: Any, ins: list[T | None]) -> list[T]:
+    return [c.tr.expand(_need(ins[0], "input"), c.ints(ins[1], "Expand shape") or [])]
+
+
+@_imports("Shape", "Size", ours="(folded)", note="known at import time")
+def _shape(c: _Ctx, node: Any, ins: list[T | None]) -> list[T]:
+    x = _need(ins[0], "data")
+    if node.op_type == "Size":
+        return [c.tr.const(np.asarray(int(np.prod(x.full)), dtype=np.int64))]
+    start, end = c.attr("start", 0), c.attr("end", None)
+    return [c.tr.const(np.asarray(x.full[start:end], dtype=np.int64))]
+
+
+@_imports("Constant", ours="const")
+def _constant(c: _Ctx, node: Any, ins: list[T | None]) -> list[T]:
+    from onnx import numpy_helper
+
+    if "value" in c.attrs:
+        return [c.tr.const(numpy_helper.to_array(c.attrs["value"]))]
+    for key, dt in (
+        ("value_float", np.float32),
+        ("value_floats", np.float32),
+        ("value_int", np.int64),
+        ("value_ints", np.int64),
+    ):
+        if key in c.attrs:
+            return [c.tr.const(np.asarray(c.attrs[key], dtype=dt))]
+    raise Refused("Constant without a tensor, float or int value")
+
+
+@_imports(
+    "ConstantOfShape",
+    ours="param leaf (float) / folded (int)",
+    note="a float fill makes a parameter: weights stripped to a filler (the `light` models)",
+)
+def _constant_of_shape(c: _Ctx, node: Any, ins: list[T | None]) -> list[T]:
+    from onnx import numpy_helper
+
+    shape = c.ints(ins[0], "ConstantOfShape shape") or []
+    fill = c.attrs.get("value")
+    value = numpy_helper.to_array(fill).reshape(()) if fill is not None else np.float32(0)
+    arr = np.full(shape, value)
+    if np.issubdtype(arr.dtype, np.floating):
+        return [c.tr.param(c.names(node.output[0], "p"), arr)]
+    return [c.tr.const(arr)]
+
+
+@_imports("Cast", ours="(folded / identity)", note="ints at import time; float to float")
+def _cast(c: _Ctx, node: Any, ins: list[T | None]) -> list[T]:
+    from onnx import helper
+
+    x = _need(ins[0], "input")
+    to = helper.tensor_dtype_to_np_dtype(int(c.attr("to")))
+    if x.index is not None and np.issubdtype(to, np.integer):
+        return [x]
+    if x.known and x.value is not None:
+        return [c.tr.const(x.value.astype(to))]
+    if np.issubdtype(to, np.floating) and x.index is None:
+        return [x]
+    raise Refused(f"Cast of a runtime tensor to {np.dtype(to)}")
+
+
+@_imports("ReduceSum", "ReduceMean", ours="reduce_sum / reduce_mean / sum")
+def _reduce(c: _Ctx, node: Any, ins: list[T | None]) -> list[T]:
+    x = _need(ins[0], "data")
+    axes = c.ints(ins[1], "axes") if len(ins) > 1 and ins[1] is not None else c.attr("axes")
+    if not axes:
+        if c.attr("noop_with_empty_axes", 0):
+            return [x]
+        axes = None
+    kind = "sum" if node.op_type == "ReduceSum" else "mean"
+    return [c.tr.reduce(x, axes, bool(c.attr("keepdims", 1)), kind)]
+
+
+# -- the driver -------------------------------------------------------------------------------
+
+
+def _need_onnx(where: str) -> None:
+    try:
+        import onnx  # noqa: F401
+    except ImportError:
+        raise InteropError(
+            f"{where}: needs the onnx package, an optional extra: pip install 'torchlean-ir[onnx]'"
+        ) from None
+
+
+def _load(model: Any) -> Any:
+    import onnx
+
+    if isinstance(model, onnx.ModelProto):
+        return model
+    if isinstance(model, bytes | bytearray):
+        try:
+            return onnx.load_from_string(bytes(model))
+        except Exception as e:  # protobuf's DecodeError and friends
+            raise InteropError(f"from_onnx: not an ONNX model: {type(e).__name__}: {e}") from None
+    path = os.fspath(model)
+    try:
+        return onnx.load(path)
+    except FileNotFoundError:
+        raise InteropError(f"from_onnx: cannot read {path}: no such file") from None
+    except Exception as e:
+        msg = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise InteropError(f"from_onnx: {path}: not an ONNX model ({msg})") from None
+
+
+def _default_opset(model: Any) -> int:
+    for o in model.opset_import:
+        if o.domain in ("", "ai.onnx"):
+            return int(o.version)
+    return 1
+
+
+def _tensor_type(vi: Any) -> tuple[np.dtype, list[int]]:
+    from onnx import helper
+
+    tt = vi.type.tensor_type
+    dt = np.dtype(helper.tensor_dtype_to_np_dtype(tt.elem_type))
+    dims = [int(d.dim_value) if d.HasField("dim_value") else -1 for d in tt.shape.dim]
+    return dt, dims
+
+
+def from_onnx(
+    model: Any,
+    *,
+    batch_axis: int | None = 0,
+    batched: Sequence[str] | None = None,
+    batch_size: int | None = None,
+) -> Imported:
+    """Import an ONNX model (a path, bytes or ``onnx.ModelProto``) as a per-sample graph.
+
+    ``batch_axis`` is the batch axis of the model's inputs (0, the ONNX convention); it becomes
+    the compiler's batching (``Imported.batched``). ``None`` imports the model as it stands,
+    every dimension part of the graph. ``batched`` names the inputs (ONNX names) that carry
+    the batch; by default, the inputs whose dimension ``batch_axis`` is symbolic if any input
+    has a symbolic one (as :func:`to_onnx` writes them), else every input. A symbolic dimension
+    reads as ``batch_size`` (default 1). Float initializers become ``param`` leaves
+    (statistics that only feed
+    ``BatchNormalization`` are frozen: ``requires_grad=False``); float inputs become ``input``
+    leaves, integer inputs index inputs (labels, token ids). Raises :class:`InteropError` with
+    one line naming the ONNX node for anything that cannot be expressed; never a partial graph.
+    """
+    where = "from_onnx"
+    _need_onnx(where)
+    from onnx import numpy_helper, version_converter
+
+    m = _load(model)
+    opset = _default_opset(m)
+    if any(o.domain not in ("", "ai.onnx") for o in m.opset_import if len(m.graph.node)):
+        used = {n.domain for n in m.graph.node} - {"", "ai.onnx"}
+        if used:
+            raise InteropError(f"{where}: ops of another domain: {', '.join(sorted(used))}")
+    if opset < MIN_NATIVE_OPSET:
+        try:
+            m = version_converter.convert_version(m, IMPORT_OPSET)
+        except Exception as e:
+            msg = str(e).splitlines()[0]
+            raise InteropError(
+                f"{where}: converting opset {opset} to {IMPORT_OPSET} failed: {msg}"
+            ) from None
+        opset = IMPORT_OPSET
+    g = m.graph
+    inits = {t.name: numpy_helper.to_array(t) for t in g.initializer}
+    inputs = [vi for vi in g.input if vi.name not in inits]
+    dtypes = {a.dtype for a in inits.values()}
+    for vi in inputs:
+        dtypes.add(_tensor_type(vi)[0])
+    dtype = float_dtype(dtypes, where)
+    np_dtype = np.float32 if dtype == "f32" else np.float64
+
+    # the batch size: the inputs' batch dimension (symbolic: batch_size, default 1)
+    def symbolic(vi: Any) -> bool:
+        dims = vi.type.tensor_type.shape.dim
+        return bool(dims) and not dims[batch_axis % len(dims)].HasField("dim_value")
+
+    if batch_axis is None:
+        carry: set[str] = set()
+    elif batched is not None:
+        carry = set(batched)
+        unknown = carry - {vi.name for vi in inputs}
+        if unknown:
+            raise InteropError(f"{where}: batched: no input named {sorted(unknown)[0]!r}")
+    elif any(symbolic(vi) for vi in inputs):
+        carry = {vi.name for vi in inputs if symbolic(vi)}
+    else:
+        carry = {vi.name for vi in inputs if _tensor_type(vi)[1]}
+    n = batch_size
+    if batch_axis is not None:
+        for vi in inputs:
+            _, dims = _tensor_type(vi)
+            if not dims or vi.name not in carry:
+                continue
+            d = dims[batch_axis % len(dims)]
+            if d > 0:
+                if n is not None and batch_size is None and d != n:
+                    raise InteropError(f"{where}: inputs disagree on the batch size ({n}, {d})")
+                n = n if batch_size is not None else d
+    n = n or 1
+    b = GraphBuilder(dtype)
+    tr = Tracer(b, n)
+    names = Names()
+    ctx = _Ctx(tr, opset, names)
+    env: dict[str, T] = {}
+    batched: list[str] = []
+    for vi in inputs:
+        dt, dims = _tensor_type(vi)
+        b_axis = None if vi.name not in carry else batch_axis % len(dims)  # type: ignore[operator]
+        dims = [d if d > 0 else (n if i == b_axis else batch_size or 1) for i, d in enumerate(dims)]
+        name = names(vi.name, "x")
+        try:
+            if b_axis is None:
+                per, bdim = tuple(dims), None
+            else:
+                per, bdim = tr.batched_input(tuple(dims), batch_axis)
+        except Refused as e:
+            raise InteropError(f"{where}: input {vi.name!r}: {e}") from None
+        if np.issubdtype(dt, np.floating):
+            v = b.input(name, per)
+            env[vi.name] = T(tuple(dims), bdim, 1, var=v)
+        elif np.issubdtype(dt, np.integer):
+            if len(per) > 1:
+                raise InteropError(
+                    f"{where}: integer input {vi.name!r} of per-sample shape {list(per)}: "
+                    "index inputs are scalars or vectors"
+                )
+            ix = b.index(name, per[0] if per else None)
+            env[vi.name] = T(tuple(dims), bdim, 1, index=ix)
+        else:
+            raise InteropError(f"{where}: input {vi.name!r} of type {dt}")
+        if bdim is not None:
+            batched.append(name)
+    bn_stats = {i for nd in g.node if nd.op_type == "BatchNormalization" for i in nd.input[3:5]}
+    others = {
+        i
+        for nd in g.node
+        for k, i in enumerate(nd.input)
+        if not (nd.op_type == "BatchNormalization" and k in (3, 4))
+    }
+    for key, arr in inits.items():
+        if np.issubdtype(arr.dtype, np.floating):
+            env[key] = tr.param(
+                names(key, "p"), arr.astype(np_dtype), frozen=key in bn_stats and key not in others
+            )
+        else:
+            env[key] = tr.const(arr)
+    for i, node in enumerate(g.node):
+        label = f"node {i} ({node.op_type} {node.name or node.output[0]!r})"
+        mapping = ONNX_IMPORTS.get(node.op_type)
+        if node.domain not in ("", "ai.onnx") or mapping is None:
+            why = ONNX_REFUSED.get(node.op_type, "no mapping to our ops")
+            raise InteropError(f"{where}: {label}: ONNX op {node.op_type} is not supported: {why}")
+        try:
+            ins = [env[x] if x else None for x in node.input]
+        except KeyError as e:
+            raise InteropError(f"{where}: {label}: unknown input {e.args[0]!r}") from None
+        ctx.attrs = {a.name: _attr(a) for a in node.attribute}
+        try:
+            outs = mapping.fn(ctx, node, ins)
+        except Refused as e:
+            raise InteropError(f"{where}: {label}: {e}") from None
+        except TorchleanError as e:  # a shape rule refusing the per-sample op
+            raise InteropError(f"{where}: {label}: {one_line(e)}") from None
+        for name, t in zip(node.output, outs, strict=False):
+            if name:
+                env[name] = t
+    outs = []
+    for vi in g.output:
+        t = env.get(vi.name)
+        if t is None:
+            raise InteropError(f"{where}: output {vi.name!r} is not computed by any node")
+        try:
+            outs.append(tr.var(t))
+        except Refused as e:
+            raise InteropError(f"{where}: output {vi.name!r}: {e}") from None
+    graph = prune(b.build(outs))
+    params = {k: v.astype(np_dtype) for k, v in tr.param_values.items() if k in tr._params}
+    return Imported(
+        graph,
+        params,
+        tuple(batched),
+        n,
+        {k: v for k, v in names.source.items() if _is_leaf_or_index(graph, k)},
+        tuple(vi.name for vi in g.output),
+    )
+
+
+def _is_leaf_or_index(graph: Any, name: str) -> bool:
+    return any(leaf.name == name for leaf in graph.leaves) or any(
+        ix.name == name for ix in graph.index_inputs
+    )
+
+
+def _decimal(v: float) -> float:
+    """An ONNX float attribute (a float32): the shortest decimal that rounds to it when that has
+    at most 6 significant digits (``epsilon=1e-5`` reads back as 1e-05, not
+    9.999999747378752e-06), else its exact value (2^-12 stays 2^-12)."""
+    text = str(np.float32(v))
+    digits = text.lower().split("e")[0].replace("-", "").replace(".", "").lstrip("0")
+    return float(text) if len(digits) <= 6 else float(v)
+
+
+def _attr(a: Any) -> Any:
+    """An attribute's value (see :func:`_decimal` for floats)."""
+    from onnx import AttributeProto, helper
+
+    v = helper.get_attribute_value(a)
+    if a.type == AttributeProto.FLOAT:
+        return _decimal(v)
+    if a.type == AttributeProto.FLOATS:
+        return [_decimal(x) for x in v]
+    if isinstance(v, bytes):
+        return v.decode("utf-8", "replace")
+    if isinstance(v, list) and v and isinstance(v[0], bytes):
+        return [x.decode("utf-8", "replace") for x in v]
+    return v
+
+
+__all__ = ["IMPORT_OPSET", "ONNX_IMPORTS", "ONNX_REFUSED", "from_onnx"]

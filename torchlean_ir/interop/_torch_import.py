@@ -1,0 +1,1164 @@
+"""PyTorch models in: ``from_torch(torch.export.export(model, (example,)))``.
+
+The program's ATen ops map through :data:`ATEN_IMPORTS` onto the tracer (``_trace``), which
+builds the per-sample graph. ``torch`` is imported here only, when this module's functions run
+(``torchlean_ir`` imports without it). Both the ops ``torch.export`` records (``aten.linear``,
+``aten.conv2d``, ``aten.scaled_dot_product_attention``) and their core-ATen decompositions
+(``aten.addmm``, ``aten.convolution``, ``aten._native_batch_norm_legit_no_training``, after
+``ExportedProgram.run_decompositions()``) are mapped.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from .._builder import GraphBuilder
+from .._errors import TorchleanError
+from ._common import Imported, Mapping, Names, float_dtype, prune
+from ._trace import InteropError, Refused, T, Tracer, one_line
+
+Converter = Callable[["_Ctx", list[Any], dict[str, Any]], Any]
+
+#: ATen op (``aten.<name>``, any overload) -> how it is imported (filled in by ``@_aten``).
+ATEN_IMPORTS: dict[str, Mapping] = {}
+
+#: ATen ops refused on purpose, with the reason (``docs/interop.md`` lists them).
+ATEN_REFUSED: dict[str, str] = {
+    "aten.erf": "exact (erf) GELU has no op here; our gelu is the tanh approximation",
+    "aten.max": "no max-reduction op (max pooling covers windows)",
+    "aten.amax": "no max-reduction op (max pooling covers windows)",
+    "aten.rand": "torch's generators are not our SplitMix64",
+    "aten.bernoulli": "torch's generators are not our SplitMix64",
+    "aten.native_dropout": "dropout in training mode draws torch's random numbers",
+}
+
+
+class _Ctx:
+    """One import: the tracer, and the current op's name (without ``aten.``)."""
+
+    def __init__(self, tracer: Tracer, batched_program: bool) -> None:
+        self.tr = tracer
+        self.batched_program = batched_program
+        self.op = ""
+        #: id(transposed T) -> the unbatched matrix it transposes (addmm reads it as linear);
+        #: ``keep`` holds the transposed Ts so that their ids stay theirs
+        self.transposed: dict[int, T] = {}
+        self.keep: list[T] = []
+
+
+def _aten(*names: str, ours: str, note: str = "") -> Callable[[Converter], Converter]:
+    def deco(fn: Converter) -> Converter:
+        for n in names:
+            ATEN_IMPORTS[f"aten.{n}"] = Mapping(fn, note, ours)
+        return fn
+
+    return deco
+
+
+def _t(x: Any, what: str = "tensor") -> T:
+    if not isinstance(x, T):
+        raise Refused(f"expected a tensor for {what}, got {type(x).__name__}")
+    return x
+
+
+def _num(x: Any) -> float | None:
+    if isinstance(x, bool):
+        return float(x)
+    if isinstance(x, int | float):
+        return float(x)
+    return None
+
+
+def _arg(args: list[Any], kw: dict[str, Any], i: int, name: str, default: Any = None) -> Any:
+    if name in kw:
+        return kw[name]
+    return args[i] if i < len(args) else default
+
+
+def _ints(v: Any, d: int) -> list[int]:
+    if isinstance(v, int):
+        return [v] * d
+    v = list(v)
+    return v * d if len(v) == 1 else v
+
+
+def _operand(c: _Ctx, x: Any) -> T:
+    """A tensor, or a Python number as a scalar constant."""
+    if isinstance(x, T):
+        return x
+    n = _num(x)
+    if n is None:
+        raise Refused(f"expected a tensor or a number, got {type(x).__name__}")
+    return c.tr.const(np.asarray(n))
+
+
+# -- elementwise ------------------------------------------------------------------------------
+
+_UNARY = {
+    "relu": "relu",
+    "relu_": "relu",
+    "sigmoid": "sigmoid",
+    "tanh": "tanh",
+    "exp": "exp",
+    "log": "log",
+    "sqrt": "sqrt",
+    "reciprocal": "inv",
+    "abs": "abs",
+    "silu": "silu",
+}
+
+
+@_aten(*_UNARY, ours="the op of the same name (reciprocal: inv)")
+def _unary(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
+    return c.tr.unary(_UNARY[c.op], _t(args[0]))
+
+
+@_aten("rsqrt", ours="sqrt, inv")
+def _rsqrt(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
+    return c.tr.unary("inv", c.tr.unary("sqrt", _t(args[0])))
+
+
+@_aten("neg", ours="scale")
+def _neg(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
+    return c.tr.scale(_t(args[0]), -1.0)
+
+
+@_aten("gelu", ours="gelu", note="approximate='tanh' only")
+def _gelu(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
+    approx = _arg(args, kw, 1, "approximate", "none")
+    if approx != "tanh":
+        raise Refused(f"gelu approximate={approx!r}: only 'tanh' (our gelu); exact erf has no op")
+    return c.tr.unary("gelu", _t(args[0]))
+
+
+@_aten(
+    "softplus",
+    ours="softplus",
+    note="beta 1; torch's threshold (x for x > 20) differs from "
+    "our exact softplus by under 1e-8 relative",
+)
+def _softplus(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
+    if _arg(args, kw, 1, "beta", 1) != 1:
+        raise Refused("softplus with beta != 1")
+    return c.tr.unary("softplus", _t(args[0]))
+
+
+@_aten("hardtanh", "clamp", "clamp_min", "clamp_max", ours="clamp (max / min when one-sided)")
+def _clamp(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
+    x = _t(args[0])
+    name = c.op
+    if name == "hardtanh":
+        lo, hi = _arg(args, kw, 1, "min_val", -1.0), _arg(args, kw, 2, "max_val", 1.0)
+    elif name == "clamp_min":
+        lo, hi = _arg(args, kw, 1, "min"), None
+    elif name == "clamp_max":
+        lo, hi = None, _arg(args, kw, 1, "max")
+    else:
+        lo, hi = _arg(args, kw, 1, "min"), _arg(args, kw, 2, "max")
+    if isinstance(lo, T) or isinstance(hi, T):
+        raise Refused("clamp with tensor bounds (only numbers)")
+    if lo is not None and hi is not None:
+        return c.tr.unary("clamp", x, lo=float(lo), hi=float(hi))
+    if lo is not None:
+        return c.tr.unary("relu", x) if lo == 0 else c.tr.binary("max", x, c.tr.const(float(lo)))
+    if hi is not None:
+        return c.tr.binary("min", x, c.tr.const(float(hi)))
+    return x
+
+
+@_aten("leaky_relu", ours="max / min, scale", note="max(x, slope x)")
+def _leaky(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
+    x = _t(args[0])
+    a = float(_arg(args, kw, 1, "negative_slope", 0.01))
+    return c.tr.binary("max" if a <= 1 else "min", x, c.tr.scale(x, a))
+
+
+@_aten(
+    "add",
+    "sub",
+    "mul",
+    "div",
+    "rsub",
+    ours="add / sub / mul (scale by a number); div: mul by inv",
+    note="NumPy broadcasting; alpha as scale; div by a power of two: scale",
+)
+def _arith(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
+    name = c.op
+    if name == "div" and kw.get("rounding_mode") is not None:
+        raise Refused(f"div with rounding_mode={kw['rounding_mode']!r}")
+    a, b = _operand(c, args[0]), _operand(c, args[1])
+    alpha = kw.get("alpha", args[2] if len(args) > 2 else 1)
+    if name == "rsub":
+        a, b, name = b, a, "sub"
+    if alpha != 1:
+        b = c.tr.scale(b, float(alpha))
+    return c.tr.binary(name, a, b)
+
+
+@_aten("pow", ours="mul / sqrt / inv", note="exponents 1, 2, 0.5, -1 only")
+def _pow(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
+    x, p = _t(args[0]), _num(args[1])
+    if p == 1:
+        return x
+    if p == 2:
+        return c.tr.binary("mul", x, x)
+    if p == 0.5:
+        return c.tr.unary("sqrt", x)
+    if p == -1:
+        return c.tr.unary("inv", x)
+    raise Refused(f"pow with exponent {args[1]!r} (only 1, 2, 0.5, -1)")
+
+
+@_aten("maximum", "minimum", ours="max / min")
+def _maximum(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
+    op = "max" if c.op == "maximum" else "min"
+    return c.tr.binary(op, _operand(c, args[0]), _operand(c, args[1]))
+
+
+# -- linear algebra ---------------------------------------------------------------------------
+
+
+@_aten("linear", ours="linear (matmul for a matrix per sample)")
+def _linear(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
+    b = _arg(args, kw, 2, "bias")
+    return c.tr.linear(_t(args[0]), _t(args[1]), b if isinstance(b, T) else None)
+
+
+@_aten("addmm", ours="linear / matmul, add", note="beta, alpha as scale")
+def _addmm(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
+    bias, x, m2 = _t(args[0]), _t(args[1]), _t(args[2])
+    beta, alpha = float(kw.get("beta", 1)), float(kw.get("alpha", 1))
+    src = c.transposed.get(id(m2))
+    if src is not None and beta == 1 and alpha == 1 and not bias.batched and bias.rank == 1:
+        return c.tr.linear(x, src, bias)
+    y = c.tr.scale(c.tr.matmul(x, m2), alpha)
+    return c.tr.binary("add", y, c.tr.scale(bias, beta))
+
+
+@_aten("mm", "bmm", "matmul", ours="matmul / bmm")
+def _mm(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
+    return c.tr.matmul(_t(args[0]), _t(args[1]))
+
+
+# -- convolution and pooling ------------------------------------------------------------------
+
+
+def _conv_common(
+    c: _Ctx,
+    x: T,
+    W: T,
+    b: Any,
+    stride: Any,
+    padding: Any,
+    dilation: Any,
+    transposed: bool,
+    output_padding: Any,
+    groups: int,
+) -> T:
+    d = W.rank - 2
+    stride = _ints(stride, d)
+    dil = _ints(dilation, d)
+    if isinstance(padding, str):
+        if padding == "valid":
+            pad = [0] * d
+        else:
+            raise Refused(f"convolution padding={padding!r} (give explicit padding)")
+    else:
+        pad = _ints(padding, d)
+    bias = b if isinstance(b, T) else None
+    if transposed:
+        if groups != 1 or any(k != 1 for k in dil):
+            raise Refused("transpose convolution with groups or dilation")
+        return c.tr.conv_transpose(x, W, bias, stride, pad, pad, _ints(output_padding, d))
+    return c.tr.conv(x, W, bias, stride, pad, pad, groups=groups, dilation=dil)
+
+
+@_aten(
+    "conv1d",
+    "conv2d",
+    "conv3d",
+    ours="conv2d / conv (groups: slices and concat)",
+    note="no dilation",
+)
+def _conv(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
+    x, W = _t(args[0]), _t(args[1])
+    return _conv_common(
+        c,
+        x,
+        W,
+        _arg(args, kw, 2, "bias"),
+        _arg(args, kw, 3, "stride", 1),
+        _arg(args, kw, 4, "padding", 0),
+        _arg(args, kw, 5, "dilation", 1),
+        False,
+        0,
+        int(_arg(args, kw, 6, "groups", 1)),
+    )
+
+
+@_aten(
+    "conv_transpose1d",
+    "conv_transpose2d",
+    "conv_transpose3d",
+    ours="conv_transpose2d / conv_transpose",
+    note="groups 1, no dilation",
+)
+def _conv_t(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
+    x, W = _t(args[0]), _t(args[1])
+    return _conv_common(
+        c,
+        x,
+        W,
+        _arg(args, kw, 2, "bias"),
+        _arg(args, kw, 3, "stride", 1),
+        _arg(args, kw, 4, "padding", 0),
+        _arg(args, kw, 7, "dilation", 1),
+        True,
+        _arg(args, kw, 5, "output_padding", 0),
+        int(_arg(args, kw, 6, "groups", 1)),
+    )
+
+
+@_aten("convolution", ours="conv / conv_transpose")
+def _convolution(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
+    x, W, b, stride, padding, dilation, transposed, output_padding, groups = args[:9]
+    return _conv_common(
+        c, _t(x), _t(W), b, stride, padding, dilation, bool(transposed), output_padding, int(groups)
+    )
+
+
+def _pool_args(
+    args: list[Any], kw: dict[str, Any], d: int
+) -> tuple[list[int], list[int], list[int]]:
+    kernel = _ints(args[1], d)
+    stride = _arg(args, kw, 2, "stride", None) or kernel
+    padding = _arg(args, kw, 3, "padding", 0)
+    return kernel, _ints(stride, d), _ints(padding, d)
+
+
+@_aten(
+    "max_pool1d",
+    "max_pool2d",
+    "max_pool3d",
+    "max_pool2d_with_indices",
+    "max_pool1d_with_indices",
+    "max_pool3d_with_indices",
+    ours="max_pool*",
+    note="no dilation; ceil_mode only where it changes nothing; indices refused",
+)
+def _max_pool(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> Any:
+    x = _t(args[0])
+    d = x.rank - 2
+    kernel, stride, pad = _pool_args(args, kw, d)
+    y = c.tr.pool(
+        x,
+        "max",
+        kernel,
+        stride,
+        pad,
+        pad,
+        ceil_mode=bool(_arg(args, kw, 5, "ceil_mode", False)),
+        dilation=_ints(_arg(args, kw, 4, "dilation", 1), d),
+    )
+    if c.op.endswith("_with_indices"):
+        return (y, Refused("max pooling indices (integers) are not a graph value"))
+    return y
+
+
+@_aten(
+    "avg_pool1d",
+    "avg_pool2d",
+    "avg_pool3d",
+    ours="avg_pool*",
+    note="ceil_mode only where it changes nothing; no divisor_override",
+)
+def _avg_pool(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
+    x = _t(args[0])
+    d = x.rank - 2
+    kernel, stride, pad = _pool_args(args, kw, d)
+    if _arg(args, kw, 6, "divisor_override") is not None:
+        raise Refused("avg_pool with divisor_override")
+    return c.tr.pool(
+        x,
+        "avg",
+        kernel,
+        stride,
+        pad,
+        pad,
+        ceil_mode=bool(_arg(args, kw, 4, "ceil_mode", False)),
+        count_include_pad=bool(_arg(args, kw, 5, "count_include_pad", True)),
+    )
+
+
+@_aten(
+    "adaptive_avg_pool1d",
+    "adaptive_avg_pool2d",
+    "adaptive_avg_pool3d",
+    "_adaptive_avg_pool2d",
+    ours="global_avg_pool2d / avg_pool*",
+    note="output 1 per dim, or sizes that divide the input",
+)
+def _adaptive(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
+    x = _t(args[0])
+    d = x.rank - 2
+    out = _ints(args[1], d)
+    sizes = list(x.full[2:])
+    if all(o == 1 for o in out):
+        return c.tr.global_avg_pool(x, keepdims=True)
+    if any(o is None or n % o for n, o in zip(sizes, out, strict=True)):
+        raise Refused(f"adaptive average pooling {sizes} -> {out} with unequal windows")
+    k = [n // o for n, o in zip(sizes, out, strict=True)]
+    return c.tr.pool(x, "avg", k, k, [0] * d, [0] * d)
+
+
+# -- normalisation ----------------------------------------------------------------------------
+
+
+def _batch_norm(c: _Ctx, x: T, w: Any, b: Any, rm: Any, rv: Any, training: bool, eps: float) -> T:
+    C = x.full[1]
+    gamma = w if isinstance(w, T) else c.tr.const(np.ones(C))
+    beta = b if isinstance(b, T) else c.tr.const(np.zeros(C))
+    if not training:
+        if not isinstance(rm, T) or not isinstance(rv, T):
+            raise Refused("batch norm in eval mode without running statistics")
+        return c.tr.batchnorm_eval(x, gamma, beta, rm, rv, eps)
+    if c.batched_program:
+        raise Refused(
+            "batch norm in training mode: batch statistics mix the samples of a batch (export "
+            "in eval mode, or import with batch_axis=None to take the whole batch as one sample)"
+        )
+    return _batch_stats_norm(c.tr, x, gamma, beta, eps)
+
+
+def _batch_stats_norm(tr: Tracer, x: T, gamma: T, beta: T, eps: float) -> T:
+    """Training-mode batch norm of a whole batch (no batch axis): per channel over (N, spatial),
+    as batchnorm_channel_first of the (C, N * spatial, 1) rearrangement."""
+    if x.rank < 2:
+        raise Refused(f"batch norm of {list(x.full)}")
+    perm = [1, 0, *range(2, x.rank)]
+    moved = tr.permute(x, perm)
+    c = x.full[1]
+    flat = tr.reshape_to(moved, [c, -1, 1])
+    y = tr.b.batchnorm_channel_first(
+        tr.var(flat), tr.reshape(tr.var(gamma), (c,)), tr.reshape(tr.var(beta), (c,)), eps=eps
+    )
+    back = tr.reshape_to(T(flat.full, var=y), list(moved.full))
+    return tr.permute(back, perm)
+
+
+@_aten(
+    "batch_norm",
+    ours="batchnorm_eval (eval); training: batchnorm_channel_first of the "
+    "whole batch (batch_axis=None only)",
+)
+def _bn(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
+    x, w, b, rm, rv, training, _momentum, eps = args[:8]
+    return _batch_norm(c, _t(x), w, b, rm, rv, bool(training), float(eps))
+
+
+@_aten("_native_batch_norm_legit_no_training", ours="batchnorm_eval")
+def _bn_eval(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> Any:
+    x, w, b, rm, rv, _momentum, eps = args[:7]
+    y = _batch_norm(c, _t(x), w, b, rm, rv, False, float(eps))
+    return (y, Refused("batch norm statistics outputs"), Refused("batch norm statistics outputs"))
+
+
+@_aten(
+    "_native_batch_norm_legit_functional",
+    "_native_batch_norm_legit",
+    "native_batch_norm",
+    ours="(training form) batchnorm_channel_first of the whole batch",
+)
+def _bn_train(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> Any:
+    x, w, b, rm, rv, training = args[:6]
+    eps = float(args[7])
+    y = _batch_norm(c, _t(x), w, b, rm, rv, bool(training), eps)
+    return (y, *(Refused("batch norm statistics outputs") for _ in range(4)))
+
+
+@_aten("layer_norm", "native_layer_norm", ours="layer_norm", note="over the last len(shape) axes")
+def _ln(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> Any:
+    x = _t(args[0])
+    shape = list(args[1])
+    w = _arg(args, kw, 2, "weight")
+    b = _arg(args, kw, 3, "bias")
+    eps = float(_arg(args, kw, 4, "eps", 1e-5))
+    y = c.tr.layer_norm(
+        x, len(shape), w if isinstance(w, T) else None, b if isinstance(b, T) else None, eps
+    )
+    if c.op == "native_layer_norm":
+        return (y, Refused("layer norm statistics outputs"), Refused("layer norm statistics"))
+    return y
+
+
+@_aten(
+    "softmax",
+    "_softmax",
+    "_safe_softmax",
+    "log_softmax",
+    "_log_softmax",
+    ours="softmax / log_softmax",
+    note="_safe_softmax: ours, a row of -inf aside",
+)
+def _softmax(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
+    log = "log" in c.op
+    return c.tr.softmax(_t(args[0]), int(args[1]), log=log)
+
+
+@_aten(
+    "dropout",
+    "feature_dropout",
+    "alpha_dropout",
+    ours="(identity)",
+    note="in eval mode or with p = 0",
+)
+def _dropout(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
+    p, train = float(_arg(args, kw, 1, "p", 0.5)), bool(_arg(args, kw, 2, "train", False))
+    if train and p > 0:
+        raise Refused(f"dropout in training mode with p = {p} draws torch's random numbers")
+    return _t(args[0])
+
+
+@_aten(
+    "clone",
+    "contiguous",
+    "alias",
+    "lift_fresh_copy",
+    "_to_copy",
+    "to",
+    ours="(identity)",
+    note="float to float; dtype changes refused",
+)
+def _identity(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
+    x = args[0]
+    dt = kw.get("dtype")
+    if dt is not None and isinstance(x, T) and x.index is None and not dt.is_floating_point:
+        raise Refused(f"conversion of a float tensor to {dt}")
+    return x
+
+
+@_aten("detach", ours="detach")
+def _detach(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
+    x = _t(args[0])
+    if x.known or x.index is not None:
+        return x
+    return c.tr.unary("detach", x)
+
+
+# -- shapes -----------------------------------------------------------------------------------
+
+
+@_aten("view", "reshape", "_unsafe_view", ours="reshape")
+def _view(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
+    return c.tr.reshape_to(_t(args[0]), [int(d) for d in args[1]])
+
+
+@_aten("flatten", ours="reshape")
+def _flatten(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
+    x = _t(args[0])
+    return c.tr.flatten(
+        x, int(_arg(args, kw, 1, "start_dim", 0)), int(_arg(args, kw, 2, "end_dim", -1))
+    )
+
+
+@_aten("unflatten", ours="reshape")
+def _unflatten(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
+    x = _t(args[0])
+    dim = int(args[1]) % x.rank
+    sizes = [int(s) for s in args[2]]
+    if -1 in sizes:
+        k = sizes.index(-1)
+        sizes[k] = x.full[dim] // math.prod(s for s in sizes if s != -1)
+    return c.tr.reshape_to(x, [*x.full[:dim], *sizes, *x.full[dim + 1 :]])
+
+
+@_aten("permute", ours="transposes (adjacent swaps)")
+def _permute(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
+    x = _t(args[0])
+    out = c.tr.permute(x, [int(p) for p in args[1]])
+    if x.rank == 2 and not x.batched and list(args[1]) in ([1, 0], [-1, -2], [1, -2], [-1, 0]):
+        c.transposed[id(out)] = x
+        c.keep.append(out)
+    return out
+
+
+@_aten("transpose", "t", "numpy_T", ours="transposes")
+def _transpose(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
+    x = _t(args[0])
+    a, b = (int(args[1]), int(args[2])) if len(args) > 2 else (0, 1)
+    if x.rank < 2:
+        return x
+    out = c.tr.transpose(x, a, b)
+    if x.rank == 2 and not x.batched:
+        c.transposed[id(out)] = x
+        c.keep.append(out)
+    return out
+
+
+@_aten("unsqueeze", ours="reshape")
+def _unsqueeze(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
+    x = args[0]
+    if isinstance(x, T) and x.index is not None:
+        a = int(args[1]) % (x.rank + 1)
+        b = None if x.bdim is None else x.bdim + (1 if a <= x.bdim else 0)
+        return T(x.full[:a] + (1,) + x.full[a:], b, x.inner, index=x.index)
+    return c.tr.unsqueeze(_t(x), int(args[1]))
+
+
+@_aten("squeeze", ours="reshape")
+def _squeeze(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
+    x = _t(args[0])
+    dims = args[1] if len(args) > 1 else None
+    if isinstance(dims, int):
+        dims = [dims]
+    if x.index is not None:
+        ax = {d % x.rank for d in dims} if dims else {i for i, s in enumerate(x.full) if s == 1}
+        ax = {a for a in ax if x.full[a] == 1 and a != x.bdim}
+        b = None if x.bdim is None else x.bdim - sum(1 for a in ax if a < x.bdim)
+        return T(tuple(s for i, s in enumerate(x.full) if i not in ax), b, x.inner, index=x.index)
+    return c.tr.squeeze(x, dims)
+
+
+@_aten("expand", "expand_as", "broadcast_to", ours="broadcast_to")
+def _expand(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
+    shape = args[1].full if isinstance(args[1], T) else [int(d) for d in args[1]]
+    return c.tr.expand(_t(args[0]), shape)
+
+
+@_aten("select", ours="slice, reshape")
+def _select(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
+    return c.tr.select(_t(args[0]), int(args[1]), int(args[2]))
+
+
+@_aten("slice", ours="slice", note="step 1")
+def _slice(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
+    x = _t(args[0])
+    dim = int(_arg(args, kw, 1, "dim", 0))
+    start = _arg(args, kw, 2, "start", None)
+    end = _arg(args, kw, 3, "end", None)
+    step = int(_arg(args, kw, 4, "step", 1))
+    n = x.full[dim]
+    start = 0 if start is None else int(start)
+    end = n if end is None else min(int(end), n)
+    return c.tr.slice(x, dim, start, end, step)
+
+
+@_aten("split", "split_with_sizes", "chunk", "unbind", ours="slice")
+def _split(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> Any:
+    x = _t(args[0])
+    name = c.op
+    if name == "unbind":
+        dim = int(_arg(args, kw, 1, "dim", 0)) % x.rank
+        return tuple(c.tr.select(x, dim, i) for i in range(x.full[dim]))
+    dim = int(_arg(args, kw, 2, "dim", 0)) % x.rank
+    n = x.full[dim]
+    if name == "chunk":
+        k = int(args[1])
+        per = -(-n // k)
+        sizes = [min(per, n - i * per) for i in range(-(-n // per))]
+    elif isinstance(args[1], int):
+        sizes = [min(args[1], n - i) for i in range(0, n, args[1])]
+    else:
+        sizes = [int(s) for s in args[1]]
+    return tuple(c.tr.split(x, dim, sizes))
+
+
+@_aten("cat", "concat", ours="concat (along dim 0, transposes around it)")
+def _cat(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
+    xs = [_t(x) for x in args[0]]
+    return c.tr.concat(xs, int(_arg(args, kw, 1, "dim", 0)))
+
+
+@_aten("stack", ours="reshape, concat")
+def _stack(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
+    dim = int(_arg(args, kw, 1, "dim", 0))
+    xs = [_t(x) for x in args[0]]
+    dim = dim % (xs[0].rank + 1)
+    return c.tr.concat([c.tr.unsqueeze(x, dim) for x in xs], dim)
+
+
+@_aten("mean", "sum", ours="reduce_mean / reduce_sum / sum")
+def _reduce(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
+    x = _t(args[0])
+    dims = _arg(args, kw, 1, "dim", None)
+    if isinstance(dims, int):
+        dims = [dims]
+    keep = bool(_arg(args, kw, 2, "keepdim", False))
+    kind = "mean" if c.op == "mean" else "sum"
+    return c.tr.reduce(x, list(dims) if dims else None, keep, kind)
+
+
+# -- indexing, attention and losses -----------------------------------------------------------
+
+
+@_aten("embedding", ours="gather_rows_nat", note="integer indices are index inputs")
+def _embedding(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
+    W, idx = _t(args[0]), args[1]
+    if not isinstance(idx, T) or idx.index is None:
+        raise Refused("embedding indices must be an integer input of the program")
+    if W.batched or W.rank != 2:
+        raise Refused("embedding of a batched or non-matrix weight")
+    if not idx.index.type.shape:
+        raise Refused("embedding of one index per sample (use a sequence of indices)")
+    v = c.tr.b.gather_rows_nat(c.tr.var(W), idx.index)
+    return c.tr.make(v, idx.full + (W.full[1],), idx.bdim, idx.inner)
+
+
+@_aten(
+    "gather",
+    ours="gather_scalar_nat / gather_vec_nat",
+    note="along the last axis, at integer inputs (cross-entropy's pick)",
+)
+def _gather(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
+    x, dim, idx = _t(args[0]), int(args[1]), args[2]
+    if not isinstance(idx, T) or idx.index is None:
+        raise Refused("gather at indices that are not an integer input of the program")
+    v = c.tr.var(x)
+    if len(v.shape) != 1 or dim % x.rank != x.rank - 1:
+        raise Refused("gather: only along the last axis of one vector per sample")
+    k = idx.index.type.shape
+    out = c.tr.b.gather_vec_nat(v, idx.index) if k else c.tr.b.gather_scalar_nat(v, idx.index)
+    return c.tr.make(out, idx.full, idx.bdim, idx.inner)
+
+
+def _log_probs_pick(c: _Ctx, logp: T, target: Any, reduction: int, weight: Any) -> T:
+    if weight is not None:
+        raise Refused("a loss with class weights")
+    if not isinstance(target, T) or target.index is None:
+        raise Refused("loss targets must be an integer input of the program (class indices)")
+    if reduction != 0:
+        raise Refused(
+            "a loss reduced over the batch (mixes samples): use reduction='none' and the "
+            "compiler's batched(grads='mean') or 'sum'"
+        )
+    v = c.tr.var(logp)
+    if len(v.shape) != 1 or target.index.type.shape:
+        raise Refused("a loss over (N, C) logits with (N,) targets only")
+    y = c.tr.scale(T((), None, var=c.tr.b.gather_scalar_nat(v, target.index)), -1.0)
+    return c.tr.make(y.var, target.full, target.bdim, target.inner)  # type: ignore[arg-type]
+
+
+@_aten(
+    "nll_loss",
+    "nll_loss_forward",
+    ours="gather_scalar_nat, scale",
+    note="reduction='none' (the batch reduction is the compiler's)",
+)
+def _nll(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> Any:
+    x, target = _t(args[0]), args[1]
+    weight = _arg(args, kw, 2, "weight")
+    reduction = int(_arg(args, kw, 3, "reduction", 1))
+    y = _log_probs_pick(c, x, target, reduction, weight)
+    if c.op == "nll_loss_forward":
+        return (y, Refused("nll_loss total weight"))
+    return y
+
+
+@_aten(
+    "cross_entropy_loss",
+    ours="log_softmax, gather_scalar_nat, scale",
+    note="reduction='none', no label smoothing",
+)
+def _ce(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
+    x, target = _t(args[0]), args[1]
+    if float(_arg(args, kw, 5, "label_smoothing", 0.0)) != 0:
+        raise Refused("cross-entropy with label smoothing")
+    logp = c.tr.softmax(x, x.rank - 1, log=True)
+    return _log_probs_pick(
+        c, logp, target, int(_arg(args, kw, 3, "reduction", 1)), _arg(args, kw, 2, "weight")
+    )
+
+
+@_aten(
+    "scaled_dot_product_attention",
+    ours="matmul / bmm, softmax (mask: mul, reduce_sum, add, inv)",
+    note="no dropout; boolean or causal masks: blocked entries weigh 0",
+)
+def _sdpa(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
+    q, k, v = _t(args[0]), _t(args[1]), _t(args[2])
+    mask = _arg(args, kw, 3, "attn_mask")
+    if float(_arg(args, kw, 4, "dropout_p", 0.0)) != 0:
+        raise Refused("attention with dropout_p > 0 draws torch's random numbers")
+    causal = bool(_arg(args, kw, 5, "is_causal", False))
+    scale = _arg(args, kw, 6, "scale")
+    if _arg(args, kw, 7, "enable_gqa", False):
+        raise Refused("attention with enable_gqa")
+    d = q.full[-1]
+    scale = 1 / math.sqrt(d) if scale is None else float(scale)
+    s = c.tr.scale(c.tr.matmul(q, c.tr.transpose(k, -2, -1)), scale)
+    allowed = None
+    L, S = q.full[-2], k.full[-2]
+    if causal:
+        allowed = np.tril(np.ones((L, S), dtype=bool))
+    if isinstance(mask, T):
+        if not mask.known:
+            raise Refused("attention with a runtime mask (only constant masks)")
+        m = np.asarray(mask.value)
+        if m.dtype == bool:
+            allowed = m if allowed is None else allowed & m
+        elif np.all(np.isfinite(m)):
+            s = c.tr.binary("add", s, mask)
+        elif np.all((m == 0) | np.isneginf(m)):
+            allowed = m == 0 if allowed is None else allowed & (m == 0)
+        else:
+            raise Refused("attention with a float mask mixing -inf and other values")
+    p = c.tr.softmax(s, -1)
+    if allowed is not None:
+        allowed = np.broadcast_to(allowed, np.broadcast_shapes(allowed.shape, (L, S)))
+        kept = c.tr.binary("mul", p, c.tr.const(allowed.astype(np.float64)))
+        total = c.tr.reduce(kept, [-1], True, "sum")
+        none = (~allowed.any(axis=-1)).astype(np.float64)[..., None]
+        p = c.tr.binary("mul", kept, c.tr.unary("inv", c.tr.binary("add", total, c.tr.const(none))))
+    return c.tr.matmul(p, v)
+
+
+# -- booleans known at import time -----------------------------------------------------------
+
+
+def _shape_of(c: _Ctx, x: T) -> list[int]:
+    """x's shape with a (pure) batch axis of size 1: a known value broadcasts over the batch."""
+    shape = list(x.full)
+    if x.bdim is not None:
+        shape[x.bdim] = 1 if x.full[x.bdim] == c.tr.n else shape[x.bdim]
+    return shape
+
+
+@_aten(
+    "eq",
+    "ne",
+    ours="(folded)",
+    note="only against ±inf: graph values are finite, so "
+    "`x == inf` is false (how _safe_softmax decomposes)",
+)
+def _eq(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
+    x, other = args[0], args[1]
+    if (
+        isinstance(x, T)
+        and x.known
+        and ((isinstance(other, T) and other.known) or _num(other) is not None)
+    ):
+        o = other.value if isinstance(other, T) else other
+        fn = np.equal if c.op == "eq" else np.not_equal
+        return c.tr.const(fn(x.value, o))
+    v = _num(other)
+    if not isinstance(x, T) or v is None or math.isfinite(v) or x.index is not None:
+        raise Refused("comparisons of runtime values (only against ±inf, which is never equal)")
+    return c.tr.const(np.full(_shape_of(c, x), c.op == "ne"))
+
+
+@_aten("logical_not", "any", "all", ours="(folded)", note="of booleans known at import time")
+def _logic(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
+    x = _t(args[0])
+    if not x.known:
+        raise Refused("boolean logic on runtime values")
+    name = c.op
+    if name == "logical_not":
+        return c.tr.const(np.logical_not(x.value))
+    dims = _arg(args, kw, 1, "dim", None)
+    dims = (
+        tuple(range(x.rank)) if dims is None else (dims,) if isinstance(dims, int) else tuple(dims)
+    )
+    fn = np.any if name == "any" else np.all
+    return c.tr.const(fn(x.value, axis=dims, keepdims=bool(_arg(args, kw, 2, "keepdim", False))))
+
+
+@_aten("where", ours="(folded)", note="a condition known at import time and the same everywhere")
+def _where(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
+    cond, a, b = _t(args[0]), _operand(c, args[1]), _operand(c, args[2])
+    if not cond.known or not (np.all(cond.value) or not np.any(cond.value)):
+        raise Refused("where with a runtime or mixed condition (no data-dependent selection)")
+    pick = a if np.all(cond.value) else b
+    shape = np.broadcast_shapes(cond.full, a.full, b.full)
+    return pick if pick.full == shape else c.tr.expand(pick, list(shape))
+
+
+# -- constants --------------------------------------------------------------------------------
+
+
+@_aten(
+    "zeros_like",
+    "ones_like",
+    "full_like",
+    "zeros",
+    "ones",
+    "full",
+    "scalar_tensor",
+    ours="const",
+    note="a constant (the batch axis of a batched template is size 1)",
+)
+def _fill(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
+    name = c.op
+    if name.endswith("_like"):
+        x = _t(args[0])
+        shape = list(x.full)
+        if x.bdim is not None and x.full[x.bdim] == c.tr.n:
+            shape[x.bdim] = 1
+        elif x.bdim is not None:
+            raise Refused(f"{name} of a tensor whose batch is merged with another axis")
+        value = {"zeros_like": 0.0, "ones_like": 1.0}.get(
+            name, _num(_arg(args, kw, 1, "fill_value"))
+        )
+    elif name == "scalar_tensor":
+        shape, value = [], _num(args[0])
+    else:
+        shape = [int(d) for d in args[0]]
+        value = {"zeros": 0.0, "ones": 1.0}.get(name, _num(_arg(args, kw, 1, "fill_value")))
+    if value is None:
+        raise Refused(f"{name} with a non-numeric fill")
+    return c.tr.const(np.full(shape, value, dtype=np.float64))
+
+
+# -- the driver -------------------------------------------------------------------------------
+
+_TORCH_FRAME = re.compile(r'File "([^"]+)", line (\d+)')
+
+
+def _source_line(node: Any) -> str:
+    """``file:line`` of the model code that made ``node`` (the innermost frame outside torch)."""
+    trace = node.meta.get("stack_trace") or ""
+    frames = _TORCH_FRAME.findall(trace)
+    if not frames:
+        return "no source line recorded"
+    inside = os.sep + "torch" + os.sep
+    mine = [f for f in frames if inside not in f[0]]
+    path, line = (mine or frames)[-1]
+    return f"{os.path.basename(path)}:{line}"
+
+
+def _op_name(target: Any) -> str:
+    try:
+        return f"{target.namespace}.{target.overloadpacket.__name__}"
+    except AttributeError:
+        return getattr(target, "__name__", str(target))
+
+
+def _hint(x: Any) -> Any:
+    """A SymInt's example value (dynamic dims are specialised to the example's size)."""
+    import torch
+
+    if isinstance(x, torch.SymInt | torch.SymFloat | torch.SymBool):
+        node = x.node
+        hint = getattr(node, "hint", None)
+        if hint is None:
+            from torch.fx.experimental.symbolic_shapes import hint_int
+
+            return hint_int(x)
+        return hint
+    return x
+
+
+def _shape(meta: Any) -> tuple[int, ...]:
+    return tuple(int(_hint(d)) for d in meta.shape)
+
+
+def from_torch(
+    program: Any,
+    *,
+    batch_axis: int | None = 0,
+    batched: Sequence[str] | None = None,
+) -> Imported:
+    """Import a ``torch.export.ExportedProgram`` as a per-sample graph and its parameters.
+
+    Parameters and buffers become ``param`` leaves named after their state-dict names
+    (``conv1.weight``; buffers such as batch-norm running statistics are frozen:
+    ``requires_grad=False``; parameters keep their own ``requires_grad``); float user inputs
+    become ``input`` leaves and integer ones index inputs (labels, token ids), named after the
+    program's inputs. The user inputs named in ``batched`` (default: all) carry the batch on
+    ``batch_axis`` (default 0); it becomes the compiler's batching (``Imported.batched``).
+    ``batch_axis=None`` takes the example's whole batch as one sample. Dynamic dimensions are
+    read at the example's size. Raises :class:`InteropError` with one line naming the ATen op,
+    the node and the model's source line for anything that cannot be expressed; never a
+    partial graph.
+    """
+    where = "from_torch"
+    try:
+        import torch
+    except ImportError:
+        raise InteropError(
+            f"{where}: needs PyTorch, an optional extra: pip install 'torchlean-ir[torch]'"
+        ) from None
+    if not isinstance(program, torch.export.ExportedProgram):
+        raise InteropError(
+            f"{where}: expected a torch.export.ExportedProgram, got {type(program).__name__}"
+        )
+    sig = program.graph_signature
+    from torch.export.graph_signature import InputKind, OutputKind
+
+    for spec in sig.output_specs:
+        if spec.kind not in (OutputKind.USER_OUTPUT,):
+            raise InteropError(
+                f"{where}: the program updates {spec.target!r} ({spec.kind.name.lower()}): "
+                "a training-mode side effect (export the model in eval mode)"
+            )
+    specs = {s.arg.name: s for s in sig.input_specs if hasattr(s.arg, "name")}
+    state = dict(program.state_dict)
+    consts = dict(program.constants)
+    placeholders = [n for n in program.graph.nodes if n.op == "placeholder"]
+    user = [n for n in placeholders if specs[n.name].kind == InputKind.USER_INPUT]
+    want = set(batched) if batched is not None else {n.name for n in user}
+    unknown = want - {n.name for n in user}
+    if unknown:
+        raise InteropError(f"{where}: batched: no user input named {sorted(unknown)[0]!r}")
+    # dtype and batch size from the example values
+    dtypes: set[np.dtype] = set()
+    for n in placeholders:
+        val = n.meta.get("val")
+        if isinstance(val, torch.Tensor) and val.dtype.is_floating_point:
+            dtypes.add(np.dtype(str(val.dtype).removeprefix("torch.")))
+    dtype = float_dtype(dtypes, where)
+    np_dtype = np.float32 if dtype == "f32" else np.float64
+    n_batch = None
+    if batch_axis is not None:
+        for n in user:
+            if n.name in want and isinstance(n.meta.get("val"), torch.Tensor):
+                shp = _shape(n.meta["val"])
+                if shp:
+                    d = shp[batch_axis % len(shp)]
+                    if n_batch is not None and d != n_batch:
+                        raise InteropError(
+                            f"{where}: inputs disagree on the batch size ({n_batch}, {d})"
+                        )
+                    n_batch = d
+    n_batch = n_batch or 1
+    b = GraphBuilder(dtype)
+    tr = Tracer(b, n_batch)
+    ctx = _Ctx(tr, batch_axis is not None)
+    names = Names()
+    env: dict[str, Any] = {}
+    batched_names: list[str] = []
+    for n in user:  # inputs first: they lead the leaves
+        val = n.meta.get("val")
+        if not isinstance(val, torch.Tensor):
+            raise InteropError(f"{where}: input {n.name!r} is not a tensor ({type(val).__name__})")
+        full = _shape(val)
+        name = names(n.name, "x")
+        is_b = batch_axis is not None and n.name in want and bool(full)
+        try:
+            per, bdim = tr.batched_input(full, batch_axis) if is_b else (full, None)  # type: ignore[arg-type]
+        except Refused as e:
+            raise InteropError(f"{where}: input {n.name!r}: {e}") from None
+        if val.dtype.is_floating_point:
+            env[n.name] = T(full, bdim, 1, var=b.input(name, per))
+        elif val.dtype in (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8):
+            if len(per) > 1:
+                raise InteropError(
+                    f"{where}: integer input {n.name!r} of per-sample shape {list(per)}: index "
+                    "inputs are scalars or vectors"
+                )
+            env[n.name] = T(full, bdim, 1, index=b.index(name, per[0] if per else None))
+        else:
+            raise InteropError(f"{where}: input {n.name!r} of dtype {val.dtype}")
+        if bdim is not None:
+            batched_names.append(name)
+    for n in placeholders:
+        spec = specs[n.name]
+        if spec.kind == InputKind.USER_INPUT:
+            continue
+        if spec.kind in (InputKind.PARAMETER, InputKind.BUFFER):
+            value = state[spec.target] if spec.target in state else consts[spec.target]
+        elif spec.kind == InputKind.CONSTANT_TENSOR:
+            value = consts[spec.target]
+        else:
+            raise InteropError(f"{where}: input {n.name!r} of kind {spec.kind.name}")
+        arr = value.detach().cpu().numpy()
+        if not np.issubdtype(arr.dtype, np.floating):
+            env[n.name] = tr.const(arr)  # e.g. num_batches_tracked: used by nothing we map
+            continue
+        arr = arr.astype(np_dtype)
+        if spec.kind == InputKind.CONSTANT_TENSOR:
+            env[n.name] = tr.const(arr)
+        else:
+            frozen = spec.kind == InputKind.BUFFER or not value.requires_grad
+            env[n.name] = tr.param(names(spec.target, "p"), arr, frozen=frozen)
+    outputs: list[Any] = []
+    for node in program.graph.nodes:
+        if node.op == "placeholder":
+            continue
+        if node.op == "output":
+            outputs = list(node.args[0])
+            break
+        if node.op != "call_function":
+            raise InteropError(f"{where}: node {node.name} ({node.op}) is not an op call")
+        target = node.target
+        name = _op_name(target)
+        label = f"node {node.name} ({name}) at {_source_line(node)}"
+        first = node.args[0] if node.args else None
+        if name.endswith("_") and getattr(first, "op", None) == "placeholder":
+            spec = specs[first.name]
+            what = getattr(spec, "target", None) or first.name
+            raise InteropError(
+                f"{where}: {label}: updates {what!r} in place: a training-mode side effect "
+                "(export the model in eval mode)"
+            )
+        try:
+            env[node.name] = _call(ctx, target, name, node, env)
+        except Refused as e:
+            raise InteropError(f"{where}: {label}: {e}") from None
+        except TorchleanError as e:
+            raise InteropError(f"{where}: {label}: {one_line(e)}") from None
+    outs = []
+    for o in outputs:
+        t = env.get(getattr(o, "name", None)) if o is not None else None
+        if not isinstance(t, T):
+            raise InteropError(f"{where}: output {o} is not a tensor we computed")
+        try:
+            outs.append(tr.var(t))
+        except Refused as e:
+            raise InteropError(f"{where}: output {o}: {e}") from None
+    graph = prune(b.build(outs))
+    params = {k: v for k, v in tr.param_values.items() if k in tr._params}
+    return Imported(
+        graph,
+        params,
+        tuple(batched_names),
+        n_batch,
+        {k: v for k, v in names.source.items()},
+        tuple(str(getattr(o, "name", o)) for o in outputs),
+    )
+
+
+def _resolve(x: Any, env: dict[str, Any]) -> Any:
+    import torch.fx
+
+    if isinstance(x, torch.fx.Node):
+        v = env.get(x.name)
+        if isinstance(v, Refused):
+            raise v
+        return v
+    if isinstance(x, list | tuple):
+        return type(x)(_resolve(a, env) for a in x)
+    return _hint(x)
+
+
+def _call(ctx: _Ctx, target: Any, name: str, node: Any, env: dict[str, Any]) -> Any:
+    import operator
+
+    args = [_resolve(a, env) for a in node.args]
+    kw = {k: _resolve(v, env) for k, v in node.kwargs.items()}
+    if target is operator.getitem:
+        seq, i = args
+        if not isinstance(seq, tuple | list):
+            raise Refused("indexing a value that is not a tuple of results")
+        got = seq[i]
+        if isinstance(got, Refused):
+            raise got
+        return got
+    if name == "aten.sym_size":
+        return int(_hint(node.meta["val"]))
+    if target in (operator.mul, operator.add, operator.sub, operator.floordiv):
+        return target(*args)
+    mapping = ATEN_IMPORTS.get(name)
+    if mapping is None:
+        why = ATEN_REFUSED.get(name, "no mapping to our ops")
+        raise Refused(f"ATen op {name} is not supported: {why}")
+    ctx.op = name.removeprefix("aten.")
+    return mapping.fn(ctx, args, kw)
+
+
+__all__ = ["ATEN_IMPORTS", "ATEN_REFUSED", "from_torch"]
