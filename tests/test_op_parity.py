@@ -198,7 +198,9 @@ def test_lowering_overrides_are_where_expected() -> None:
     lowered = {c.op for c in LOWERED}
     convs = {"conv", "conv2d", "conv_transpose", "conv_transpose2d"}
     pools = {"max_pool", "max_pool2d", "max_pool2d_pad", "avg_pool", "avg_pool2d", "avg_pool2d_pad"}
-    assert lowered == convs | pools
+    # batchnorm's float32 statistics in float64 (lower_widened; layer_norm's rows have no
+    # float32 lowering case here)
+    assert lowered == convs | pools | {"batchnorm_channel_first"}
 
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
@@ -403,8 +405,10 @@ def test_activation_values() -> None:
     np.testing.assert_allclose(_run("safe_log", x, eps=1e-6), np.log(sp + 1e-6), rtol=1e-13)
     assert np.all(np.isfinite(_run("safe_log", np.array([-800.0, 800.0]), eps=0.0)[1:]))
     c = math.sqrt(2 / math.pi)
-    gelu = 0.5 * x * (1 + np.tanh(c * (x + 0.044715 * x**3)))
-    np.testing.assert_allclose(_run("gelu", x), gelu, rtol=1e-14, atol=1e-300)
+    # 0.5 (1 + tanh u) = sigmoid(2 u): no cancellation where tanh u is near -1
+    with np.errstate(over="ignore"):
+        gelu = x / (1 + np.exp(-2 * c * (x + 0.044715 * x**3)))
+    np.testing.assert_allclose(_run("gelu", x), gelu, rtol=1e-13, atol=1e-300)
     np.testing.assert_allclose(_run("silu", x), x / (1 + np.exp(-x)), rtol=1e-14, atol=1e-300)
 
 

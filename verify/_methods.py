@@ -38,7 +38,7 @@ METHODS = ("auto", "tensor", "elements")
 #: signature is small) or are reported ``not verified``. A bound on the work, never on soundness.
 #: A small signature, which the element method decides anyway, gets the shorter budget.
 TENSOR_BUDGET_S = 60.0
-TENSOR_BUDGET_SMALL_S = 8.0
+TENSOR_BUDGET_SMALL_S = 3.0
 
 
 def _tensor_attempt(sig: Signature, method: Method, fn: Any, *args: Any, **kw: Any) -> Any:

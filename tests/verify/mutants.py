@@ -252,6 +252,17 @@ def _linear_vjp_bias_twice(B: Any, args: tuple, out: Any, ct: Any) -> tuple:
     return (B.einsum("i,j->ij", ct, x), ct * 2, B.matmul(B.transpose(W, (1, 0)), ct))
 
 
+def _scatter_vjp_drops_scalar(B: Any, args: tuple, out: Any, ct: Any, *, index: int) -> tuple:
+    return (ct, ct[index] * 0)
+
+
+def _scatter_scalar() -> tl.GraphData:
+    b = tl.GraphBuilder("f64")
+    x, v = b.param("x", (4,)), b.param("v", ())
+    y = b.apply("scatter_add_vec", x, v, index=1)
+    return b.build(b.sum(y * y))
+
+
 # lowering-only bugs: the reference rules stay right, what is compiled is wrong
 
 
@@ -414,6 +425,9 @@ MUTANTS: list[Mutant] = [
            _rule("concat", "vjp_rule", _concat_vjp_swapped)),
     Mutant("linear vjp bias gradient doubled", "rule", _mlp,
            _rule("linear", "vjp_rule", _linear_vjp_bias_twice)),
+    Mutant("scatter_add_vec vjp drops the 0-d argument's gradient", "rule", _scatter_scalar,
+           _rule("scatter_add_vec", "vjp_rule", _scatter_vjp_drops_scalar),
+           note="a 0-d leaf: its reads were once invisible to the tensor level"),
     Mutant("tanh lowered vjp 1 - y", "lowering", _unary("tanh", (3,)),
            _rule("tanh", "lower_vjp_rule", _tanh_lower_vjp)),
     Mutant("relu lowered jvp with x >= 0", "lowering", _unary("relu", (3,)),

@@ -106,10 +106,12 @@ def test_report_json_follows_the_documented_shape() -> None:
     assert doc["schema"] == "torchlean-verify-report" and doc["version"] == verify.SCHEMA_VERSION
     assert doc["verdict"] == "verified" and doc["exit_code"] == 0 and doc["graph"] == "rich"
     node = doc["nodes"][0]
-    assert set(node) == {"node", "op", "signature", "result", "method", "shared_with", "checks"}
+    assert set(node) == {"node", "op", "signature", "result", "method", "label", "shared_with",
+                         "checks"}  # fmt: skip
     check = node["checks"][0]
-    assert set(check) == {"link", "name", "method", "result", "coverage", "how", "seconds",
-                          "counterexample"}  # fmt: skip
+    assert set(check) == {"link", "name", "method", "level", "result", "coverage", "how",
+                          "seconds", "counterexample"}  # fmt: skip
+    assert check["level"] in ("tensor", "elements", "")
     assert doc["counterexamples"] == []
 
 
