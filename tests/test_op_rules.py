@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import torchlean_ir as tl
+from tests.seeds import rng_for
 from torchlean_ir.backends import SYM, jax_backend
 
 from .op_cases import CASES, KINKS, OpCase
@@ -21,7 +22,7 @@ jax.config.update("jax_enable_x64", True)
 
 
 def _rng(case_id: str) -> np.random.Generator:
-    return np.random.default_rng(abs(hash(case_id)) % (2**32))
+    return rng_for(case_id)
 
 
 def test_every_op_has_every_rule() -> None:

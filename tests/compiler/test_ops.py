@@ -14,6 +14,7 @@ import pytest
 
 import compiler
 import torchlean_ir as tl
+from tests.seeds import rng_for
 
 from ..op_cases import CASES, KINKS, KinkCase, OpCase
 from .models import assert_close
@@ -22,7 +23,7 @@ BATCH = 3
 
 
 def _rng(case_id: str) -> np.random.Generator:
-    return np.random.default_rng(abs(hash(case_id)) % (2**32))
+    return rng_for(case_id)
 
 
 def _tangents(rng: np.random.Generator, x: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

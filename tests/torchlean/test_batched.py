@@ -17,6 +17,7 @@ import pytest
 
 import compiler
 import torchlean_ir as tl
+from tests.seeds import rng_for
 from torchlean import EagerSession, LinkedSession, NatInput, Options, Param, Session
 
 from ..compiler.models import assert_close
@@ -31,7 +32,7 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def _rng(key: str) -> np.random.Generator:
-    return np.random.default_rng(abs(hash(key)) % (2**32))
+    return rng_for(str(key))
 
 
 # -- every op of the registry -------------------------------------------------------------------

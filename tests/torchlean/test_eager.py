@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import torchlean_ir as tl
+from tests.seeds import rng_for
 from torchlean import EagerSession, Options, Param, Tensor
 
 from ..op_cases import CASES, KINKS, OpCase
@@ -57,7 +58,7 @@ TABLE = (
 
 @pytest.mark.parametrize(("case", "backend"), TABLE)
 def test_op_matches_reference(case: OpCase, backend: str) -> None:
-    rng = np.random.default_rng(abs(hash(case.id)) % 2**32)
+    rng = rng_for(case.id)
     g = case.graph("f64")
     x = case.sample(rng)
     idx = case.index_values()
