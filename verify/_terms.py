@@ -68,7 +68,20 @@ _TIMER: list[Any] = []  # the handler replaced while the outermost budget runs
 
 
 def _on_timer(signum: int, frame: Any) -> None:
+    # Only where the verifier's own algebra runs (ours, sympy's, mpmath's): a signal that lands
+    # in a finaliser, a gc or weakref callback of another library would be printed and dropped
+    # there. The timer fires again a quarter second of CPU later.
+    if frame is None or not frame.f_globals.get("__name__", "").startswith(_TIMED_MODULES):
+        return
+    f, depth = frame, 0
+    while f is not None and depth < 8:
+        if f.f_code.co_name == "__del__":
+            return
+        f, depth = f.f_back, depth + 1
     tick()
+
+
+_TIMED_MODULES = ("verify.", "sympy.", "mpmath.")
 
 
 class budget:
