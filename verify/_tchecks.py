@@ -314,21 +314,26 @@ def _kinks(op: tl.Op, sig: Signature, st: TSetup, out: TOutcome) -> str:
     except Exception as e:
         out.error = f"the kinks rule failed: {type(e).__name__}: {e}"
         return ""
-    uniform = [pt for pt in points if all(np.asarray(a).size and np.all(np.asarray(a) ==
-               np.asarray(a).reshape(-1)[0]) for a in pt)]  # fmt: skip
-    if not uniform:
-        raise NotTensor("no uniform kink point to check at tensor level")
+    plans = [plan for plan in map(_kink_plan, points) if plan is not None]
+    if not plans:
+        out.undecided = ("no kink point with uniform or equal arguments, the only kind the "
+                         "tensor level checks")  # fmt: skip
+        return ""
     tangent = {st.names[p]: "d" + st.names[p] for p in st.diff_args}
     F = as_t(_run(op.symbolic, "symbolic forward", TENSOR, *st.X, **st.params))
-    for n, pt in enumerate(uniform):
-        values = {st.names[p]: T.exact_scalar(np.asarray(a).reshape(-1)[0])
-                  for p, a in enumerate(pt)}  # fmt: skip
+    for n, plan in enumerate(plans):
+        values = {st.names[p]: T.exact_scalar(v) for p, v in enumerate(plan)
+                  if not isinstance(v, _Alias)}  # fmt: skip
+        plan = [st.X[p] if v is _FREE else v for p, v in enumerate(plan)]
+        aliases = {st.names[p]: st.names[v.of] for p, v in enumerate(plan)
+                   if isinstance(v, _Alias) and v is not _FREE}  # fmt: skip
         shown = {name: fmt_value(_frac(v)) for name, v in values.items()}
-        Xp = [TENSOR.full(x.shape, float(np.asarray(a).reshape(-1)[0]))
-              for x, a in zip(st.X, pt, strict=True)]  # fmt: skip
+        shown |= {name: f"= {other}" for name, other in aliases.items()}
+        Xp = [_kink_arg(x, v, st) for x, v in zip(st.X, plan, strict=True)]
         Fp = as_t(_run(op.symbolic, "symbolic forward", TENSOR, *Xp, **st.params))
-        Jx = TArray(F.shape, lambda idx, values=values: subst_leaves(
-            T.jvp_term(F.at(idx), tangent, conventional), values), "f")  # fmt: skip
+        Jx = TArray(F.shape, lambda idx, values=values, aliases=aliases: alias_leaves(
+            subst_leaves(T.jvp_term(F.at(idx), tangent, conventional), values), aliases),
+            "f")  # fmt: skip
         J = _run(op.jvp_rule, "jvp", TENSOR, tuple(Xp), tuple(st.T), Fp, **st.params)
         compare(out, f"kink {n}: jvp out", J, Jx, st, {f"all {k}": v for k, v in shown.items()})
         if out.done:
@@ -346,8 +351,55 @@ def _kinks(op: tl.Op, sig: Signature, st: TSetup, out: TOutcome) -> str:
                 break
         if out.done:
             break
-    return (f"{len(uniform)} of the op's {len(points)} kink points (those with uniform "
-            "arguments), all elements (tensor level)")  # fmt: skip
+    return (f"{len(plans)} of the op's {len(points)} kink points (those whose every argument "
+            "is uniform or equal to an earlier one), all elements (tensor level)")  # fmt: skip
+
+
+@dataclass(frozen=True)
+class _Alias:
+    """A kink point's argument equal, element by element, to an earlier argument ``of``."""
+
+    of: int
+
+
+def _kink_plan(point: Any) -> list[Any] | None:
+    """Per argument of a kink point: its uniform value, or an :class:`_Alias` of an earlier
+    argument it equals; ``None`` when an argument is neither (not checkable at tensor level)."""
+    arrays = [np.asarray(a) for a in point]
+    plan: list[Any] = []
+    for p, a in enumerate(arrays):
+        if a.size and np.all(a == a.reshape(-1)[0]):
+            plan.append(a.reshape(-1)[0])
+            continue
+        same = [q for q in range(p) if arrays[q].shape == a.shape
+                and np.array_equal(arrays[q], a)]  # fmt: skip
+        plan.append(_Alias(same[0]) if same else _FREE)
+    aliased = {v.of for v in plan if isinstance(v, _Alias)}
+    if any(v is _FREE and p not in aliased for p, v in enumerate(plan)):
+        return None  # a non-uniform argument that no other argument equals: a concrete point
+    return plan
+
+
+#: A kink point's argument that stays symbolic: other arguments equal it (a tie everywhere).
+_FREE = _Alias(-1)
+
+
+def _kink_arg(x: TArray, v: Any, st: TSetup) -> TArray:
+    """A kink point's argument: kept symbolic, an earlier argument, or a uniform value."""
+    if isinstance(v, TArray):
+        return v
+    if isinstance(v, _Alias):
+        return st.X[v.of]
+    return TENSOR.full(x.shape, float(v))
+
+
+def alias_leaves(e: Any, aliases: dict[str, str]) -> Any:
+    """Every read of a leaf named in ``aliases`` replaced by the same read of its alias."""
+    if not aliases:
+        return e
+    repl = {f: T.fn(aliases[T.name_of(f)])(*f.args) for f in e.atoms(se.FunctionSymbol)
+            if T.name_of(f) in aliases}  # fmt: skip
+    return e.xreplace(repl) if repl else e
 
 
 def _frac(v: Any) -> Any:

@@ -399,10 +399,14 @@ class _Splitter:
         self.seed = seed
         self.cases = 0
         self.probabilistic = False
+        #: A case split stopped at :data:`MAX_DEPTH`, :data:`MAX_REGIONS` or an undecided
+        #: region enumeration (rather than at a case that failed).
+        self.limited = False
 
-    def _equal(self, g: Any, x: Any) -> bool:
+    def _equal(self, g: Any, x: Any, facts: list[tuple[Any, int]], scalar: bool = True
+               ) -> bool:  # fmt: skip
         """``g == x`` (normal forms, not yet canonical) proved by canonical forms, identified
-        sums or the scalar procedure."""
+        sums, identified reads or (with ``scalar``) the scalar procedure."""
         g, x = canonical(g), canonical(x)
         if g == x or se.expand(g - x) == 0:
             return True
@@ -410,7 +414,13 @@ class _Splitter:
         gi, xi = _identify_sums(g, x, allowed)
         if gi == xi or se.expand(gi - xi) == 0:
             return True
-        d = _scalar(gi, xi, Atoms.empty(), self.domains, self.seed)
+        gi, xi = _identify_reads(gi, xi, facts)
+        if gi == xi or se.expand(gi - xi) == 0:
+            return True
+        if not scalar:
+            return False
+        # sympy's steps only on the unrolled pass: the first pass (sums kept) is the quick try
+        d = _scalar(gi, xi, Atoms.empty(), self.domains, self.seed, use_sympy=self.unroll)
         if d is None:
             return False
         if d.method != "exact":
@@ -420,19 +430,32 @@ class _Splitter:
     def prove(self, g: Any, x: Any, facts: list[tuple[Any, int]], depth: int
               ) -> tuple[bool, dict | None]:  # fmt: skip
         """(proved, a point of a case that was not) for ``g == x`` under ``facts`` (brackets
-        with their values)."""
+        with their values).
+
+        Brackets on free indices are split on before the scalar procedure runs: each case is
+        smaller (a padded cell's ``-oo`` or a masked term gone), and the scalar procedure on the
+        unsplit Piecewise of index conditions is slow. When the split does not prove it, the
+        scalar procedure still gets the unsplit pair."""
         T.tick()
-        if self._equal(g, x):
-            return True, None
-        if depth >= MAX_DEPTH or self.cases > MAX_REGIONS:
-            return False, self._point(facts)
         allowed = set(self.allowed)
-        # 1. brackets on free indices: enumerate their feasible values together
         found = {f for side in (g, x) for f in T.fn_atoms(side)
                  if _is_index_bracket(f, allowed) and not _nested(f)}  # fmt: skip
         brackets = sorted(found, key=str)
+        if self._equal(g, x, facts, scalar=not brackets):
+            return True, None
+        if depth >= MAX_DEPTH or self.cases > MAX_REGIONS:
+            self.limited = True
+            if brackets and self._equal(g, x, facts):
+                return True, None
+            return False, self._point(facts)
+        # 1. brackets on free indices: enumerate their feasible values together
         if brackets:
-            return self._by_brackets(g, x, facts, depth, brackets)
+            limited, self.limited = self.limited, False
+            ok, point = self._by_brackets(g, x, facts, depth, brackets)
+            if not ok and self.limited and self._equal(g, x, facts):
+                ok, point = True, None  # the split stopped at a limit, not at a failed case
+            self.limited = self.limited or limited
+            return ok, point
         # 2. floors of free indices with few values: split by value
         floors = sorted({f for f in T.floor_atoms(g) | T.floor_atoms(x)
                          if _index_atoms(f) <= allowed}, key=str)  # fmt: skip
@@ -451,11 +474,13 @@ class _Splitter:
                      brackets: list[Any]) -> tuple[bool, dict | None]:  # fmt: skip
         regions = _regions_of(brackets, facts)
         if regions is None:
+            self.limited = True
             return False, self._point(facts)
         floors_gx = T.floor_atoms(g) | T.floor_atoms(x)
         for assign in regions:
             self.cases += 1
             if self.cases > MAX_REGIONS:
+                self.limited = True
                 return False, self._point(facts + list(assign.items()))
             repl = dict(assign)
             repl.update(_floor_values(floors_gx, assign))
@@ -558,16 +583,16 @@ class _Splitter:
             if n == 0:
                 continue
             self.cases += 1
-            t = T.fresh("_t", 0, n, bound=False)
-            base = lo - (lo % d) if lo >= 0 else 0
             first = next(v for v in range(lo, hi) if v % d == r)
-            value = se.Integer(first) + d * t
-            del base
+            t = T.fresh("_t", 0, n, bound=False)
+            # one value left: the index is that value (no fresh index of range 1)
+            value = se.Integer(first) + d * t if n > 1 else se.Integer(first)
             repl = {q: value}
             gr = T.normalize(_sub(g, repl), unroll=self.unroll)
             xr = T.normalize(_sub(x, repl), unroll=self.unroll)
             fr = [(_sub(b, repl), v) for b, v in facts]
-            self.allowed.append(t)
+            if n > 1:
+                self.allowed.append(t)
             ok, point = self.prove(gr, xr, fr, depth + 1)
             if not ok:
                 if point is not None and t.name in {s.name for s in point}:
@@ -691,13 +716,15 @@ def _regions_of(brackets: list[Any], facts: list[tuple[Any, int]]) -> list[dict]
     return out
 
 
-def _scalar(g: Any, x: Any, atoms: Atoms, domains: Mapping[str, str], seed: int) -> Decision | None:
+def _scalar(g: Any, x: Any, atoms: Atoms, domains: Mapping[str, str], seed: int,
+            use_sympy: bool = True) -> Decision | None:  # fmt: skip
     """Step 2: an exact proof with atoms as independent symbols, else ``None``."""
     gs, xs = symbolize(g, atoms, domains), symbolize(x, atoms, domains)
     if gs == xs:
         return Decision(True, "exact", "identical")
     try:
-        d = decide_equal(gs, xs, domains=atoms.domains, seed=seed)
+        d = decide_equal(gs, xs, domains=atoms.domains, seed=seed, use_sympy=use_sympy,
+                         sample=False)  # fmt: skip
     except Exception:
         return None
     if d.equal is True and d.method == "exact":
@@ -732,6 +759,91 @@ def _identify_sums(g: Any, x: Any, allowed: set) -> tuple[Any, Any]:
     if not repl:
         return g, x
     return g.xreplace(repl), x.xreplace(repl)
+
+
+#: At most this many pairs of reads are compared by :func:`_identify_reads` per comparison.
+MAX_READ_PAIRS = 400
+
+
+def _identify_reads(g: Any, x: Any, facts: list[tuple[Any, int]]) -> tuple[Any, Any]:
+    """Reads of the same leaf on both sides whose index expressions z3 proves equal, for every
+    value of the indices in their ranges under ``facts`` (the case's brackets), written alike:
+    the quasi-affine index of a reshape of a reshape (nested floors) and its plain form are the
+    same element. A read on one side only is replaced by its equal on the other side.
+
+    Pairs are first compared at a few points z3 finds (ranges and facts satisfied): only the
+    pairs equal there go to the proof."""
+    reads_g = {f for f in T.fn_atoms(g) if T.is_leaf_read(f) and f.args}
+    reads_x = {f for f in T.fn_atoms(x) if T.is_leaf_read(f) and f.args}
+    only_g = sorted(reads_g - reads_x, key=str)
+    only_x = sorted(reads_x - reads_g, key=str)
+    names = {T.name_of(r) for r in only_g} & {T.name_of(r) for r in only_x}
+    only_g = [r for r in only_g if T.name_of(r) in names]
+    only_x = [r for r in only_x if T.name_of(r) in names]
+    if not only_g or not only_x:
+        return g, x
+    try:
+        z = _Z3()
+        known = [z.bracket(b) if v else z.z3.Not(z.bracket(b)) for b, v in facts]
+        terms = {r: [z.term(a) for a in r.args] for r in only_g + only_x}
+    except T.TermError:
+        return g, x
+    z3 = z.z3
+    solver = z3.Solver()
+    solver.set("timeout", 2000)
+    solver.add(*z.facts, *known)
+    points = _points(solver, z, 3)
+    if points is None:
+        return g, x
+
+    def at(r: Any, pt: Any) -> tuple | None:
+        vals = []
+        for t in terms[r]:
+            v = pt.eval(t, model_completion=True)
+            if not z3.is_int_value(v):
+                return None
+            vals.append(v.as_long())
+        return tuple(vals)
+
+    keys = {r: [at(r, pt) for pt in points] for r in only_g + only_x}
+    budget = MAX_READ_PAIRS
+    repl: dict[Any, Any] = {}
+    for r in only_g:
+        for c in only_x:
+            if T.name_of(r) != T.name_of(c) or len(r.args) != len(c.args):
+                continue
+            if any(a is not None and b is not None and a != b
+                   for a, b in zip(keys[r], keys[c], strict=True)):  # fmt: skip
+                continue
+            if budget <= 0:
+                break
+            budget -= 1
+            solver.push()
+            solver.add(z3.Or(*[p != q for p, q in zip(terms[r], terms[c], strict=True)]))
+            proved = solver.check() == z3.unsat
+            solver.pop()
+            if proved:
+                repl[r] = c
+                break
+    return (g.xreplace(repl) if repl else g), x
+
+
+def _points(solver: Any, z: _Z3, n: int) -> list[Any] | None:
+    """Up to ``n`` distinct models of ``solver``'s assertions (``None`` when it has none)."""
+    z3 = z.z3
+    out = []
+    solver.push()
+    for _ in range(n):
+        if solver.check() != z3.sat:
+            break
+        m = solver.model()
+        out.append(m)
+        vs = list(z.vars.values())
+        if not vs:
+            break
+        solver.add(z3.Or(*[v != m.eval(v, model_completion=True) for v in vs]))
+    solver.pop()
+    return out or None
 
 
 def _split_brackets(body: Any) -> tuple[Any, list[Any]]:
