@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import compiler
+import compiler._compiled as _compiled
 import torchlean_ir as tl
 from compiler import ArgumentError, CompileError, DeviceError
 
@@ -143,6 +144,60 @@ def test_jitted_functions_check_argument_types_when_traced() -> None:
     with pytest.raises(ArgumentError, match=r"^forward: expected 6 arguments, got 5"):
         f(*args[:5])
     assert cg.trace_counts["forward"] == before  # refused before the program is traced
+
+
+def test_device_array_calls_mixed_with_host_data_or_wrong_types() -> None:
+    """The hot path (a dict of device arrays) looks at the first value's type only and lets the
+    compiled function's trace-time check vouch for the rest: a dict whose later values are
+    NumPy or Python data, or device arrays of a wrong type, gives the checked path's result or
+    its one-line error, and traces nothing new."""
+    compiler.clear_cache()
+    cg = compiler.compile(mlp_build())
+    host = _mlp_leaves()
+    first, last = cg.leaf_names[0], cg.leaf_names[-1]
+    want = cg.forward(host)
+    want_value, want_grads = cg.value_and_grad(host)
+    dev = {k: jnp.asarray(v) for k, v in host.items()}
+    mixed = [
+        {**dev, last: host[last].astype(np.float64)},  # refused when traced, then converted
+        {**dev, last: host[last]},  # NumPy float32: what the checked path would pass
+        {**dev, last: host[last].tolist()},
+        dev,  # device arrays only, after the mixed calls
+    ]
+    for _ in range(2):
+        for leaves in mixed:
+            assert type(leaves[first]) is type(dev[first])  # the hot path is taken
+            np.testing.assert_array_equal(np.asarray(cg.forward(leaves)), np.asarray(want))
+            value, grads = cg.value_and_grad(leaves)
+            np.testing.assert_array_equal(np.asarray(value), np.asarray(want_value))
+            assert sorted(grads) == sorted(want_grads)
+            for k in grads:
+                np.testing.assert_array_equal(np.asarray(grads[k]), np.asarray(want_grads[k]))
+    assert cg.trace_counts == {"forward": 1, "jvp": 0, "vjp": 1}
+    shape = cg._leaves.shapes[-1]
+    for fn in (cg.forward, cg.value_and_grad):
+        _refused(
+            fn,
+            {**dev, last: jnp.zeros((*shape, 2), jnp.float32)},
+            match=rf"^leaves\[{last!r}\]: expected shape",
+        )
+        _refused(
+            fn,
+            {**dev, last: jnp.zeros(shape, jnp.float64)},
+            match=rf"^leaves\[{last!r}\]: expected dtype f32, got a jax array of f64",
+        )
+        _refused(fn, {**dev, last: None}, match=rf"^leaves\[{last!r}\]: missing value$")
+        _refused(fn, {**dev, last: "abc"}, match=rf"^leaves\[{last!r}\]: expected a float")
+    assert cg.trace_counts == {"forward": 1, "jvp": 0, "vjp": 1}
+
+
+@pytest.mark.parametrize("n", range(6))
+def test_gradients_by_name_for_any_number_of_names(n: int) -> None:
+    names = tuple(f"p{k}" for k in range(n))
+    values = [np.full(2, k) for k in range(n)]
+    got = _compiled._by_name(names)(values)
+    assert list(got) == list(names)
+    assert all(got[k] is v for k, v in zip(names, values, strict=True))
 
 
 @pytest.mark.parametrize("big", [2**31, 2**40, 2**63 - 1, 2**64 + 5, np.uint64(2**64 - 1)])
