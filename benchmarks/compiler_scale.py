@@ -19,9 +19,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 
@@ -51,7 +53,7 @@ def _worker(n: int, variant: str) -> None:
             return jnp.sum(h)
 
         info["rss0"] = _peak_rss()
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), _started()
         g = jax.jit(jax.value_and_grad(f))
         out = g(x)
 
@@ -68,7 +70,7 @@ def _worker(n: int, variant: str) -> None:
         graph = b.build(b.sum(h))
         leaves = {"x": x}
         info["rss0"] = _peak_rss()  # JAX warmed up, the graph built: what compiling adds
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), _started()
         cg = compiler.compile(graph)
         out = cg.value_and_grad(leaves)
 
@@ -77,6 +79,7 @@ def _worker(n: int, variant: str) -> None:
 
     jax.block_until_ready(out)
     first = time.perf_counter() - t0
+    info["cpu"] = time.process_time() - c0  # all threads of the process (XLA's included)
     if variant == "ours":
         f = cg.jitted("vjp")
         info["sliced"] = cg.sliced["vjp"]
@@ -93,6 +96,17 @@ def _worker(n: int, variant: str) -> None:
     print(json.dumps({"first": first, "call": statistics.median(later), "rss": rss, **info}))
 
 
+def _started() -> float:
+    """This process's CPU seconds when the timed part starts, also written where the parent
+    reads it if it has to stop the process (``SCALE_CPU_FILE``)."""
+    c0 = time.process_time()
+    path = os.environ.get("SCALE_CPU_FILE")
+    if path:
+        with open(path, "w") as f:
+            f.write(repr(c0))
+    return c0
+
+
 def _peak_rss() -> int:
     """This process's peak resident set so far, in bytes (``ru_maxrss`` is in KiB on Linux)."""
     import resource
@@ -107,6 +121,7 @@ class Stopped:
     why: str  # "time" or "memory"
     after: float  # seconds
     rss: int  # bytes, the largest seen while it ran
+    cpu: float  # its CPU seconds by then
 
 
 def _rss(pid: int) -> int:
@@ -120,26 +135,42 @@ def _rss(pid: int) -> int:
     return 0
 
 
+def _cpu(pid: int) -> float:
+    """CPU seconds (user + system) of a running process so far."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _measure(n: int, variant: str, timeout: float, cap: int) -> dict[str, object] | Stopped:
     """Run one point in a fresh process, polling its resident memory: stopped past ``timeout``
     seconds or ``cap`` bytes (so that a runaway compilation cannot exhaust a shared machine)."""
     cmd = [sys.executable, __file__, "--worker", str(n), variant]
     t0 = time.perf_counter()
     seen = 0
-    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as p:
-        why = None
-        while p.poll() is None:
-            seen = max(seen, _rss(p.pid))
-            if seen > cap:
-                why = "memory"
-            elif time.perf_counter() - t0 > timeout:
-                why = "time"
-            if why:
-                p.kill()
-                p.wait()
-                return Stopped(why, time.perf_counter() - t0, seen)
-            time.sleep(0.25)
-        out, err = p.communicate()
+    # the worker writes its CPU time at the start of the timed part there
+    with tempfile.NamedTemporaryFile("r", suffix=".cpu") as started:
+        env = {**os.environ, "SCALE_CPU_FILE": started.name}
+        pipe = subprocess.PIPE
+        with subprocess.Popen(cmd, stdout=pipe, stderr=pipe, text=True, env=env) as p:
+            why = None
+            while p.poll() is None:
+                seen = max(seen, _rss(p.pid))
+                if seen > cap:
+                    why = "memory"
+                elif time.perf_counter() - t0 > timeout:
+                    why = "time"
+                if why:
+                    begun = started.read()  # empty: stopped before its timed part began
+                    cpu = _cpu(p.pid) - float(begun) if begun else 0.0
+                    p.kill()
+                    p.wait()
+                    return Stopped(why, time.perf_counter() - t0, seen, cpu)
+                time.sleep(0.25)
+            out, err = p.communicate()
     if p.returncode != 0:
         raise RuntimeError(f"{variant} n={n} failed:\n{err[-3000:]}")
     return json.loads(out.strip().splitlines()[-1])
@@ -197,10 +228,13 @@ def run(sizes: list[int], repeats: int, timeouts: dict[str, float], cap: int) ->
             return _mib(med(v, "rss"))
 
         hand, ours = med("hand", "first"), med("ours", "first")
-        if hand and ours:
-            ratio = f"**{ours / hand:.2f}**"
-        elif ours and "hand" in stopped:  # the ratio is below ours / the time hand ran
-            ratio = f"**< {ours / stopped['hand'].after:.2f}**"
+        hand_cpu, ours_cpu = med("hand", "cpu"), med("ours", "cpu")
+        if hand and ours and hand_cpu and ours_cpu:
+            ratio = f"**{ours / hand:.2f}** / {ours_cpu / hand_cpu:.2f}"
+        elif ours and ours_cpu and "hand" in stopped:  # below ours / what hand had spent
+            st = stopped["hand"]
+            ratio = f"**< {ours / st.after:.2f}**"
+            ratio += f" / < {ours_cpu / st.cpu:.2f}" if st.cpu > 0 else ""
         else:
             ratio = ""
         how, per_node = "", ""
@@ -219,6 +253,8 @@ def run(sizes: list[int], repeats: int, timeouts: dict[str, float], cap: int) ->
             first("hand"),
             first("ours"),
             ratio,
+            f"> {stopped['hand'].cpu:,.0f} s (stopped)" if "hand" in stopped else _secs(hand_cpu),
+            f"> {stopped['ours'].cpu:,.0f} s (stopped)" if "ours" in stopped else _secs(ours_cpu),
             rss("hand"),
             rss("ours"),
             per_node,
@@ -243,7 +279,9 @@ def run(sizes: list[int], repeats: int, timeouts: dict[str, float], cap: int) ->
         "nodes",
         "hand-written JAX: first call",
         "ours: first call",
-        "ratio (target <= 1.5)",
+        "ratio (target <= 1.5), wall / CPU",
+        "hand: first call, CPU",
+        "ours: first call, CPU",
         "hand: peak memory",
         "ours: peak memory",
         "ours: memory added per node",
@@ -263,7 +301,9 @@ def run(sizes: list[int], repeats: int, timeouts: dict[str, float], cap: int) ->
         "peak before `compile` (JAX warmed up, the graph built), divided by the nodes: "
         "memory linear in nodes keeps it flat or falling (at small sizes fixed costs "
         "dominate). *Later call*: median of 5 calls after the "
-        "first. Medians over the processes shown (variants alternating); points above 2,000 "
+        "first. *CPU*: the process's CPU time during the first call (all its threads), which a "
+        "loaded machine inflates less than wall time. Medians over the processes shown "
+        "(variants alternating); points above 2,000 "
         f"nodes run once. Time limits per process: hand-written JAX {timeouts['hand']:,.0f} s, "
         f"ours {timeouts['ours']:,.0f} s; a process past {cap / 2**30:,.0f} GiB resident is "
         "stopped too (a shared machine). Timings on a shared 2-core machine are noisy: read "
