@@ -322,7 +322,7 @@ class CompiledGraph:
         )
         self._static_names = frozenset(ix.name for ix in graph.index_inputs if ix.value is not None)
         self._n_leaves = len(self.leaf_names)
-        # The hot path (_hot_leaves): unbatched, no index inputs, at least one leaf; -1 never
+        # The hot path (see forward): unbatched, no index inputs, at least one leaf; -1 never
         # matches a dict's length.
         self._n_hot = self._n_leaves if self._plain and self._n_leaves else -1
         self._all_arrays_seen = True
@@ -702,8 +702,9 @@ class CompiledGraph:
     # whose cache vouches for the types it has seen (a new combination is checked when traced:
     # _check_signature). Only the first value's type is looked at while every hot call has held
     # device arrays only; one that held something else (NumPy data mixed in: refused when
-    # traced, which takes milliseconds, then converted) makes every later hot call check them
-    # all (_hot_refused).
+    # traced, which takes milliseconds, then converted; a list or None: not a JAX type, a
+    # TypeError) makes every later hot call check them all (_hot_refused). The checked path
+    # then runs again and raises the one-line error or the original one.
     def _hot_refused(self, leaves: Any) -> None:
         if set(map(type, self._leaf_getter(leaves))) != _ARRAY_TYPE:
             self._all_arrays_seen = False
@@ -722,7 +723,7 @@ class CompiledGraph:
             ):
                 try:
                     outs = self._fwd(*vals)
-                except _SignatureError:
+                except (_SignatureError, TypeError):  # TypeError: not an array at all
                     self._hot_refused(leaves)
                     return self._forward_slow(leaves, index, False)
                 return outs[0] if self._single else outs
@@ -788,7 +789,7 @@ class CompiledGraph:
             ):
                 try:
                     outs, grads = self._vjp(*vals, self._unit)
-                except _SignatureError:
+                except (_SignatureError, TypeError):  # TypeError: not an array at all
                     self._hot_refused(leaves)
                     return self._value_and_grad(leaves, index, "value_and_grad", False)
                 return outs[0], self._by_name(grads)
