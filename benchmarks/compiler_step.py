@@ -156,17 +156,19 @@ def run(models: list[str], quick: bool) -> str:
             f"stubbed out) {same * 1e6:.1f} µs of CPU per call{index_note}, "
             f"{same / c['hand'] * 100:.2f}% of the hand-written step's CPU time."
         )
-        ratio = min(t["ours"] / t["hand"], c["ours"] / c["hand"])
-        if ratio > TARGET:
+        # CPU time decides: on a shared machine the wall time also counts the waits for a core
+        if c["ours"] / c["hand"] > TARGET:
             notes.append(
-                f"{bench.name}: **above the {TARGET} target** (wall "
+                f"{bench.name}: **above the {TARGET} target** in CPU time (wall "
                 f"{t['ours'] / t['hand']:.3f}, CPU {c['ours'] / c['hand']:.3f}). Where the time "
                 f"goes (CPU): the executable alone is {c['executable'] / c['hand']:.3f} of "
-                f"hand-written, with the rules inlined {c['inlined'] / c['hand']:.3f} (the "
-                "nested calls cost nothing once XLA inlines them). An executable slower than "
-                "hand-written is the program XLA receives: the graph describes one sample and "
-                "the compiler vmaps each node's rules, which gives an equivalent but different "
-                "HLO than hand-written batched code."
+                f"hand-written (the API's own work is the few microseconds above), with the "
+                f"rules inlined {c['inlined'] / c['hand']:.3f} (the nested calls cost nothing "
+                f"once XLA inlines them), JAX's own AD of the same vmapped forward (mode=jax) "
+                f"{c['jax mode'] / c['hand']:.3f}. An executable slower than hand-written is "
+                "the program XLA receives: the graph describes one sample and the compiler "
+                "vmaps each node's rules, which gives an equivalent but different HLO than "
+                "hand-written batched code."
             )
     headers = [
         "model",
