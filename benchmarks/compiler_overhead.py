@@ -15,6 +15,7 @@ interleaved repeats, wall and CPU time.
 from __future__ import annotations
 
 import argparse
+import operator
 from typing import Any
 
 import jax
@@ -62,13 +63,35 @@ def run(quick: bool) -> str:
     flat = [dev[n] for n in vag.leaf_names]
     one = jnp.ones((), jnp.float32)
     fwd_fn, vjp_fn = fwd.jitted("forward"), vag.jitted("vjp")
+    # The least any by-name API does: look the leaves up, call, unwrap / name the results
+    # (no type check, no fallback).
+    by_name = operator.itemgetter(*vag.leaf_names)
+    g0, g1 = vag.grad_names
+
+    def fwd_names() -> Any:
+        return fwd_fn(*by_name(dev))[0]
+
+    def vag_names() -> Any:
+        outs, grads = vjp_fn(*by_name(dev), one)
+        return outs[0], {g0: grads[0], g1: grads[1]}
+
+    def python() -> int:  # a fixed bit of Python work, for the note on CPU time
+        total = 0
+        for k in range(8):
+            total += k
+        return total
+
     wall, cpu = interleaved_wall_cpu(
         {
+            "python": python,
+            "bare forward + python": lambda: (python(), bare(Wd, bd, xd))[1],
             "forward": lambda: fwd.forward(dev),
             "forward alone": lambda: fwd_fn(*flat),
+            "forward names": fwd_names,
             "bare forward": lambda: bare(Wd, bd, xd),
             "vag": lambda: vag.value_and_grad(dev),
             "vag alone": lambda: vjp_fn(*flat, one),
+            "vag names": vag_names,
             "bare vag": lambda: bare_vag(Wd, bd, xd),
             "bare vag seed": lambda: bare_vag_seed(Wd, bd, xd, one),
             "forward numpy": lambda: fwd.forward(host),
@@ -100,27 +123,47 @@ def run(quick: bool) -> str:
         row("value_and_grad, device arrays", "vag", "vag alone", "bare vag", True),
         row("forward, NumPy inputs", "forward numpy", None, "bare numpy", False),
     ]
-    seed_cost = (cpu["bare vag seed"] - cpu["bare vag"]) * 1e6
-    api_cost = (cpu["vag"] - cpu["vag alone"]) * 1e6
+
+    def c(key: str) -> str:
+        return us(cpu[key])
+
+    def d(a: str, b: str) -> str:
+        return f"{(cpu[a] - cpu[b]) * 1e6:+.1f} µs"
+
     notes = [
+        f"- Where the time of forward goes (CPU time per call): the bare jitted call "
+        f"{c('bare forward')}; our compiled function alone {c('forward alone')} (it returns a "
+        f"tuple of outputs); the leaves looked up by name and the output unwrapped, nothing "
+        f"else (the least a by-name API does) {c('forward names')} "
+        f"({d('forward names', 'forward alone')}); the API {c('forward')} "
+        f"({d('forward', 'forward names')} more: the method call, the dict's type and size, "
+        "the first leaf's type).",
         f"- Where the time of value_and_grad goes (CPU time per call): the bare jitted "
-        f"value-and-gradient {us(cpu['bare vag'])}; the same with the output cotangent as an "
-        f"argument {us(cpu['bare vag seed'])} ({seed_cost:+.1f} µs: our VJP takes the seed as "
-        "an argument, the function the verifier checks, rather than a second executable with "
-        f"the seed 1 baked in); our compiled VJP alone {us(cpu['vag alone'])}; the API's "
-        f"per-call work on top (names looked up, the dict of gradients) {api_cost:+.1f} µs. "
-        "Argument types are checked when a new signature is traced, not at every call."
+        f"value-and-gradient {c('bare vag')}; the same with the output cotangent as an "
+        f"argument {c('bare vag seed')} ({d('bare vag seed', 'bare vag')}: our VJP takes the "
+        "seed as an argument, the function the verifier checks, rather than a second "
+        f"executable with the seed 1 baked in); our compiled VJP alone {c('vag alone')}; the "
+        f"leaves looked up by name and the gradients put in a dict by name, nothing else "
+        f"{c('vag names')} ({d('vag names', 'vag alone')}); the API {c('vag')} "
+        f"({d('vag', 'vag names')} more). Argument types are checked when a new signature is "
+        "traced, not at every call.",
+        f"- Python work between calls costs more CPU time than its own: a fixed bit of Python "
+        f"({c('python')} alone) added to the bare forward call adds "
+        f"{d('bare forward + python', 'bare forward')} of this process's CPU time (which counts "
+        "all its threads, XLA's included: the executable runs on another thread than the "
+        "caller's).",
     ]
     for label, key in (("forward", "forward"), ("value_and_grad", "vag")):
         ratio = min(wall[key] / wall[f"bare {key}"], cpu[key] / cpu[f"bare {key}"])
         if ratio > TARGET:
             r_wall, r_cpu = wall[key] / wall[f"bare {key}"], cpu[key] / cpu[f"bare {key}"]
+            names = cpu[f"{key} names"] / cpu[f"bare {key}"]
             notes.append(
-                f"- {label}: **above the {TARGET} target** (wall {r_wall:.3f}, CPU {r_cpu:.3f}): "
-                "the call does almost nothing, so a "
-                "microsecond of Python shows; on a real step (the value-and-gradient benchmark) "
-                "it vanishes. Calling the jitted function positionally (`cg.jitted(kind)`) "
-                "removes the API's part."
+                f"- {label}: **above the {TARGET} target** (wall {r_wall:.3f}, CPU {r_cpu:.3f}); "
+                f"the by-name floor alone is {names:.3f} of the bare call (CPU). The call does "
+                "almost nothing, so each microsecond of Python shows; on a real step (the "
+                "value-and-gradient benchmark) it vanishes. Calling the jitted function "
+                "positionally (`cg.jitted(kind)`) removes the API's part."
             )
     headers = [
         "call",

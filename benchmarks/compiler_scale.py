@@ -7,20 +7,25 @@ times the first ``value_and_grad`` call to completion: for the compiled graph,
 run; building the graph is the IR's business, see ``ir_scale``); for hand-written JAX,
 ``jax.jit(jax.value_and_grad(f))`` of the same chain written with ``jax.numpy`` plus its first
 call. Also measured: the time of later calls (median of 5) and the process's peak resident
-memory. The two variants alternate, and small sizes are repeated (medians). A point that runs
-past the time limit is stopped and shown as such.
+memory. The two variants alternate, and small sizes are repeated (medians). A process that runs
+past its time limit (one for hand-written JAX, a longer one for ours) or past the memory cap is
+stopped and shown as such, with the memory it held when stopped.
 
-    python3 benchmarks/compiler_scale.py [--quick] [--sizes 250,1000,...] [--timeout S]
+    python3 benchmarks/compiler_scale.py [--quick] [--sizes 250,1000,...]
+        [--timeout-hand S] [--timeout-ours S] [--memory-cap GIB]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
+from dataclasses import dataclass
 
 from _report import load_average, load_note, table, write_section
 
@@ -30,8 +35,6 @@ OPS = ("tanh", "relu", "sigmoid", "exp")
 
 
 def _worker(n: int, variant: str) -> None:
-    import resource
-
     import jax
     import jax.numpy as jnp
     import numpy as np
@@ -49,7 +52,8 @@ def _worker(n: int, variant: str) -> None:
                 h = fns[OPS[k % 4]](h)
             return jnp.sum(h)
 
-        t0 = time.perf_counter()
+        info["rss0"] = _peak_rss()
+        t0, c0 = time.perf_counter(), _started()
         g = jax.jit(jax.value_and_grad(f))
         out = g(x)
 
@@ -65,7 +69,8 @@ def _worker(n: int, variant: str) -> None:
             h = b.apply(OPS[k % 4], h)
         graph = b.build(b.sum(h))
         leaves = {"x": x}
-        t0 = time.perf_counter()
+        info["rss0"] = _peak_rss()  # JAX warmed up, the graph built: what compiling adds
+        t0, c0 = time.perf_counter(), _started()
         cg = compiler.compile(graph)
         out = cg.value_and_grad(leaves)
 
@@ -74,6 +79,7 @@ def _worker(n: int, variant: str) -> None:
 
     jax.block_until_ready(out)
     first = time.perf_counter() - t0
+    info["cpu"] = time.process_time() - c0  # all threads of the process (XLA's included)
     if variant == "ours":
         f = cg.jitted("vjp")
         info["sliced"] = cg.sliced["vjp"]
@@ -86,23 +92,88 @@ def _worker(n: int, variant: str) -> None:
         t1 = time.perf_counter()
         jax.block_until_ready(call())
         later.append(time.perf_counter() - t1)
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    rss = _peak_rss()
     print(json.dumps({"first": first, "call": statistics.median(later), "rss": rss, **info}))
 
 
-def _measure(n: int, variant: str, timeout: float) -> dict[str, object] | None:
-    cmd = [sys.executable, __file__, "--worker", str(n), variant]
+def _started() -> float:
+    """This process's CPU seconds when the timed part starts, also written where the parent
+    reads it if it has to stop the process (``SCALE_CPU_FILE``)."""
+    c0 = time.process_time()
+    path = os.environ.get("SCALE_CPU_FILE")
+    if path:
+        with open(path, "w") as f:
+            f.write(repr(c0))
+    return c0
+
+
+def _peak_rss() -> int:
+    """This process's peak resident set so far, in bytes (``ru_maxrss`` is in KiB on Linux)."""
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+@dataclass(frozen=True)
+class Stopped:
+    """A worker stopped before it answered: why, and its resident memory then."""
+
+    why: str  # "time" or "memory"
+    after: float  # seconds
+    rss: int  # bytes, the largest seen while it ran
+    cpu: float  # its CPU seconds by then
+
+
+def _rss(pid: int) -> int:
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
-    except subprocess.TimeoutExpired:
-        return None
-    if proc.returncode != 0:
-        raise RuntimeError(f"{variant} n={n} failed:\n{proc.stderr[-3000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
 
 
-def _secs(t: float | None, timeout: float) -> str:
-    return f"> {timeout:,.0f} s (stopped)" if t is None else f"{t:,.2f} s"
+def _cpu(pid: int) -> float:
+    """CPU seconds (user + system) of a running process so far."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _measure(n: int, variant: str, timeout: float, cap: int) -> dict[str, object] | Stopped:
+    """Run one point in a fresh process, polling its resident memory: stopped past ``timeout``
+    seconds or ``cap`` bytes (so that a runaway compilation cannot exhaust a shared machine)."""
+    cmd = [sys.executable, __file__, "--worker", str(n), variant]
+    t0 = time.perf_counter()
+    seen = 0
+    # the worker writes its CPU time at the start of the timed part there
+    with tempfile.NamedTemporaryFile("r", suffix=".cpu") as started:
+        env = {**os.environ, "SCALE_CPU_FILE": started.name}
+        pipe = subprocess.PIPE
+        with subprocess.Popen(cmd, stdout=pipe, stderr=pipe, text=True, env=env) as p:
+            why = None
+            while p.poll() is None:
+                seen = max(seen, _rss(p.pid))
+                if seen > cap:
+                    why = "memory"
+                elif time.perf_counter() - t0 > timeout:
+                    why = "time"
+                if why:
+                    begun = started.read()  # empty: stopped before its timed part began
+                    cpu = _cpu(p.pid) - float(begun) if begun else 0.0
+                    p.kill()
+                    p.wait()
+                    return Stopped(why, time.perf_counter() - t0, seen, cpu)
+                time.sleep(0.25)
+            out, err = p.communicate()
+    if p.returncode != 0:
+        raise RuntimeError(f"{variant} n={n} failed:\n{err[-3000:]}")
+    return json.loads(out.strip().splitlines()[-1])
 
 
 def _mib(b: float | None) -> str:
@@ -115,36 +186,59 @@ def _ms(t: float | None) -> str:
     return f"{t * 1e3:,.2f} ms" if t < 1 else f"{t:,.2f} s"
 
 
-def run(sizes: list[int], repeats: int, timeout: float) -> str:
+def _secs(t: float | None) -> str:
+    return "" if t is None else f"{t:,.2f} s"
+
+
+def _stopped(s: Stopped) -> str:
+    if s.why == "time":
+        return f"> {s.after:,.0f} s (stopped)"
+    return f"stopped at {s.after:,.0f} s (memory cap)"
+
+
+def run(sizes: list[int], repeats: int, timeouts: dict[str, float], cap: int) -> str:
     rows, notes = [], []
     load0 = load_average()
     for n in sizes:
         reps = repeats if n <= 2_000 else 1
         got: dict[str, list[dict[str, object]]] = {v: [] for v in VARIANTS}
-        stopped = set()
+        stopped: dict[str, Stopped] = {}
         for _ in range(reps):
             for v in VARIANTS:
                 if v in stopped:
                     continue
-                r = _measure(n, v, timeout)
-                if r is None:
-                    stopped.add(v)
+                r = _measure(n, v, timeouts[v], cap)
+                if isinstance(r, Stopped):
+                    stopped[v] = r
                 else:
                     got[v].append(r)
             print(n, {v: [round(float(r["first"]), 2) for r in got[v]] for v in VARIANTS},
-                  file=sys.stderr)  # fmt: skip
+                  stopped, file=sys.stderr)  # fmt: skip
 
-        def med(v: str, key: str, got: dict = got, stopped: set = stopped) -> float | None:
-            xs = [float(r[key]) for r in got[v]]
+        def med(v: str, key: str, got: dict = got, stopped: dict = stopped) -> float | None:
+            xs = [float(r[key]) for r in got[v]]  # type: ignore[arg-type]
             return statistics.median(xs) if xs and v not in stopped else None
 
+        def first(v: str, stopped: dict = stopped) -> str:
+            return _stopped(stopped[v]) if v in stopped else _secs(med(v, "first"))
+
+        def rss(v: str, stopped: dict = stopped) -> str:
+            if v in stopped:
+                return f"> {_mib(stopped[v].rss)} (when stopped)"
+            return _mib(med(v, "rss"))
+
         hand, ours = med("hand", "first"), med("ours", "first")
-        if hand and ours:
-            ratio = f"**{ours / hand:.2f}**"
-        else:  # hand-written stopped: the ratio is below ours / time limit
-            ratio = f"**< {ours / timeout:.2f}**" if ours else ""
-        how = ""
-        if got["ours"]:
+        hand_cpu, ours_cpu = med("hand", "cpu"), med("ours", "cpu")
+        if hand and ours and hand_cpu and ours_cpu:
+            ratio = f"**{ours / hand:.2f}** / {ours_cpu / hand_cpu:.2f}"
+        elif ours and ours_cpu and "hand" in stopped:  # below ours / what hand had spent
+            st = stopped["hand"]
+            ratio = f"**< {ours / st.after:.2f}**"
+            ratio += f" / < {ours_cpu / st.cpu:.2f}" if st.cpu > 0 else ""
+        else:
+            ratio = ""
+        how, per_node = "", ""
+        if got["ours"] and "ours" not in stopped:
             last = got["ours"][-1]
             if last.get("sliced"):
                 how = f"{last['slices']} slices, {last['executables']} compiled"
@@ -152,30 +246,45 @@ def run(sizes: list[int], repeats: int, timeout: float) -> str:
                 how = "one executable"
             if last.get("boundaries"):
                 how += f"; {last['boundaries']} fusion boundaries"
+            grown = (med("ours", "rss") or 0) - (med("ours", "rss0") or 0)
+            per_node = f"{grown / n / 1024:,.1f} KiB"
         rows.append([
             f"{n:,}",
-            _secs(hand, timeout),
-            _secs(ours, timeout),
+            first("hand"),
+            first("ours"),
             ratio,
-            _mib(med("hand", "rss")),
-            _mib(med("ours", "rss")),
+            f"> {stopped['hand'].cpu:,.0f} s (stopped)" if "hand" in stopped else _secs(hand_cpu),
+            f"> {stopped['ours'].cpu:,.0f} s (stopped)" if "ours" in stopped else _secs(ours_cpu),
+            rss("hand"),
+            rss("ours"),
+            per_node,
             _ms(med("hand", "call")),
             _ms(med("ours", "call")),
             how,
             reps,
         ])  # fmt: skip
-        if "hand" in stopped:
-            notes.append(
-                f"{n:,} nodes: hand-written JAX was stopped after {timeout:,.0f} s without an "
-                "answer."
-            )
+        for v, label in (("hand", "hand-written JAX"), ("ours", "ours")):
+            if v in stopped:
+                st = stopped[v]
+                what = (
+                    f"its {timeouts[v]:,.0f} s time limit"
+                    if st.why == "time"
+                    else f"the memory cap of {cap / 2**30:,.0f} GiB"
+                )
+                notes.append(
+                    f"{n:,} nodes: {label} was stopped at {what}, without an answer "
+                    f"({_mib(st.rss)} resident then)."
+                )
     headers = [
         "nodes",
         "hand-written JAX: first call",
         "ours: first call",
-        "ratio (target <= 1.5)",
+        "ratio (target <= 1.5), wall / CPU",
+        "hand: first call, CPU",
+        "ours: first call, CPU",
         "hand: peak memory",
         "ours: peak memory",
+        "ours: memory added per node",
         "hand: later call",
         "ours: later call",
         "how ours ran",
@@ -188,10 +297,17 @@ def run(sizes: list[int], repeats: int, timeout: float) -> str:
         "tracing, lowering, XLA compilation, one run); hand-written is "
         "`jax.jit(jax.value_and_grad(f))` of the same chain in `jax.numpy` plus its first call. "
         "Peak memory is the process's peak resident set (JAX and the runtime included: about "
-        "250 MiB before any compilation). *Later call*: median of 5 calls after the first. "
-        f"Medians over the processes shown (variants alternating); points above 2,000 nodes "
-        f"run once; a run past {timeout:,.0f} s is stopped. Timings on a shared 2-core machine "
-        "are noisy: read the ratios, taken side by side in one run.\n\n"
+        "250 MiB before any compilation); *memory added per node* is ours' peak minus the "
+        "peak before `compile` (JAX warmed up, the graph built), divided by the nodes: "
+        "memory linear in nodes keeps it flat or falling (at small sizes fixed costs "
+        "dominate). *Later call*: median of 5 calls after the "
+        "first. *CPU*: the process's CPU time during the first call (all its threads), which a "
+        "loaded machine inflates less than wall time. Medians over the processes shown "
+        "(variants alternating); points above 2,000 "
+        f"nodes run once. Time limits per process: hand-written JAX {timeouts['hand']:,.0f} s, "
+        f"ours {timeouts['ours']:,.0f} s; a process past {cap / 2**30:,.0f} GiB resident is "
+        "stopped too (a shared machine). Timings on a shared 2-core machine are noisy: read "
+        "the ratios, taken side by side in one run.\n\n"
         "How ours compiles a large graph (`docs/compiler.md`, *Large graphs*): every 128th "
         "node's rule calls are real calls that XLA does not inline, so that no fused kernel "
         "spans more than about 128 nodes (XLA fuses a long elementwise chain into one kernel "
@@ -209,7 +325,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="sizes up to 2,000, one process each")
     ap.add_argument("--sizes", default=None, help="comma-separated node counts")
-    ap.add_argument("--timeout", type=float, default=900.0, help="seconds per process")
+    ap.add_argument("--timeout-hand", type=float, default=150.0, help="seconds, hand-written")
+    ap.add_argument("--timeout-ours", type=float, default=600.0, help="seconds, ours")
+    ap.add_argument("--memory-cap", type=float, default=8.0, help="GiB per process")
     ap.add_argument("--no-write", action="store_true", help="print, do not update the docs")
     ap.add_argument("--worker", nargs=2, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -219,7 +337,8 @@ def main() -> None:
     sizes = [int(s) for s in args.sizes.split(",")] if args.sizes else list(SIZES)
     if args.quick and not args.sizes:
         sizes = [s for s in sizes if s <= 2_000]
-    body = run(sizes, 1 if args.quick else 3, args.timeout)
+    timeouts = {"hand": args.timeout_hand, "ours": args.timeout_ours}
+    body = run(sizes, 1 if args.quick else 3, timeouts, int(args.memory_cap * 2**30))
     print(body)
     if not args.no_write:
         write_section("compiler_scale", "Compiler: compile time and memory at scale", body)

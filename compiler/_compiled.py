@@ -161,6 +161,21 @@ def _type_str(dtype: Any, shape: Sequence[Any]) -> str:
     return f"{short}[{','.join(map(str, shape))}]"
 
 
+def _by_name(names: tuple[str, ...]) -> Callable[[Sequence[Any]], dict[str, Any]]:
+    """``values -> dict(zip(names, values))``; for a few names a dict display, which costs a
+    third of ``dict(zip(...))`` (a visible share of a call on a tiny graph)."""
+    if len(names) == 1:
+        (a,) = names
+        return lambda v: {a: v[0]}
+    if len(names) == 2:
+        a, b = names
+        return lambda v: {a: v[0], b: v[1]}
+    if len(names) == 3:
+        a, b, c = names
+        return lambda v: {a: v[0], b: v[1], c: v[2]}
+    return lambda v: dict(zip(names, v, strict=True))
+
+
 def _rule_calls(tape: Sequence[TapeEntry], kind: Kind) -> int:
     """How many nested rule calls the function of ``kind`` makes."""
     if kind == "forward":
@@ -307,6 +322,11 @@ class CompiledGraph:
         )
         self._static_names = frozenset(ix.name for ix in graph.index_inputs if ix.value is not None)
         self._n_leaves = len(self.leaf_names)
+        # The hot path (see forward): unbatched, no index inputs, at least one leaf; -1 never
+        # matches a dict's length.
+        self._n_hot = self._n_leaves if self._plain and self._n_leaves else -1
+        self._all_arrays_seen = True
+        self._by_name = _by_name(self.grad_names)
         names = self.leaf_names
         self._leaf_getter: Callable[[Any], tuple[Any, ...]] = (
             operator.itemgetter(*names) if len(names) > 1 else lambda d: tuple(d[n] for n in names)
@@ -676,17 +696,37 @@ class CompiledGraph:
                     return vals
         return self._floats(self._leaves, leaves, batch)
 
+    # The hot path of forward and value_and_grad, inlined in both (a Python call costs a
+    # visible share of a call on a tiny graph): unbatched, no index inputs, a dict of exactly
+    # the leaf names whose values are device arrays goes straight to the compiled function,
+    # whose cache vouches for the types it has seen (a new combination is checked when traced:
+    # _check_signature). Only the first value's type is looked at while every hot call has held
+    # device arrays only; one that held something else (NumPy data mixed in: refused when
+    # traced, which takes milliseconds, then converted; a list or None: not a JAX type, a
+    # TypeError) makes every later hot call check them all (_hot_refused). The checked path
+    # then runs again and raises the one-line error or the original one.
+    def _hot_refused(self, leaves: Any) -> None:
+        if set(map(type, self._leaf_getter(leaves))) != _ARRAY_TYPE:
+            self._all_arrays_seen = False
+
     def forward(self, leaves: Leaves, index: Index = None) -> Any:
         """The output (an array) or outputs (a tuple) at ``leaves``."""
-        if self._plain and index is None and type(leaves) is dict:
-            # The hot path, inlined: device arrays, no index inputs (types: see _leaf_args).
+        if index is None and type(leaves) is dict and len(leaves) == self._n_hot:
             try:
                 vals = self._leaf_getter(leaves)
-                if len(leaves) == self._n_leaves and set(map(type, vals)) == _ARRAY_TYPE:
+            except KeyError:
+                vals = None
+            if (
+                vals is not None
+                and type(vals[0]) is ArrayImpl
+                and (self._all_arrays_seen or set(map(type, vals)) == _ARRAY_TYPE)
+            ):
+                try:
                     outs = self._fwd(*vals)
-                    return outs[0] if self._single else outs
-            except (KeyError, _SignatureError):
-                pass
+                except (_SignatureError, TypeError):  # TypeError: not an array at all
+                    self._hot_refused(leaves)
+                    return self._forward_slow(leaves, index, False)
+                return outs[0] if self._single else outs
         return self._call_checked(self._forward_slow, leaves, index)
 
     def _forward_slow(self, leaves: Leaves, index: Index, fast: bool) -> Any:
@@ -724,7 +764,7 @@ class CompiledGraph:
         args = self._floats(self._leaves, leaves, batch)
         idx = self._index_args(index, batch)
         outs, grads = self._vjp(*args, *self._seed_args(seed, batch), *idx)
-        return self._out(outs), dict(zip(self.grad_names, grads, strict=True))
+        return self._out(outs), self._by_name(grads)
 
     def vjp_with_seed(self, leaves: Leaves, seed: Any, index: Index = None) -> dict[str, Any]:
         """Reverse mode with an explicit output cotangent: the gradients by leaf name."""
@@ -732,15 +772,27 @@ class CompiledGraph:
 
     def value_and_grad(self, leaves: Leaves, index: Index = None) -> tuple[Any, dict[str, Any]]:
         """``(value, gradients)`` of a scalar output (seed 1), in one pass."""
-        if self._unit is not None and index is None and type(leaves) is dict:
-            # The hot path, inlined: device arrays, no index inputs (types: see _leaf_args).
+        if (
+            index is None
+            and type(leaves) is dict
+            and len(leaves) == self._n_hot
+            and self._unit is not None
+        ):  # the hot path: see forward
             try:
                 vals = self._leaf_getter(leaves)
-                if len(leaves) == self._n_leaves and set(map(type, vals)) == _ARRAY_TYPE:
+            except KeyError:
+                vals = None
+            if (
+                vals is not None
+                and type(vals[0]) is ArrayImpl
+                and (self._all_arrays_seen or set(map(type, vals)) == _ARRAY_TYPE)
+            ):
+                try:
                     outs, grads = self._vjp(*vals, self._unit)
-                    return outs[0], dict(zip(self.grad_names, grads))  # noqa: B905 (hot path)
-            except (KeyError, _SignatureError):
-                pass
+                except (_SignatureError, TypeError):  # TypeError: not an array at all
+                    self._hot_refused(leaves)
+                    return self._value_and_grad(leaves, index, "value_and_grad", False)
+                return outs[0], self._by_name(grads)
         return self._call_checked(self._value_and_grad, leaves, index, "value_and_grad")
 
     def _value_and_grad(
@@ -754,7 +806,7 @@ class CompiledGraph:
             outs, grads = self._vjp(*args[: self._n_leaves], one, *args[self._n_leaves :])
         else:
             outs, grads = self._vjp(*args, self._unit_seed(batch, what))
-        return outs[0], dict(zip(self.grad_names, grads, strict=True))
+        return outs[0], self._by_name(grads)
 
     def backward(self, leaves: Leaves, index: Index = None) -> dict[str, Any]:
         """The gradients of a scalar output (seed 1), by leaf name."""

@@ -15,6 +15,8 @@ import numpy as np
 import pytest
 
 import compiler
+import compiler._compiled as _compiled
+import compiler._slices
 import torchlean_ir as tl
 from compiler import ArgumentError, CompileError, DeviceError
 
@@ -143,6 +145,72 @@ def test_jitted_functions_check_argument_types_when_traced() -> None:
     with pytest.raises(ArgumentError, match=r"^forward: expected 6 arguments, got 5"):
         f(*args[:5])
     assert cg.trace_counts["forward"] == before  # refused before the program is traced
+
+
+@pytest.mark.parametrize("sliced", [False, True])
+def test_device_array_calls_mixed_with_host_data_or_wrong_types(
+    sliced: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The hot path (a dict of device arrays) looks at the first value's type only and lets the
+    compiled function's trace-time check vouch for the rest: a dict whose later values are
+    NumPy or Python data, or device arrays of a wrong type, gives the checked path's result or
+    its one-line error, and traces nothing new; so does a function run in slices."""
+    if sliced:
+        monkeypatch.setattr(compiler._slices, "SLICE_ABOVE", 2)
+        monkeypatch.setattr(compiler._slices, "SLICE_CALLS", 2)
+
+    def fresh() -> compiler.CompiledGraph:  # meets its first call as compiled
+        compiler.clear_cache()
+        cg = compiler.compile(mlp_build())
+        assert all(cg.sliced.values()) == sliced
+        return cg
+
+    host = _mlp_leaves()
+    cg = fresh()
+    first, last = cg.leaf_names[0], cg.leaf_names[-1]
+    want = np.asarray(cg.forward(host))
+    want_value, want_grads = cg.value_and_grad(host)
+    dev = {k: jnp.asarray(v) for k, v in host.items()}
+    assert type(dev[first]) is not np.ndarray  # the hot path is taken: a device array first
+    others = [
+        host[last].astype(np.float64),  # refused when traced, then converted
+        host[last],  # NumPy float32: what the checked path passes on
+        host[last].tolist(),
+    ]
+    for other in others:
+        cg = fresh()
+        for leaves in ({**dev, last: other}, dev, {**dev, last: other}):
+            np.testing.assert_array_equal(np.asarray(cg.forward(leaves)), want)
+            value, grads = cg.value_and_grad(leaves)
+            np.testing.assert_array_equal(np.asarray(value), np.asarray(want_value))
+            assert sorted(grads) == sorted(want_grads)
+            for k in grads:
+                np.testing.assert_array_equal(np.asarray(grads[k]), np.asarray(want_grads[k]))
+        assert cg.trace_counts == {"forward": 1, "jvp": 0, "vjp": 1}
+    shape = cg._leaves.shapes[-1]
+    bad = [
+        (jnp.zeros((*shape, 2), jnp.float32), "expected shape"),
+        (jnp.zeros(shape, jnp.float64), "expected dtype f32, got a jax array of f64"),
+        (None, "missing value$"),
+        ("abc", "expected a float"),
+    ]
+    for value, match in bad:
+        for kind in ("forward", "value_and_grad"):
+            cg = fresh()
+            fn = getattr(cg, kind)
+            for _ in range(2):
+                _refused(fn, {**dev, last: value}, match=rf"^leaves\[{last!r}\]: {match}")
+            assert cg.trace_counts == {"forward": 0, "jvp": 0, "vjp": 0}
+    compiler.clear_cache()
+
+
+@pytest.mark.parametrize("n", range(6))
+def test_gradients_by_name_for_any_number_of_names(n: int) -> None:
+    names = tuple(f"p{k}" for k in range(n))
+    values = [np.full(2, k) for k in range(n)]
+    got = _compiled._by_name(names)(values)
+    assert list(got) == list(names)
+    assert all(got[k] is v for k, v in zip(names, values, strict=True))
 
 
 @pytest.mark.parametrize("big", [2**31, 2**40, 2**63 - 1, 2**64 + 5, np.uint64(2**64 - 1)])
