@@ -28,6 +28,7 @@ import symengine as se
 
 from torchlean_ir.backends import SYM, SymArray, exact
 
+from . import _f32
 from ._abstract import softmax_call
 
 #: ``while`` loops with a concrete condition are unrolled up to this many iterations.
@@ -633,10 +634,15 @@ def _convert(it: Interpreter, eqn: Any, invals: list, *, new_dtype: Any, **_: An
     dst = _kind(eqn.outvars[0].aval)
     dt = np.dtype(new_dtype)
     if dst == "f":
+        # a constant converted to a narrower float32 is rounded (verify/_f32.py); rounding
+        # of an expression of the inputs is not modelled
+        narrow = _f32.is_float32(dt) and not _f32.is_float32(eqn.invars[0].aval.dtype)
         if src == "f":
-            return to_float_array(a)  # rounding between float types is not modelled
+            out = to_float_array(a)
+            return _ew(_f32.round_number, out) if narrow else out
         if _concrete(a):
-            return to_float_array(a.astype(np.float64) if src == "b" else a)
+            out = to_float_array(a.astype(np.float64) if src == "b" else a)
+            return _ew(_f32.round_number, out) if narrow else out
         if src == "b":
             return SYM.to_float(_sym(a)).a
         return _ew(lambda x: x.as_expr() if isinstance(x, Choice) else exact(int(x)), a)
