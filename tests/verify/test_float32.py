@@ -109,9 +109,9 @@ def gpt_block(causal: bool = True) -> tl.GraphData:
     seq, d = 3, 4
     b = tl.GraphBuilder("f32")
     x = b.input("x", (seq, d))
-    p = {n: b.param(n, s) for n, s in [("g1", (d,)), ("b1", (d,)), ("g2", (d,)), ("b2", (d,)),
-                                         ("wq", (d, d)), ("wk", (d, d)), ("wv", (d, d)),
-                                         ("wo", (d, d)), ("w1", (d, 2 * d)), ("w2", (2 * d, d))]}  # fmt: skip
+    shapes = {"g1": (d,), "b1": (d,), "g2": (d,), "b2": (d,), "wq": (d, d), "wk": (d, d),
+              "wv": (d, d), "wo": (d, d), "w1": (d, 2 * d), "w2": (2 * d, d)}  # fmt: skip
+    p = {n: b.param(n, s) for n, s in shapes.items()}
     mask = {"mask": np.tril(np.ones((seq, seq), dtype=bool))} if causal else {}
     h = b.layer_norm(x, p["g1"], p["b1"], eps=1e-5)
     a = b.apply("multi_head_attention", p["wq"], p["wk"], p["wv"], p["wo"], h, heads=2, **mask)
