@@ -129,10 +129,13 @@ def _sym(a: np.ndarray) -> SymArray:
 
 def _literal(v: Any, aval: Any) -> np.ndarray:
     k = _kind(aval)
-    arr = np.asarray(v)
     if k == "f":
-        return to_float_array(arr.astype(np.float64) if arr.dtype.kind != "f" else arr)
-    return arr.astype(np.dtype(aval.dtype))
+        # the value in the literal's own dtype: a weakly typed ``0.7:f32[]`` may hold the
+        # Python float 0.7, which the program materialises as the nearest float32
+        with np.errstate(over="ignore"):
+            arr = np.asarray(v, dtype=np.dtype(aval.dtype))
+        return to_float_array(arr.astype(np.float64))
+    return np.asarray(v).astype(np.dtype(aval.dtype))
 
 
 def _int_value(x: Any) -> int:

@@ -95,12 +95,46 @@ def _verified(report: verify.Report) -> None:
     ],
     ids=["gelu", "clamp", "scale", "safe_log"],
 )
-def test_float32_constants_are_no_false_alarm(op: str, attrs: dict[str, object]) -> None:
+@pytest.mark.parametrize("method", ["auto", "elements"])
+def test_float32_constants_are_no_false_alarm(
+    op: str, attrs: dict[str, object], method: str
+) -> None:
     """The reported false alarms (issue 17): literals (gelu's sqrt(2/pi), 0.044715) and
-    attributes (-0.3, 0.7, 0.1) that are not float32 values, checked in float32 by default."""
-    report = verify.verify_graph(_unary_f32(op, (6,), **attrs))
+    attributes (-0.3, 0.7, 0.1) that are not float32 values, checked in float32 by default, at
+    both levels, and the op's own lowering traced without x64 (``compiled=False``)."""
+    graph = _unary_f32(op, (6,), **attrs)
+    report = verify.verify_graph(graph, method=method)  # type: ignore[arg-type]
     _verified(report)
     assert any("rounded to float32" in n for n in report.notes)
+    _verified(verify.verify_graph(graph, method=method, compiled=False))  # type: ignore[arg-type]
+
+
+def test_the_interpreters_read_float32_constants_as_the_program_holds_them() -> None:
+    """A weakly typed literal ``0.7:f32[]`` (x64 off) is the float32 0.7; a float64 0.7
+    converted to float32 (``jnp.where`` with x64 on) is rounded; a converted input is not."""
+    import jax
+    import jax.numpy as jnp
+    import symengine as se
+
+    from verify._jaxpr import Interpreter
+    from verify._tensor import leaf
+    from verify._tjaxpr import TInterpreter
+
+    want = _rational(Fraction(float(np.float32(0.7))))
+    c = np.zeros(2, dtype=bool)
+    x = np.zeros(2, dtype=np.float32)
+    for x64 in (False, True):
+        with jax.enable_x64(x64):
+            jx = jax.make_jaxpr(lambda c, x: (jnp.where(c, x, 0.7), x * 0.7))(c, x)
+        xs = symbols("x", (2,))
+        picked, scaled = Interpreter().run(jx, np.zeros(2, dtype=bool), xs)
+        assert picked[0] == want and scaled[0] == xs.a[0] * want, x64
+        t_picked, _ = TInterpreter().run(jx, np.zeros(2, dtype=bool), leaf("x", (2,)))
+        assert t_picked.at((se.Integer(0),)) == want, x64
+    with jax.enable_x64(True):
+        jx = jax.make_jaxpr(lambda x: x.astype(jnp.float32))(np.zeros(2))
+    xs = symbols("y", (2,))
+    assert Interpreter().run(jx, xs)[0][0] == xs.a[0]  # rounding of inputs: not modelled
 
 
 def gpt_block(causal: bool = True) -> tl.GraphData:
