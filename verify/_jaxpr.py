@@ -4,8 +4,10 @@ Values are NumPy arrays: float values are object arrays of symengine expressions
 boolean values are plain NumPy arrays when concrete (index inputs, iota, shapes), or object
 arrays when symbolic (comparisons of symbolic floats give relations; ``argmax`` gives
 :class:`Choice` elements). Arithmetic is exact real arithmetic: float literals become the exact
-rationals of their (f32 or f64) value, and rounding is not modelled (``convert_element_type``
-between float types and ``reduce_precision`` are the identity). Non-smooth primitives build the
+rationals of their value in their own dtype (f32 or f64), and rounding of computed values is
+not modelled (``convert_element_type`` between float types and ``reduce_precision`` are the
+identity on expressions of the inputs; a constant converted to float32 is rounded to it, the
+float32 constants model of :mod:`verify._f32`). Non-smooth primitives build the
 same ``Piecewise`` forms as the symbolic backend ``SYM`` (``select_n`` is ``SYM.where``), so the
 reference rules and their lowerings meet in one canonical form.
 

@@ -7,7 +7,7 @@ brackets for padding and dilation, ``reduce_window_*`` a sum or maximum over the
 ``gather`` / ``scatter-add`` read and accumulate at index terms with brackets for their bounds,
 and the structural primitives compose index maps. Arithmetic is exact real arithmetic, as in
 the element-wise interpreter: float literals are the exact rationals of their value and rounding
-is not modelled.
+is not modelled (but a constant converted to float32 is rounded to it, :mod:`verify._f32`).
 
 Integer computations on concrete values (literals, constants, random-bit arithmetic on ``iota``)
 are carried out concretely with NumPy; an integer computation that needs a symbolic value it
