@@ -84,8 +84,8 @@ def split_exp(e: se.Basic) -> se.Basic:
     as ``exp(a) * u**c``, everywhere in ``e``: the max shift of softmax-like forms and the log
     of a normaliser come out as factors. Polynomial exponents stay whole (splitting them into
     monomials would only make the expressions grow)."""
-    if not isinstance(e, se.Basic) or not e.args:
-        return e
+    if not isinstance(e, se.Basic) or not e.args or isinstance(e, se.Number):
+        return e  # a number is a leaf (-oo has args (-1,) but no func)
     args = [split_exp(a) for a in e.args]
     if isinstance(e, se.Pow) and args[0] == se.E:
         terms = args[1].args if isinstance(args[1], se.Add) else (args[1],)
@@ -106,8 +106,8 @@ def normalize(e: se.Basic, memo: dict[Any, Any] | None = None) -> se.Basic:
     sum taken out of it, so that a max-shifted softmax ``exp(s - M) / sum(exp(s_k - M))``
     becomes ``exp(s) / sum(exp(s_k))`` (the factors cancel in the product)."""
     memo = {} if memo is None else memo
-    if not isinstance(e, se.Basic) or not e.args:
-        return e
+    if not isinstance(e, se.Basic) or not e.args or isinstance(e, se.Number):
+        return e  # a number is a leaf (-oo has args (-1,) but no func)
     hit = memo.get(e)
     if hit is not None:
         return hit

@@ -4,8 +4,10 @@ Values are NumPy arrays: float values are object arrays of symengine expressions
 boolean values are plain NumPy arrays when concrete (index inputs, iota, shapes), or object
 arrays when symbolic (comparisons of symbolic floats give relations; ``argmax`` gives
 :class:`Choice` elements). Arithmetic is exact real arithmetic: float literals become the exact
-rationals of their (f32 or f64) value, and rounding is not modelled (``convert_element_type``
-between float types and ``reduce_precision`` are the identity). Non-smooth primitives build the
+rationals of their value in their own dtype (f32 or f64), and rounding of computed values is
+not modelled (``convert_element_type`` between float types and ``reduce_precision`` are the
+identity on expressions of the inputs; a constant converted to float32 is rounded to it, the
+float32 constants model of :mod:`verify._f32`). Non-smooth primitives build the
 same ``Piecewise`` forms as the symbolic backend ``SYM`` (``select_n`` is ``SYM.where``), so the
 reference rules and their lowerings meet in one canonical form.
 
@@ -28,6 +30,7 @@ import symengine as se
 
 from torchlean_ir.backends import SYM, SymArray, exact
 
+from . import _f32
 from ._abstract import softmax_call
 
 #: ``while`` loops with a concrete condition are unrolled up to this many iterations.
@@ -128,10 +131,13 @@ def _sym(a: np.ndarray) -> SymArray:
 
 def _literal(v: Any, aval: Any) -> np.ndarray:
     k = _kind(aval)
-    arr = np.asarray(v)
     if k == "f":
-        return to_float_array(arr.astype(np.float64) if arr.dtype.kind != "f" else arr)
-    return arr.astype(np.dtype(aval.dtype))
+        # the value in the literal's own dtype: a weakly typed ``0.7:f32[]`` may hold the
+        # Python float 0.7, which the program materialises as the nearest float32
+        with np.errstate(over="ignore"):
+            arr = np.asarray(v, dtype=np.dtype(aval.dtype))
+        return to_float_array(arr.astype(np.float64))
+    return np.asarray(v).astype(np.dtype(aval.dtype))
 
 
 def _int_value(x: Any) -> int:
@@ -633,10 +639,15 @@ def _convert(it: Interpreter, eqn: Any, invals: list, *, new_dtype: Any, **_: An
     dst = _kind(eqn.outvars[0].aval)
     dt = np.dtype(new_dtype)
     if dst == "f":
+        # a constant converted to a narrower float32 is rounded (verify/_f32.py); rounding
+        # of an expression of the inputs is not modelled
+        narrow = _f32.is_float32(dt) and not _f32.is_float32(eqn.invars[0].aval.dtype)
         if src == "f":
-            return to_float_array(a)  # rounding between float types is not modelled
+            out = to_float_array(a)
+            return _ew(_f32.round_number, out) if narrow else out
         if _concrete(a):
-            return to_float_array(a.astype(np.float64) if src == "b" else a)
+            out = to_float_array(a.astype(np.float64) if src == "b" else a)
+            return _ew(_f32.round_number, out) if narrow else out
         if src == "b":
             return SYM.to_float(_sym(a)).a
         return _ew(lambda x: x.as_expr() if isinstance(x, Choice) else exact(int(x)), a)

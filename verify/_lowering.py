@@ -21,7 +21,7 @@ import numpy as np
 import torchlean_ir as tl
 from torchlean_ir.backends import SYM, SymArray
 
-from . import _abstract
+from . import _abstract, _f32
 from ._jaxpr import Interpreter, Unsupported
 from ._report import Check
 from ._rules import MAX_ELEMENTS, Collector, _seed, as_sym, choose_elements, compare_arrays
@@ -105,9 +105,22 @@ def trace_op_rule(
 
 
 def reference(
+    op: tl.Op,
+    kind: Kind,
+    vals: dict[tuple, Any],
+    n: int,
+    params: dict[str, Any],
+    dtype: str = "float64",
+) -> dict[tuple, Any]:
+    """The reference rule of ``kind`` on ``SYM`` for the symbolic inputs ``vals``, with the
+    constants of a compilation in ``dtype`` (:mod:`verify._f32`)."""
+    with _f32.constants(dtype):
+        return _reference(op, kind, vals, n, params)
+
+
+def _reference(
     op: tl.Op, kind: Kind, vals: dict[tuple, Any], n: int, params: dict[str, Any]
 ) -> dict[tuple, Any]:
-    """The reference rule of ``kind`` on ``SYM`` for the symbolic inputs ``vals``."""
     X = tuple(vals[("arg", p)] for p in range(n))
     if kind == "forward":
         return {("out",): as_sym(op.forward_rule(SYM, *X, **params))}  # type: ignore[misc]
@@ -128,15 +141,18 @@ def compare_lowered(
     fixed: dict[str, str],
     max_elements: int,
     interp: Callable[[], Interpreter] = Interpreter,
+    dtype: str = "float64",
 ) -> str:
-    """Interpret ``low`` symbolically and compare with the reference; returns the coverage.
+    """Interpret ``low`` (compiled in ``dtype``) symbolically and compare with the reference;
+    returns the coverage.
 
     First under the softmax abstraction (:mod:`verify._abstract`); where softmax was met and
     that does not prove every element exactly, again in the explicit form."""
     trial = Collector(col.link, col.name)
+    args = (op, sig, low, params, names, fixed, max_elements, interp, dtype)
     try:
         with _abstract.abstraction() as table:
-            cov = _compare_lowered(trial, op, sig, low, params, names, fixed, max_elements, interp)
+            cov = _compare_lowered(trial, *args)
     except (_abstract.LemmaError, _abstract.Abandon):
         table = None
     if table is not None and (not table.used or _abstract.clean(trial)):
@@ -144,7 +160,7 @@ def compare_lowered(
         if table.used:
             col.hows[table.note()] = 1
         return cov
-    return _compare_lowered(col, op, sig, low, params, names, fixed, max_elements, interp)
+    return _compare_lowered(col, *args)
 
 
 def _compare_lowered(
@@ -157,6 +173,7 @@ def _compare_lowered(
     fixed: dict[str, str],
     max_elements: int,
     interp: Callable[[], Interpreter] = Interpreter,
+    dtype: str = "float64",
 ) -> str:
     out_t = op.infer_type(sig.arg_types, sig.index_types, sig.attrs)
     vals = _symbolic_inputs(op, sig, names, out_t.shape, low.flags)
@@ -167,8 +184,7 @@ def _compare_lowered(
     attempts = [vals]
     if low.kind != "forward":
         with_fwd = dict(vals)
-        X = [vals[("arg", p)] for p in range(n)]
-        with_fwd[("out",)] = as_sym(op.forward_rule(SYM, *X, **params))  # type: ignore[misc]
+        with_fwd[("out",)] = reference(op, "forward", vals, n, params, dtype)[("out",)]
         attempts.append(with_fwd)
     coverage = ""
     for k, v in enumerate(attempts):
@@ -184,7 +200,7 @@ def _compare_lowered(
                 col.undecided or f"{low.kind}: interpreter error {type(e).__name__}: {e}"
             )
             return coverage
-        want = reference(op, low.kind, v, n, params)
+        want = reference(op, low.kind, v, n, params, dtype)
         if len(got) != len(low.outputs):
             col.fail(f"{low.kind}: {len(got)} outputs, expected {len(low.outputs)}")
             return coverage
@@ -254,7 +270,8 @@ def check_op_lowering(
             except Exception as e:
                 col.fail(f"tracing the lowered {kind} failed: {type(e).__name__}: {e}")
                 break
-            cov = compare_lowered(col, op, sig, low, params, names, fixed, max_elements)
+            cov = compare_lowered(col, op, sig, low, params, names, fixed, max_elements,
+                                  dtype=dtype)  # fmt: skip
             if col.failed or col.undecided:
                 break
         if plan.coverage:

@@ -117,9 +117,9 @@ def _rule_names(sig: Signature, kinks: bool) -> list[str]:
 def call_check(graph: tl.GraphData, kind: str, entry: Any, inner: Any, dtype: str, *,
                method: Method, max_elements: int) -> Check:  # fmt: skip
     """Link 2 for one compiled call by ``method``."""
-    from ._tape import attrs_for_dtype, call_layout, check_call
+    from ._tape import call_layout, check_call
 
-    sig = attrs_for_dtype(Signature.of(graph, entry.node), dtype)
+    sig = Signature.of(graph, entry.node)
     if method != "elements":
         inputs, outputs, flags = call_layout(kind, entry, len(sig.index_types))
         try:

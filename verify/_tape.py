@@ -115,44 +115,6 @@ def call_layout(
     return (*args, ("out",), ("ct",), *index), grads, flags
 
 
-def _round_attr(v: Any) -> Any:
-    from torchlean_ir._attrs import ConstArray
-
-    if isinstance(v, float):
-        return float(np.float32(v))
-    if isinstance(v, tuple):
-        return tuple(_round_attr(x) for x in v)
-    if isinstance(v, ConstArray) and v.dtype.is_float:
-        return ConstArray.from_numpy(v.to_numpy().astype(np.float32).astype(np.float64))
-    return v
-
-
-def round_attrs(attrs: Any) -> Any:
-    """Float attributes rounded to float32: the constants a float32 compilation uses."""
-    from torchlean_ir._attrs import Attrs
-
-    return Attrs({k: _round_attr(v) for k, v in attrs.items()})
-
-
-def attrs_for_dtype(sig: Signature, dtype: str) -> Signature:
-    """For a float32 compilation, the attributes rounded to float32 (the constants the f32
-    program computes with); unchanged for float64."""
-    if dtype != "float32":
-        return sig
-    return Signature(sig.op, round_attrs(sig.attrs), sig.arg_types, sig.index_types,
-                     sig.static_index, sig.position)  # fmt: skip
-
-
-def graph_for_dtype(graph: tl.GraphData, dtype: str) -> tl.GraphData:
-    """``graph`` with its float attributes rounded to float32 for a float32 compilation."""
-    if dtype != "float32":
-        return graph
-    from dataclasses import replace
-
-    nodes = tuple(replace(n, attrs=round_attrs(n.attrs)) for n in graph.nodes)
-    return tl.GraphData(graph.context, nodes, graph.outputs)
-
-
 def check_call(
     graph: tl.GraphData,
     kind: str,
@@ -163,7 +125,7 @@ def check_call(
     max_elements: int = MAX_ELEMENTS,
 ) -> Check:
     """Link 2 for one call: its nested jaxpr against the op's reference rule."""
-    sig = attrs_for_dtype(Signature.of(graph, entry.node), dtype)
+    sig = Signature.of(graph, entry.node)
     op = tl.get_op(sig.op)
     names = [op.arg_name(p) + (str(p) if op.variadic else "") for p in range(len(sig.arg_types))]
     inputs, outputs, flags = call_layout(kind, entry, len(sig.index_types))
@@ -180,7 +142,8 @@ def check_call(
         params = rule_params(sig, index)
         fixed = {f"index {s.name}": str(np.asarray(v).tolist())
                  for s, v in zip(op.index_args, index, strict=True)}  # fmt: skip
-        cov = compare_lowered(col, op, sig, low, params, names, fixed, max_elements)
+        cov = compare_lowered(col, op, sig, low, params, names, fixed, max_elements,
+                              dtype=dtype)  # fmt: skip
         if col.failed or col.undecided:
             break
     if plan.coverage:
@@ -540,11 +503,11 @@ def check_end_to_end(
     dtype: str = "float64",
 ) -> list[Check]:
     """The whole compiled forward, JVP and tape VJP interpreted symbolically (nested calls
-    included) against ``eval_graph`` / ``jvp`` / ``backprop_ctx`` on ``SYM`` (for float32,
-    of the graph with its float attributes rounded to float32)."""
-    graph = graph_for_dtype(graph, dtype)
+    included) against ``eval_graph`` / ``jvp`` / ``backprop_ctx`` on ``SYM`` (with the
+    constants of a compilation in ``dtype``, :mod:`verify._f32`)."""
     from torchlean_ir.backends import SYM
 
+    from ._f32 import constants
     from ._jaxpr import Interpreter, Unsupported
     from ._rules import compare_arrays
     from ._sig import named_symbols
@@ -557,6 +520,23 @@ def check_end_to_end(
     domains: dict[str, str] = {}
     checks = []
     from . import _abstract
+
+    def reference(kind: str, idx: dict[str, np.ndarray], K: int) -> tuple[list, list[str]]:
+        if kind == "forward":
+            want = list(tl.eval_graph(graph, leaves, idx or None, B=SYM))
+            return want, [f"output {k}" for k in range(K)]
+        if kind == "jvp":
+            outs, touts = tl.jvp(graph, leaves, tans, idx or None, B=SYM)
+            labels = [f"output {k}" for k in range(K)] + [f"tangent {k}" for k in range(K)]
+            return [*outs, *touts], labels
+        seed = tuple(seeds) if K > 1 else seeds[0]
+        cts = tl.backprop_ctx(graph, leaves, seed, idx or None, B=SYM)
+        outs = tl.eval_graph(graph, leaves, idx or None, B=SYM)
+        want = [*outs, *[cts[leaf.name] for leaf in grad_leaves]]
+        labels = [f"output {k}" for k in range(K)] + [
+            f"gradient of {leaf.name}" for leaf in grad_leaves
+        ]
+        return want, labels
 
     def run(col: Collector, kind: str) -> list[str]:
         covs: list[str] = []
@@ -578,21 +558,8 @@ def check_end_to_end(
                 col.undecided = col.undecided or f"interpreter error {type(e).__name__}: {e}"
                 break
             K = len(graph.outputs)
-            if kind == "forward":
-                want = list(tl.eval_graph(graph, leaves, idx or None, B=SYM))
-                labels = [f"output {k}" for k in range(K)]
-            elif kind == "jvp":
-                outs, touts = tl.jvp(graph, leaves, tans, idx or None, B=SYM)
-                want = [*outs, *touts]
-                labels = [f"output {k}" for k in range(K)] + [f"tangent {k}" for k in range(K)]
-            else:
-                seed = tuple(seeds) if K > 1 else seeds[0]
-                cts = tl.backprop_ctx(graph, leaves, seed, idx or None, B=SYM)
-                outs = tl.eval_graph(graph, leaves, idx or None, B=SYM)
-                want = [*outs, *[cts[leaf.name] for leaf in grad_leaves]]
-                labels = [f"output {k}" for k in range(K)] + [
-                    f"gradient of {leaf.name}" for leaf in grad_leaves
-                ]
+            with constants(dtype):
+                want, labels = reference(kind, idx, K)
             if len(got) != len(want):
                 col.fail(f"{len(got)} results, expected {len(want)}")
                 break

@@ -33,6 +33,7 @@ import symengine as se
 
 import torchlean_ir as tl
 
+from . import _f32
 from . import _terms as T
 from ._report import Check, Counterexample
 from ._rules import conventional, fmt_value
@@ -450,7 +451,9 @@ def check_call_tensor(sig: Signature, kind: str, inputs: tuple, outputs: tuple,
     attempts = [vals]
     if kind != "fwd":
         with_fwd = dict(vals)
-        with_fwd[("out",)] = as_t(_run(op.forward_rule, "forward", TENSOR, *st.X, **st.params))
+        with _f32.constants(dtype):
+            fwd = _run(op.forward_rule, "forward", TENSOR, *st.X, **st.params)
+        with_fwd[("out",)] = as_t(fwd)
         attempts.append(with_fwd)
     last: TOutcome | None = None
     for n_try, v in enumerate(attempts):
@@ -460,7 +463,8 @@ def check_call_tensor(sig: Signature, kind: str, inputs: tuple, outputs: tuple,
             got = TInterpreter().run(inner, *args)
         except Unsupported as e:
             raise NotTensor(f"{kind}: {e}") from None
-        want = _reference(op, kind, v, st)
+        with _f32.constants(dtype):  # the constants a compilation in dtype holds
+            want = _reference(op, kind, v, st)
         if len(got) != len(outputs):
             trial.error = f"tl_{kind}_{sig.op}: {len(got)} outputs, expected {len(outputs)}"
         else:

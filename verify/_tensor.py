@@ -30,6 +30,7 @@ import numpy as np
 import symengine as se
 
 from torchlean_ir._attrs import ConstArray
+from torchlean_ir.backends._sym import FLOAT_CONSTANTS, cast_floats, weak_float
 
 from . import _terms as T
 
@@ -237,6 +238,7 @@ def _intervals(m: np.ndarray) -> list[tuple[int, int]]:
 def asarray(value: Any) -> TArray:
     if isinstance(value, TArray):
         return value
+    value = weak_float(value)  # a float32 compilation's constants (verify/_f32.py)
     if isinstance(value, ConstArray):
         value = value.to_numpy()
     if isinstance(value, se.Basic):
@@ -765,7 +767,7 @@ class TensorBackend:
     index_dtype = np.int64
 
     def asarray(self, value: Any) -> TArray:
-        return asarray(value)
+        return asarray(cast_floats(value))
 
     def zeros(self, shape: Sequence[int]) -> TArray:
         return constant(0, tuple(shape))
@@ -774,7 +776,7 @@ class TensorBackend:
         return constant(1, tuple(shape))
 
     def full(self, shape: Sequence[int], value: float) -> TArray:
-        return constant(value, tuple(shape))
+        return constant(cast_floats(value), tuple(shape))
 
     def zeros_like(self, x: Any) -> TArray:
         return self.zeros(asarray(x).shape)
@@ -930,7 +932,7 @@ class TensorBackend:
         return stack(xs, axis)
 
     def pad(self, x: Any, widths: Sequence[tuple[int, int]], value: float = 0.0) -> TArray:
-        return pad(x, widths, value)
+        return pad(x, widths, cast_floats(value))
 
     def take(self, x: Any, indices: Sequence[int], axis: int = 0) -> TArray:
         return take(x, indices, axis)
@@ -950,10 +952,15 @@ class TensorBackend:
         backends; the JAX backend's second shift is read from its jaxpr)."""
         return asarray(x) - self.max(x, axis=axis, keepdims=True)
 
-    def rand_uniform(self, seed: int, counter: int, shape: Sequence[int]) -> TArray:
+    def rand_uniform(
+        self, seed: int, counter: int, shape: Sequence[int], dtype: Any = None
+    ) -> TArray:
+        """The draws as exact values, rounded toward zero in ``dtype`` and in a float32
+        compilation's dtype (``verify/_f32.py``), whichever is narrower."""
         from torchlean_ir.backends import _random
 
-        return from_numpy(_random.uniform(seed, counter, shape, np.float64))
+        narrow = _random.narrowest(np.float64, dtype, FLOAT_CONSTANTS.get())
+        return from_numpy(_random.uniform(seed, counter, shape, narrow))
 
 
 def _or_excluded(ok: Any, rel: Any) -> Any:

@@ -7,7 +7,7 @@ brackets for padding and dilation, ``reduce_window_*`` a sum or maximum over the
 ``gather`` / ``scatter-add`` read and accumulate at index terms with brackets for their bounds,
 and the structural primitives compose index maps. Arithmetic is exact real arithmetic, as in
 the element-wise interpreter: float literals are the exact rationals of their value and rounding
-is not modelled.
+is not modelled (but a constant converted to float32 is rounded to it, :mod:`verify._f32`).
 
 Integer computations on concrete values (literals, constants, random-bit arithmetic on ``iota``)
 are carried out concretely with NumPy; an integer computation that needs a symbolic value it
@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import symengine as se
 
+from . import _f32
 from . import _tensor as TT
 from . import _terms as T
 from ._jaxpr import Unsupported
@@ -566,11 +567,14 @@ def _convert(it: TInterpreter, eqn: Any, invals: list, *, new_dtype: Any, **_: A
     src = _kind_of_aval(eqn.invars[0].aval)
     dst = _kind_of_aval(eqn.outvars[0].aval)
     if dst == "f":
+        # a constant converted to float32 is rounded (verify/_f32.py); rounding of an
+        # expression of the inputs is not modelled
+        narrow = _f32.is_float32(new_dtype) and not _f32.is_float32(eqn.invars[0].aval.dtype)
         if src == "f":
-            return a  # rounding between float types is not modelled
+            return TT.unary(a, _f32.round_number, "f") if narrow else a
         if a.kind == "b":
             return TENSOR.to_float(a)
-        return TT.unary(a, lambda v: v, "f")
+        return TT.unary(a, _f32.round_number if narrow else lambda v: v, "f")
     if src == "f":
         raise Unsupported("float to integer conversion")
     c = concrete(a) if a.kind in "ic" else None

@@ -290,11 +290,9 @@ def _compiled_checks(
 
     notes: list[str] = []
     if opts.dtype == "float32":
-        notes.append(
-            "float32 compilation: its jaxprs are checked in exact arithmetic against the "
-            "reference with float attributes rounded to float32; float32 rounding of each "
-            "operation is not modelled"
-        )
+        from ._f32 import NOTE
+
+        notes.append(NOTE)
     try:
         cg = compile_graph(graph, opts.dtype)
         progress("tracing", 0, 3)

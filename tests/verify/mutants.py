@@ -79,9 +79,11 @@ def _rule(op: str, slot: str, fn: Callable[..., Any]) -> Callable[[], Iterator[N
 # -- graphs ------------------------------------------------------------------------------------
 
 
-def _unary(op: str, xs: tuple[int, ...] = (4,), **attrs: Any) -> Callable[[], tl.GraphData]:
+def _unary(
+    op: str, xs: tuple[int, ...] = (4,), dtype: str = "f64", **attrs: Any
+) -> Callable[[], tl.GraphData]:
     def build() -> tl.GraphData:
-        b = tl.GraphBuilder("f64")
+        b = tl.GraphBuilder(dtype)
         x = b.param("x", xs)
         y = b.apply(op, x, **attrs)
         return b.build(b.sum(y * y))  # a non-uniform cotangent, so no bug is masked
@@ -290,6 +292,22 @@ def _gather_lower_vjp(B: Any, args: tuple, out: Any, ct: Any, *, idx: Any) -> tu
     return (jnp.zeros_like(x).at[jnp.minimum(idx, n - 1)].add(ct),)
 
 
+def _gelu_lower_vjp_f32_only(B: Any, args: tuple, out: Any, ct: Any) -> tuple:
+    (g,) = tl.get_op("gelu").vjp_rule(B, args, out, ct)
+    if np.dtype(B.float_dtype) == np.float32:  # a slip in the float32 compilation only
+        g = g * 1.001
+    return (g,)
+
+
+def _gelu_lower_one_ulp(B: Any, x: Any) -> Any:
+    from torchlean_ir.ops.activations import GELU_A, GELU_C
+
+    # the cubic coefficient one float32 ulp above the float32 nearest to 0.044715: the float32
+    # constants model rounds both sides' constants, it does not compare within a tolerance
+    a = float(np.nextafter(np.float32(GELU_A), np.float32(1)))
+    return x * B.sigmoid(GELU_C * (x + a * x * x * x) * 2)
+
+
 # tape bugs: the per-node rules are right, the wiring between them is not
 
 
@@ -437,6 +455,13 @@ MUTANTS: list[Mutant] = [
     Mutant("gather lowered vjp clips indices", "lowering", _gather,
            _rule("gather_rows_nat", "lower_vjp_rule", _gather_lower_vjp), index={"idx": [0, 5, 1]},
            note="index values 3 and beyond"),
+    Mutant("gelu lowered vjp 0.1% off in float32 only", "lowering",
+           _unary("gelu", (4,), dtype="f32"),
+           _rule("gelu", "lower_vjp_rule", _gelu_lower_vjp_f32_only),
+           note="a float32 graph: caught by the default run (the graph's own dtype)"),
+    Mutant("gelu lowered with a constant one float32 ulp off", "lowering",
+           _unary("gelu", (4,), dtype="f32"), _rule("gelu", "lower_rule", _gelu_lower_one_ulp),
+           note="0.044715 one float32 ulp too large, in a float32 graph"),
     Mutant("tape overwrites on fan-out", "tape", _fanout, _tape_overwrite),
     Mutant("tape leaks gradient through detach", "tape", _detach, _tape_detach_leak),
     Mutant("tape swaps the cotangents of sub", "tape", _sub_graph, _tape_swap_parents),

@@ -61,6 +61,7 @@ def _lift(v: Any) -> np.ndarray:
     """Any operand as an object ndarray of exact symengine values."""
     if isinstance(v, SymArray):
         return v.a
+    v = weak_float(v)
     if isinstance(v, ConstArray):
         v = v.to_numpy()
     arr = np.asarray(v, dtype=object) if not isinstance(v, np.ndarray) else v
@@ -117,6 +118,50 @@ PRODUCT_HOOK: contextvars.ContextVar[Callable[[np.ndarray], np.ndarray] | None] 
 )
 """A hook the results of :meth:`SymBackend.matmul` and :meth:`SymBackend.einsum` pass through
 (the verifier's abstraction of intermediate values; ``None``, the default, leaves them)."""
+FLOAT_CONSTANTS: contextvars.ContextVar[np.dtype | None] = contextvars.ContextVar(
+    "torchlean_sym_float_constants", default=None
+)
+"""The narrower float dtype (float32) of a compilation whose constants the reference takes (set
+by ``verify``'s float32 model, ``verify/_f32.py``). A Python ``float`` is rounded to it where
+it meets an array (a weakly typed scalar, which JAX rounds to the array's dtype); every float
+given to :meth:`SymBackend.asarray`, :meth:`SymBackend.full` and :meth:`SymBackend.pad` (which
+the JAX backend casts to its dtype) is rounded too, and :meth:`SymBackend.rand_uniform` draws
+in it. ``None``, the default: the exact float64 values."""
+
+
+def round_floats(v: Any, dtype: Any) -> Any:
+    """A float or a float array rounded to ``dtype`` (to nearest, ties to even, past its range
+    to infinity) and given back as float64: a float for a float."""
+    with np.errstate(over="ignore"):
+        r = np.asarray(v, dtype=np.float64).astype(dtype).astype(np.float64)
+    return float(r) if np.ndim(r) == 0 and isinstance(v, float | np.floating) else r
+
+
+def weak_float(v: Any) -> Any:
+    """A Python ``float`` operand under :data:`FLOAT_CONSTANTS`; anything else unchanged (NumPy
+    floats included: JAX promotes them instead of rounding)."""
+    dt = FLOAT_CONSTANTS.get()
+    if dt is not None and isinstance(v, float) and not isinstance(v, np.floating):
+        return round_floats(v, dt)
+    return v
+
+
+def cast_floats(v: Any) -> Any:
+    """Every float of a constant under :data:`FLOAT_CONSTANTS` (what a backend's ``asarray``
+    casts to its dtype); expressions and integers unchanged."""
+    dt = FLOAT_CONSTANTS.get()
+    if dt is None:
+        return v
+    if isinstance(v, ConstArray):
+        v = v.to_numpy()
+    if isinstance(v, float | np.floating):
+        return round_floats(float(v), dt)
+    if isinstance(v, list | tuple):
+        a = np.asarray(v)
+        return round_floats(a, dt) if a.dtype.kind == "f" else v
+    if isinstance(v, np.ndarray) and v.dtype.kind == "f":
+        return round_floats(v, dt)
+    return v
 
 
 def _product(a: np.ndarray) -> SymArray:
@@ -264,7 +309,7 @@ class SymBackend:
 
     # -- creation -------------------------------------------------------------------------
     def asarray(self, value: Any) -> SymArray:
-        return SymArray(_lift(value))
+        return SymArray(_lift(cast_floats(value)))
 
     def zeros(self, shape: Sequence[int]) -> SymArray:
         return SymArray(_obj(np.full(tuple(shape), se.Integer(0), dtype=object)))
@@ -273,7 +318,7 @@ class SymBackend:
         return SymArray(_obj(np.full(tuple(shape), se.Integer(1), dtype=object)))
 
     def full(self, shape: Sequence[int], value: float) -> SymArray:
-        return SymArray(_obj(np.full(tuple(shape), exact(value), dtype=object)))
+        return SymArray(_obj(np.full(tuple(shape), exact(cast_floats(value)), dtype=object)))
 
     def zeros_like(self, x: Any) -> SymArray:
         return self.zeros(x.shape)
@@ -451,7 +496,7 @@ class SymBackend:
     def pad(self, x: Any, widths: Sequence[tuple[int, int]], value: float = 0.0) -> SymArray:
         a = _lift(x)
         out_shape = tuple(d + lo + hi for d, (lo, hi) in zip(a.shape, widths, strict=True))
-        out = np.full(out_shape, exact(value), dtype=object)
+        out = np.full(out_shape, exact(cast_floats(value)), dtype=object)
         inner = tuple(slice(lo, lo + d) for d, (lo, _) in zip(a.shape, widths, strict=True))
         out[inner] = a
         return SymArray(out)
@@ -503,10 +548,11 @@ class SymBackend:
         self, seed: int, counter: int, shape: Sequence[int], dtype: Any = None
     ) -> SymArray:
         """The reference draws ``k / 2^32`` as exact rationals, rounded toward zero in ``dtype``
-        when given (``"f32"``: ``k`` keeps its 24 leading significant bits)."""
+        when given (``"f32"``: ``k`` keeps its 24 leading significant bits), and in
+        :data:`FLOAT_CONSTANTS` when set, whichever is narrower."""
         bits = _random.random_bits(seed, counter, shape)
-        if dtype is not None:
-            bits = _random.truncated_bits(bits, dtype)
+        if dtype is not None or FLOAT_CONSTANTS.get() is not None:
+            bits = _random.truncated_bits(bits, _random.narrowest(dtype, FLOAT_CONSTANTS.get()))
         out = np.empty(bits.shape, dtype=object)
         for i, k in np.ndenumerate(bits):
             out[i] = se.Rational(int(k), 1 << 32)
