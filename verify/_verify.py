@@ -506,6 +506,9 @@ def _compiled_checks(
             max_elements=opts.max_elements, dtype=opts.dtype))  # fmt: skip
         graph_checks += e2e
         progress("end to end", 1, 1)
+    elif opts.end_to_end == "never":
+        notes.append("end-to-end symbolic check not run (end to end: never): the per-call and "
+                     "wiring checks cover the compiled functions")  # fmt: skip
     elif total >= 0:
         notes.append(
             f"end-to-end symbolic check skipped ({len(graph.nodes)} nodes, {total} elements; "
