@@ -132,3 +132,27 @@ def test_cli_timeout_exits_3_with_the_listing_in_json(tmp_path: os.PathLike) -> 
     pool = doc["nodes"][1]
     assert pool["signature"] == SLOW and pool["method"] == "not verified"
     assert any("the timeout (4 s) ran out" in n for n in doc["notes"])
+
+
+def test_a_check_that_ends_after_the_deadline_keeps_only_proofs_and_refutations() -> None:
+    """Work the deadline cut short may have settled for less (a probabilistic pass where the
+    exact step was interrupted): past the deadline only an exact pass or a failure is kept."""
+    from verify._report import Check
+
+    def slow() -> list[Check]:
+        time.sleep(0.3)  # ends past the deadline without ticking
+        return [Check("rule", "a", "exact", "pass"), Check("rule", "b", "probabilistic", "pass"),
+                Check("rule", "c", "exact", "fail"),
+                Check("rule", "d", "not verified", "undecided")]  # fmt: skip
+
+    names = [("rule", n) for n in "abcd"]
+    checks, complete = _verify._timed(time.time() + 0.1, names, slow)
+    assert not complete
+    assert [(c.name, c.method, c.result) for c in checks] == [
+        ("a", "exact", "pass"), ("b", "not verified", "undecided"), ("c", "exact", "fail"),
+        ("d", "not verified", "undecided"),
+    ]  # fmt: skip
+    assert checks[1].how.startswith(_verify.STOPPED)
+    checks, complete = _verify._timed(time.time() + 60, names, slow)
+    assert complete and [c.method for c in checks] == ["exact", "probabilistic", "exact",
+                                                       "not verified"]  # fmt: skip

@@ -55,7 +55,8 @@ MIXES = [list(m) for n in (1, 2) for m in itertools.combinations_with_replacemen
 def test_verdict_and_exit_code_of_every_method_mix(mix: list, level: str) -> None:
     """Mutations caught: dropping ``combine_method(checks) != "exact"`` from ``Report.verdict``
     (a probabilistic or not-verified pass would be ``verified``), ``combine_result`` ignoring
-    ``undecided``, a failure ranked below ``undecided``, any change to ``EXIT_CODES``."""
+    ``undecided`` (a node with a not-verified check shown as passed), a failure ranked below
+    ``undecided``, any change to ``EXIT_CODES``."""
     want = _expected(mix)
     checks = [_check(r, m, level) for r, m in mix]
     for report in (_report(checks), _report([_check("pass", "exact")], checks)):
@@ -63,6 +64,12 @@ def test_verdict_and_exit_code_of_every_method_mix(mix: list, level: str) -> Non
         assert report.to_json()["verdict"] == want[0]
         assert report.to_json()["exit_code"] == want[1]
         assert report.summary().startswith(want[0].upper())
+    # the node's own result (the table's column, the HTML colour) and the listed non-passes
+    results = {r for r, _ in mix}
+    node = _report(checks).nodes[0]
+    assert node.result == ("fail" if "fail" in results else
+                           "undecided" if "undecided" in results else "pass")  # fmt: skip
+    assert len(_report(checks).failures()) == sum(r != "pass" for r, _ in mix)
 
 
 def test_a_graph_level_check_counts_as_much_as_a_nodes() -> None:
