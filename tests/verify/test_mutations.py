@@ -61,3 +61,20 @@ def test_cli_exits_1_with_a_counterexample(name: str, tmp_path: object) -> None:
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "MISMATCH" in proc.stdout and "counterexample:" in proc.stdout
     assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f64"])
+def test_a_dtype_only_slip_is_caught_in_that_dtype_only(dtype: str) -> None:
+    """A lowering slip present only in one dtype's compilation: the default (the graph's own
+    dtype, what ``compiler.compile`` runs) and ``dtype=`` that dtype catch it; the other
+    dtype's compilation is right and verifies, so the default is what decides."""
+    other = {"f32": "f64", "f64": "f32"}[dtype]
+    m = next(m for m in MUTANTS if m.name.startswith(f"float{dtype[1:]}-only"))
+    graph = m.graph()  # a graph in that dtype
+    b = tl.GraphBuilder(other)
+    in_other = b.build(b.sum(b.tanh(b.param("x", (3,))) * b.tanh(b.param("y", (3,)))))
+    with applied(m):
+        assert verify.verify_graph(graph).verdict == "mismatch"
+        assert verify.verify_graph(in_other, dtype=dtype).verdict == "mismatch"
+        assert verify.verify_graph(graph, dtype=other).verdict == "verified"
+        assert verify.verify_graph(in_other).verdict == "verified"
