@@ -445,6 +445,37 @@ def _unary_in(dtype: str, op: str, xs: tuple[int, ...]) -> Callable[[], tl.Graph
     return build
 
 
+# index bugs: a rule wrong at one index value (any natural: the tensor level quantifies)
+
+
+def index_mutant(value: int, *, n: int = 3, static: bool = False) -> Mutant:
+    """``gather_scalar_nat``'s VJP wrong at the index value ``value`` only: the cotangent of
+    ``x[value]`` goes to ``x[0]`` (out of range, where none should go anywhere) or to ``x[0]``
+    instead of ``x[value]`` (in range). The graph reads ``x (n,)`` at a runtime index ``i``, or
+    at the static index ``value`` with ``static``."""
+    real = tl.get_op("gather_scalar_nat").vjp_rule
+
+    def vjp(B: Any, args: tuple, out: Any, ct: Any, *, i: Any) -> tuple:
+        (g,) = real(B, args, out, ct, i=i)  # type: ignore[misc]
+        hit = ct * B.to_float(i == value)
+        first = B.asarray(np.eye(n)[0])
+        moved = first * hit if value >= n else (first - B.asarray(np.eye(n)[value])) * hit
+        return (g + moved,)
+
+    def graph() -> tl.GraphData:
+        b = tl.GraphBuilder("f64")
+        x = b.param("x", (n,))
+        i = b.index("i", value=value) if static else b.index("i")
+        y = b.gather_scalar_nat(x.tanh(), i)
+        return b.build(y * y)
+
+    where = "in range" if value < n else "out of range"
+    kind = "static" if static else "runtime"
+    return Mutant(f"gather_scalar_nat vjp wrong at the {kind} index {value} ({where})", "rule",
+                  graph, _rule("gather_scalar_nat", "vjp_rule", vjp),
+                  note=f"only at index value {value}")  # fmt: skip
+
+
 # tape bugs: the per-node rules are right, the wiring between them is not
 
 
