@@ -551,10 +551,13 @@ def _tape_seed_twice() -> Iterator[None]:
     from compiler import _lower
 
     real = _lower._acc
-    seen: set[int] = set()
+    # per trace (each backward pass has its own cotangent list, kept alive here so that its id
+    # is not reused): every trace is mutated, the verifier's and the numeric checkers' alike
+    traces: dict[int, tuple[list, set[int]]] = {}
 
     def acc(cts: list, v: int, g: Any) -> None:
         real(cts, v, g)
+        seen = traces.setdefault(id(cts), (cts, set()))[1]
         if v not in seen and cts[v] is g:  # the first contribution to each value counts twice
             seen.add(v)
             real(cts, v, g)
