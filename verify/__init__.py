@@ -34,7 +34,7 @@ from ._report import (
 )
 from ._rules import check_signature
 from ._sig import Signature, index_plan, named_symbols
-from ._verify import clear_caches, verify_graph
+from ._verify import WorkerError, clear_caches, verify_graph
 
 __all__ = [
     "EXIT_CODES",
@@ -47,6 +47,7 @@ __all__ = [
     "Report",
     "Signature",
     "Unsupported",
+    "WorkerError",
     "check_signature",
     "clear_caches",
     "decide_equal",

@@ -94,7 +94,7 @@ def rule_checks(sig: Signature, *, method: Method, max_elements: int, kinks: boo
     except NotTensor as e:
         decided, undecided = [], []
         why = str(e)
-        names = _rule_names(sig, kinks)
+        names = rule_names(sig, kinks)
         undecided = [(n, why) for n in names]
     if method == "tensor" or not _small(sig):
         reason = "undecided at tensor level" + (
@@ -107,7 +107,7 @@ def rule_checks(sig: Signature, *, method: Method, max_elements: int, kinks: boo
     return decided + fallback
 
 
-def _rule_names(sig: Signature, kinks: bool) -> list[str]:
+def rule_names(sig: Signature, kinks: bool) -> list[str]:
     op = tl.get_op(sig.op)
     names = ["forward = sym"] if op.sym_rule is not None else []
     names += ["jvp = derivative", "vjp = adjoint"]
@@ -138,4 +138,4 @@ def call_check(graph: tl.GraphData, kind: str, entry: Any, inner: Any, dtype: st
     return c
 
 
-__all__ = ["METHODS", "Method", "call_check", "elements_level", "rule_checks"]
+__all__ = ["METHODS", "Method", "call_check", "elements_level", "rule_checks", "rule_names"]

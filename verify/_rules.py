@@ -37,6 +37,7 @@ from ._cases import flat_pieces, parse_name
 from ._decide import Decision, decide_equal
 from ._report import Check, Counterexample, Link, Method
 from ._sig import IndexPlan, Signature, index_plan, iter_elements, named_symbols, rule_params
+from ._terms import OutOfTime, tick
 
 #: Per check, at most this many elements are compared; beyond, a deterministic sample (first,
 #: last and random elements) is, and the check is marked probabilistic with that coverage.
@@ -258,7 +259,9 @@ def decide_memo(got: Any, expected: Any, domains: dict[str, str], seed: int) -> 
     key = (cg, cx, tuple(sorted(cdom.items())), seed)
     d = _MEMO.get(key)
     if d is None:
+        tick()  # past a deadline (verify_graph(timeout=...)) no decision starts ...
         d = decide_equal(cg, cx, domains=cdom, seed=seed)  # type: ignore[arg-type]
+        tick()  # ... and one it cut short (maybe weaker than it should be) is dropped
         if len(_MEMO) < _MEMO_MAX:
             _MEMO[key] = d
     if d.point:
@@ -356,6 +359,8 @@ def _call(fn: Callable[..., Any] | None, what: str, *args: Any, **kw: Any) -> An
         raise RuleError(f"the op has no {what} rule")
     try:
         return fn(*args, **kw)
+    except OutOfTime:  # the verifier's deadline, not the rule's failure
+        raise
     except Exception as e:
         raise RuleError(
             f"the {what} rule failed on symbolic arguments: {type(e).__name__}: {e}"
@@ -511,6 +516,8 @@ def _check_kinks(
     kink_params = {k: v for k, v in params.items() if k != "_position"}
     try:
         points = op.kinks_rule(rng, *sig.arg_types, **kink_params)  # type: ignore[misc]
+    except OutOfTime:
+        raise
     except Exception as e:
         col.fail(f"the kinks rule failed: {type(e).__name__}: {e}")
         return

@@ -38,6 +38,7 @@ from ._lowering import Lowered, compare_lowered
 from ._report import Check, Counterexample
 from ._rules import MAX_ELEMENTS, Collector, _seed
 from ._sig import Signature, index_plan, rule_params
+from ._terms import OutOfTime
 
 CALL_KINDS = ("fwd", "jvp", "vjp")
 INT32_MAX = 2**31 - 1
@@ -554,6 +555,8 @@ def check_end_to_end(
             except Unsupported as e:
                 col.undecided = col.undecided or f"{e} (not interpreted)"
                 break
+            except OutOfTime:
+                raise
             except Exception as e:
                 col.undecided = col.undecided or f"interpreter error {type(e).__name__}: {e}"
                 break

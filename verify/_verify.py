@@ -16,15 +16,16 @@ import concurrent.futures as cf
 import multiprocessing
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import numpy as np
 
 import torchlean_ir as tl
 
+from . import _terms as T
 from ._decide import tree_size
-from ._methods import METHODS, Method, rule_checks
+from ._methods import METHODS, Method, rule_checks, rule_names
 from ._report import Check, NodeReport, Report
 from ._rules import MAX_ELEMENTS
 from ._sig import Signature
@@ -69,6 +70,45 @@ class Options:
     jobs: int = 1
     plugins: tuple[str, ...] = ()
     method: Method = "auto"
+    #: ``time.time()`` past which nothing more is checked (``verify_graph(timeout=...)``)
+    deadline: float | None = None
+    timeout: float | None = None
+
+
+#: The reason of a check the timeout left out, and of one it interrupted.
+NOT_REACHED = "not reached before the timeout"
+STOPPED = "stopped by the timeout"
+
+
+def _past(deadline: float | None) -> bool:
+    return deadline is not None and time.time() >= deadline
+
+
+def _timed(deadline: float | None, names: Sequence[tuple[Any, str]], fn: Callable[..., Any],
+           *args: Any) -> tuple[list[Check], bool]:  # fmt: skip
+    """``fn(*args)`` (a list of checks, named ``names`` as ``(link, name)``) under the deadline:
+    the checks and whether they are complete (only complete results are cached).
+
+    Past the deadline nothing starts: each check is ``not verified``, not reached. A check the
+    deadline interrupts (the budget of :mod:`verify._terms` stops the symbolic work inside, in
+    both levels) is ``not verified``, stopped; of a check that ended after the deadline only
+    a proof (an exact pass) or a refutation (a failure) is kept, since the work the deadline
+    cut short may have settled for less."""
+    if deadline is None:
+        return fn(*args), True
+    left = deadline - time.time()
+    if left <= 0:
+        return [_not_verified(link, n, NOT_REACHED) for link, n in names], False
+    try:
+        with T.budget(left):
+            out = fn(*args)
+    except T.OutOfTime:
+        return [_not_verified(link, n, STOPPED) for link, n in names], False
+    if not _past(deadline):
+        return out, True
+    return [c if c.result == "fail" or (c.result, c.method) == ("pass", "exact") else
+            replace(c, method="not verified", result="undecided", how=f"{STOPPED} ({c.how})")
+            for c in out], False  # fmt: skip
 
 
 def graph_dtype(graph: tl.GraphData) -> str:
@@ -100,8 +140,15 @@ def _init_worker(plugins: Sequence[str]) -> None:
         load_plugin(m)
 
 
-def _work_rule(sig: Signature, max_elements: int, kinks: bool, method: Method) -> list[Check]:
-    return rule_checks(sig, method=method, max_elements=max_elements, kinks=kinks)
+def _work_rule(
+    sig: Signature, max_elements: int, kinks: bool, method: Method, deadline: float | None
+) -> tuple[list[Check], bool]:
+    names = [("rule", n) for n in rule_names(sig, kinks)]
+
+    def run() -> list[Check]:
+        return rule_checks(sig, method=method, max_elements=max_elements, kinks=kinks)
+
+    return _timed(deadline, names, run)
 
 
 def _work_call(
@@ -112,18 +159,61 @@ def _work_call(
     text: str,
     max_elements: int,
     method: Method,
-) -> Check:
+    deadline: float | None,
+) -> tuple[list[Check], bool]:
     from ._compile import compile_graph, trace_entry
-    from ._methods import call_check
 
+    name = [("compiled", f"compiled {kind} = reference")]
+    if _past(deadline):
+        return _timed(deadline, name, list)
     graph = tl.loads(graph_json)
     cg = compile_graph(graph, dtype)
     entry = next(e for e in cg.tape if e.node == node)
     inner = trace_entry(cg, entry, kind)
     if str(inner) != text:
-        return Check("compiled", f"compiled {kind} = reference", "not verified", "undecided", "",
-                     "the worker traced a different jaxpr for this call")  # fmt: skip
-    return call_check(graph, kind, entry, inner, dtype, method=method, max_elements=max_elements)
+        return [Check("compiled", f"compiled {kind} = reference", "not verified", "undecided",
+                      "", "the worker traced a different jaxpr for this call")], True  # fmt: skip
+    return _work_call_traced(graph, kind, entry, inner, dtype, max_elements, method, deadline)
+
+
+def _work_call_traced(
+    graph: tl.GraphData,
+    kind: str,
+    entry: Any,
+    inner: Any,
+    dtype: str,
+    max_elements: int,
+    method: Method,
+    deadline: float | None,
+) -> tuple[list[Check], bool]:
+    from ._methods import call_check
+
+    name = [("compiled", f"compiled {kind} = reference")]
+
+    def run() -> list[Check]:
+        return [call_check(graph, kind, entry, inner, dtype, method=method,
+                           max_elements=max_elements)]  # fmt: skip
+
+    return _timed(deadline, name, run)
+
+
+#: Why a pool of worker processes fails at start (``jobs > 1``), told to the caller.
+MAIN_GUARD = (
+    "a script that calls verify_graph(jobs > 1) must do so under `if __name__ == "
+    '"__main__":` (each worker process imports the main module; docs/verification.md)'
+)
+
+
+class WorkerError(RuntimeError):
+    """The worker processes of ``verify_graph(jobs > 1)`` could not run."""
+
+
+def _refuse_in_a_worker() -> None:
+    """A worker process that is still importing the main module (a script without the
+    ``__main__`` guard) must not start a pool of its own: say why, in the worker's stderr."""
+    if getattr(multiprocessing.current_process(), "_inheriting", False):
+        raise WorkerError(f"verify_graph(jobs > 1) called while a worker process starts: "
+                          f"{MAIN_GUARD}")  # fmt: skip
 
 
 class _Runner:
@@ -142,10 +232,14 @@ class _Runner:
                 out.append(fn(*t))
                 progress()
             return out
-        futures = [self.pool.submit(fn, *t) for t in tasks]
-        for _ in cf.as_completed(futures):
-            progress()
-        return [f.result() for f in futures]
+        try:
+            futures = [self.pool.submit(fn, *t) for t in tasks]
+            for _ in cf.as_completed(futures):
+                progress()
+            return [f.result() for f in futures]
+        except cf.process.BrokenProcessPool as e:
+            raise WorkerError(f"the worker processes stopped ({e}); {MAIN_GUARD}; otherwise a "
+                              "worker was killed (e.g. out of memory)") from None  # fmt: skip
 
     def close(self) -> None:
         if self.pool is not None:
@@ -168,6 +262,7 @@ def verify_graph(
     progress: Progress | None = None,
     name: str | None = None,
     method: Method = "auto",
+    timeout: float | None = None,
 ) -> Report:
     """Verify ``graph``: rule soundness of every op signature, the compiled tape's rule calls
     and wiring (compiled in ``dtype``: by default the graph's own dtype, what
@@ -179,14 +274,26 @@ def verify_graph(
     ``"tensor"`` or ``"elements"``.
 
     ``jobs > 1`` runs the per-signature checks in that many processes (fresh interpreters that
-    import ``plugins``). Raises :class:`torchlean_ir.TorchleanError` for an invalid graph."""
+    import ``plugins``; a script that calls this at import time needs an
+    ``if __name__ == "__main__":`` guard, since each process imports the script's main module).
+
+    ``timeout`` (seconds) bounds the run: past it nothing more is checked, work in progress
+    stops, and each check not decided is ``not verified``, "not reached before the timeout" or
+    "stopped by the timeout" (the verdict is then ``undecided`` unless a mismatch was found).
+    Raises :class:`torchlean_ir.TorchleanError` for an invalid graph."""
     t0 = time.perf_counter()
+    start = time.time()
     tl.check(graph)
     dtype = dtype or graph_dtype(graph)
     if method not in METHODS:
         raise ValueError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
+    if timeout is not None and not timeout >= 0:
+        raise ValueError(f"timeout must be a number of seconds >= 0, got {timeout!r}")
+    if jobs > 1:
+        _refuse_in_a_worker()
+    deadline = None if timeout is None else start + timeout
     opts = Options(_float_dtype(dtype), compiled, end_to_end, kinks, max_elements, jobs,
-                   tuple(plugins), method)  # fmt: skip
+                   tuple(plugins), method, deadline, timeout)  # fmt: skip
     report_progress = progress or (lambda stage, done, total: None)
     runner = _Runner(jobs, opts.plugins)
     try:
@@ -218,6 +325,14 @@ def _verify(
         call_checks = {j: lower[j] for j in range(len(sigs))}
         notes.append("compiled functions not checked (compiled=False): each op's lowered rules "
                      "were checked instead")  # fmt: skip
+    if opts.deadline is not None:
+        every = [c for d in (rule_checks, call_checks) for cs in d.values() for c in cs]
+        every = list({id(c): c for c in every + graph_checks}.values())
+        cut = sum(c.how.startswith((NOT_REACHED, STOPPED)) for c in every)
+        if cut:
+            rest = "; the others were decided before it" if cut < len(every) else ""
+            notes.append(f"the timeout ({opts.timeout:.3g} s) ran out: {cut} of {len(every)} "
+                         f"checks not reached or stopped (not verified){rest}")  # fmt: skip
     nodes = []
     first: dict[tuple, int] = {}
     for j, sig in enumerate(sigs):
@@ -251,11 +366,14 @@ def _rule_checks(
         progress("rules", done[0], len(unique))
 
     progress("rules", done[0], len(unique))
-    results = runner.map(_work_rule, [(s, opts.max_elements, opts.kinks, opts.method)
-                                      for s in todo], tick)  # fmt: skip
-    for s, r in zip(todo, results, strict=True):
-        _RULE_CACHE[key(s)] = r
-    return {s: _RULE_CACHE[key(s)] for s in unique}
+    results = runner.map(_work_rule, [(s, opts.max_elements, opts.kinks, opts.method,
+                                       opts.deadline) for s in todo], tick)  # fmt: skip
+    out = {s: _RULE_CACHE[key(s)] for s in unique if key(s) in _RULE_CACHE}
+    for s, (r, complete) in zip(todo, results, strict=True):
+        if complete:
+            _RULE_CACHE[key(s)] = r
+        out[s] = r
+    return out
 
 
 def _lowering_checks(
@@ -269,9 +387,13 @@ def _lowering_checks(
         key = (s, opts.dtype, opts.max_elements, op.lowering, op.lowering_jvp, op.lowering_vjp,
                op.forward_rule, op.jvp_rule, op.vjp_rule)  # fmt: skip
         if key not in _LOWER_CACHE:
-            _LOWER_CACHE[key] = check_op_lowering(
-                s, dtype=opts.dtype, max_elements=opts.max_elements
-            )
+            names = [("lowering", f"lowered {k} = reference") for k in ("forward", "jvp", "vjp")]
+            checks, complete = _timed(opts.deadline, names, lambda s=s: check_op_lowering(
+                s, dtype=opts.dtype, max_elements=opts.max_elements))  # fmt: skip
+            if not complete:
+                out[j] = checks
+                continue
+            _LOWER_CACHE[key] = checks
         out[j] = _LOWER_CACHE[key]
         progress("lowerings", j + 1, len(sigs))
     return out
@@ -285,7 +407,6 @@ def _compiled_checks(
     graph: tl.GraphData, opts: Options, runner: _Runner, progress: Progress
 ) -> tuple[dict[int, list[Check]], list[Check], list[str]]:
     from ._compile import CompilerUnavailable, compile_graph, outer_jaxprs
-    from ._methods import call_check
     from ._tape import ContractError, call_key, check_end_to_end, check_wiring
 
     notes: list[str] = []
@@ -293,6 +414,8 @@ def _compiled_checks(
         from ._f32 import NOTE
 
         notes.append(NOTE)
+    if _past(opts.deadline):
+        return {}, [_not_verified("compiled", "compiled functions", NOT_REACHED)], notes
     try:
         cg = compile_graph(graph, opts.dtype)
         progress("tracing", 0, 3)
@@ -338,30 +461,32 @@ def _compiled_checks(
     if runner.pool is not None:
         gj = tl.dumps(graph)
         tasks = [(gj, opts.dtype, keyed[k].entry.node, keyed[k].kind, k[4], opts.max_elements,
-                  opts.method) for k in todo]  # fmt: skip
+                  opts.method, opts.deadline) for k in todo]  # fmt: skip
         results = runner.map(_work_call, tasks, tick)
     else:
-        tasks = [(graph, keyed[k].kind, keyed[k].entry, keyed[k].inner, opts.dtype) for k in todo]
-        results = runner.map(
-            lambda g, kind, e, inner, dt: call_check(g, kind, e, inner, dt, method=opts.method,
-                                                     max_elements=opts.max_elements),
-            tasks, tick,
-        )  # fmt: skip
-    for k, r in zip(todo, results, strict=True):
-        _CALL_CACHE[k] = r
-    call_checks = {j: [_CALL_CACHE[k] for k in keys] for j, keys in per_node.items()}
+        tasks = [(graph, keyed[k].kind, keyed[k].entry, keyed[k].inner, opts.dtype,
+                  opts.max_elements, opts.method, opts.deadline) for k in todo]  # fmt: skip
+        results = runner.map(_work_call_traced, tasks, tick)
+    found = {k: _CALL_CACHE[k] for k in keyed if k in _CALL_CACHE}
+    for k, ((r,), complete) in zip(todo, results, strict=True):
+        if complete:
+            _CALL_CACHE[k] = r
+        found[k] = r
+    call_checks = {j: [found[k] for k in keys] for j, keys in per_node.items()}
     live = {e.node for e in cg.tape}
     dead = [j for j in range(len(graph.nodes)) if j not in live]
     if dead:
         notes.append(f"nodes {dead} do not reach an output: not in the compiled tape")
     # Link 3: wiring.
     progress("wiring", 0, 1)
-    graph_checks = check_wiring(graph, jaxprs, calls, runtime_index)
+    names = [("wiring", f"{k} wiring = reference") for k in ("forward", "jvp", "vjp")]
+    graph_checks, _ = _timed(opts.deadline, names, check_wiring, graph, jaxprs, calls,
+                             runtime_index)  # fmt: skip
     progress("wiring", 1, 1)
     # End to end, when small.
     total = sum(graph.value_type(v).size for v in range(graph.num_values))
     small = len(graph.nodes) <= E2E_MAX_NODES and total <= E2E_MAX_ELEMENTS
-    if small and opts.end_to_end == "auto":
+    if small and opts.end_to_end == "auto" and not _past(opts.deadline):
         size = _forward_tree_size(graph)
         if size > E2E_MAX_TREE:
             small = False
@@ -372,11 +497,16 @@ def _compiled_checks(
             total = -1
     if opts.end_to_end == "always" or (opts.end_to_end == "auto" and small):
         progress("end to end", 0, 1)
-        graph_checks += check_end_to_end(graph, jaxprs, runtime_index,
-                                         index_sets=_e2e_index_sets(graph),
-                                         max_elements=opts.max_elements,
-                                         dtype=opts.dtype)  # fmt: skip
+        names = [("end-to-end", f"compiled {k} = reference {k}") for k in ("forward", "jvp",
+                                                                           "vjp")]  # fmt: skip
+        e2e, _ = _timed(opts.deadline, names, lambda: check_end_to_end(
+            graph, jaxprs, runtime_index, index_sets=_e2e_index_sets(graph),
+            max_elements=opts.max_elements, dtype=opts.dtype))  # fmt: skip
+        graph_checks += e2e
         progress("end to end", 1, 1)
+    elif opts.end_to_end == "never":
+        notes.append("end-to-end symbolic check not run (end to end: never): the per-call and "
+                     "wiring checks cover the compiled functions")  # fmt: skip
     elif total >= 0:
         notes.append(
             f"end-to-end symbolic check skipped ({len(graph.nodes)} nodes, {total} elements; "

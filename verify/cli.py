@@ -5,13 +5,13 @@
     torchlean-verify GRAPH.json [GRAPH.json ...] [--json [FILE]] [--html FILE]
                      [--plugin MODULE] [--jobs N] [--dtype f64|f32|all]
                      [--method auto|tensor|elements] [--end-to-end auto|always|never]
-                     [--max-elements N] [--no-kinks] [--quiet]
+                     [--max-elements N] [--no-kinks] [--timeout SECONDS] [--quiet]
 
 Exit codes: 0 verified, 1 mismatch found, 2 bad input or usage (one line on stderr, no
 traceback; also standard output, the ``--json`` or the ``--html`` file that cannot be written),
-3 some part could not be decided (or an interruption), 5 an internal error of the verifier or of
-the HTML page writer (a bug, one line on stderr). With several graphs, a mismatch anywhere gives
-1, else anything undecided gives 3.
+3 some part could not be decided (or an interruption, or the ``--timeout`` ran out first), 5 an
+internal error of the verifier or of the HTML page writer (a bug, one line on stderr). With
+several graphs, a mismatch anywhere gives 1, else anything undecided gives 3.
 
 The installed script starts in :mod:`torchlean_cli`, which answers an interrupt during the
 imports at start-up in the same way (one line, exit code 3).
@@ -26,6 +26,7 @@ import importlib.util
 import json
 import os
 import sys
+import time
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
@@ -90,6 +91,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--max-elements", type=int, default=None, metavar="N",
                    help="elements compared per check before sampling (default 4096)")  # fmt: skip
     p.add_argument("--no-kinks", action="store_true", help="skip the kink-convention checks")
+    p.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
+                   help="stop after SECONDS (all graphs together): what was not decided by then "
+                   "is 'not verified' (not reached, or stopped) and the verdict undecided "
+                   "(exit 3) unless a mismatch was found")  # fmt: skip
     p.add_argument("--no-compiled", action="store_true",
                    help="check each op's lowered rules instead of compiling the graph")  # fmt: skip
     p.add_argument("-q", "--quiet", action="store_true", help="print only the verdict lines")
@@ -262,6 +267,8 @@ def _main(argv: Sequence[str] | None, stdout: Any, reports: list[Report]) -> int
             raise UsageError(f"--jobs must be at least 1, got {args.jobs}")
         if args.max_elements is not None and args.max_elements < 1:
             raise UsageError(f"--max-elements must be at least 1, got {args.max_elements}")
+        if args.timeout is not None and not (0 < args.timeout < float("inf")):
+            raise UsageError(f"--timeout must be a positive number of seconds, got {args.timeout}")
         if args.json not in (None, "-"):
             _check_json_target(args.json)
         if args.html is not None:
@@ -279,6 +286,7 @@ def _main(argv: Sequence[str] | None, stdout: Any, reports: list[Report]) -> int
     from ._rules import MAX_ELEMENTS
     from ._verify import graph_dtype, verify_graph
 
+    deadline = None if args.timeout is None else time.time() + args.timeout
     try:
         runs = [(path, graph, dt) for path, graph in graphs
                 for dt in (("f64", "f32") if args.dtype == "all" else (args.dtype,))]  # fmt: skip
@@ -308,6 +316,7 @@ def _main(argv: Sequence[str] | None, stdout: Any, reports: list[Report]) -> int
                     plugins=args.plugin,
                     progress=progress,
                     name=path,
+                    timeout=None if deadline is None else max(0.0, deadline - time.time()),
                 )
             reports.append(report)
             _print_report(out, report, args.quiet or json_stdout)

@@ -308,6 +308,192 @@ def _gelu_lower_one_ulp(B: Any, x: Any) -> Any:
     return x * B.sigmoid(GELU_C * (x + a * x * x * x) * 2)
 
 
+# lowering bugs in the lowerings that really exist: convolutions, every pool, the tiled windows
+
+
+def _conv2d_graph() -> tl.GraphData:
+    b = tl.GraphBuilder("f64")
+    W, bias = b.param("W", (2, 1, 2, 2)), b.param("b", (2,))
+    y = b.conv2d(W, bias, b.param("x", (1, 3, 3)), stride=1, padding=1)
+    return b.build(b.sum(y * y))
+
+
+def _conv_transpose2d_graph() -> tl.GraphData:
+    b = tl.GraphBuilder("f64")
+    W, bias = b.param("W", (1, 2, 2, 2)), b.param("b", (2,))
+    y = b.conv_transpose2d(W, bias, b.param("x", (1, 2, 2)), stride=2, padding=0)
+    return b.build(b.sum(y * y))
+
+
+def _pool_graph(op: str, shape: tuple[int, ...], **attrs: Any) -> Callable[[], tl.GraphData]:
+    def build() -> tl.GraphData:
+        b = tl.GraphBuilder("f64")
+        y = b.apply(op, b.param("x", shape), **attrs)
+        return b.build(b.sum(y * y))
+
+    return build
+
+
+def _conv2d_lower_flipped(B: Any, W: Any, b: Any, x: Any, *, stride: Any, padding: Any) -> Any:
+    # a true convolution (the kernel flipped) where the op means cross-correlation
+    from torchlean_ir.ops import conv
+
+    return conv._conv_lower(B, W[:, :, ::-1, ::-1], b, x, (stride,) * 2, (padding,) * 2)
+
+
+def _conv2d_lower_vjp_bias(
+    B: Any, args: tuple, out: Any, ct: Any, *, stride: Any, padding: Any
+) -> tuple:
+    # the right pullback, but the bias gradient summed over the channels too
+    import jax.numpy as jnp
+
+    gW, gb, gx = _CONV2D_LOWER_VJP(B, args, out, ct, stride=stride, padding=padding)
+    return (gW, jnp.full_like(gb, jnp.sum(ct)), gx)
+
+
+_CONV2D_LOWER_VJP = tl.get_op("conv2d").lower_vjp_rule
+
+
+def _conv_transpose2d_lower_unflipped(
+    B: Any, W: Any, b: Any, x: Any, *, stride: Any, padding: Any
+) -> Any:
+    # the transpose convolution as a dilated convolution, without flipping the kernel
+    from jax import lax
+
+    from torchlean_ir.ops import conv
+
+    y = lax.conv_general_dilated(
+        x[None], B.swapaxes(W, 0, 1), window_strides=(1, 1),
+        padding=[(k - 1 - padding, k - 1 - padding) for k in W.shape[2:]],
+        lhs_dilation=(stride, stride), precision=lax.Precision.HIGHEST,
+    )  # fmt: skip
+    return y[0] + conv._bias(B, b, 2)
+
+
+def _max_pool_lower_pad0(B: Any, x: Any, **attrs: Any) -> Any:
+    # padded cells are 0, not -inf: they win over negative inputs
+    from jax import lax
+
+    from torchlean_ir.ops import pool
+
+    g = pool._geometry(x.shape, attrs)
+    padded = B.pad(x, [(0, 0), *((p, p) for p in g.P)])  # zeros
+    init = np.array(-np.inf, x.dtype)
+    return lax.reduce_window(padded, init, lax.max, (1, *g.K), (1, *g.S), "VALID")
+
+
+def _max_pool_lower_vjp_last(B: Any, args: tuple, out: Any, ct: Any, **attrs: Any) -> tuple:
+    # at a tie the last maximum of the window takes the cotangent, not the first
+    from torchlean_ir.ops import pool
+
+    g = pool._geometry(args[0].shape, attrs)
+    w = g.windows(B, args[0])
+    valid = None if g.valid is None else g.valid[..., ::-1]
+    onehot = B.first_max_onehot(w[..., ::-1], axis=-1, valid=valid)[..., ::-1]
+    return (g.unwindows(B, onehot * B.expand_dims(ct, -1)),)
+
+
+def _avg_pool_lower_exclude_pad(B: Any, x: Any, **attrs: Any) -> Any:
+    # divides by the cells inside the input (PyTorch's count_include_pad=False), not the window
+    import jax.numpy as jnp
+    from jax import lax
+
+    from torchlean_ir.ops import pool
+
+    g = pool._geometry(x.shape, attrs)
+    pads = ((0, 0), *((p, p) for p in g.P))
+    total = lax.reduce_window(x, np.array(0, x.dtype), lax.add, (1, *g.K), (1, *g.S), pads)
+    count = lax.reduce_window(jnp.ones_like(x), np.array(0, x.dtype), lax.add, (1, *g.K),
+                              (1, *g.S), pads)  # fmt: skip
+    return total / count
+
+
+def _avg_pool2d_lower_one_side(B: Any, x: Any, **attrs: Any) -> Any:
+    # divides by one side of the window (kH), not its size
+    from jax import lax
+
+    kh, kw = attrs["kernel"]
+    s = attrs["stride"]
+    total = lax.reduce_window(x, np.array(0, x.dtype), lax.add, (1, kh, kw), (1, s, s), "VALID")
+    return total / kh
+
+
+def _tiled_unwindows_transposed() -> Iterator[None]:
+    # the compiled (JAX) pooling VJPs: tiling windows put back transposed within each window
+    from torchlean_ir.ops import _windows, pool
+
+    real = _windows.unwindows
+
+    def unwindows(B: Any, w: Any, kernel: Any, stride: Any, full: Any) -> Any:
+        if getattr(B, "name", "") != "jax" or tuple(kernel) != tuple(stride) or len(kernel) != 2:
+            return real(B, w, kernel, stride, full)
+        c, o1, o2 = w.shape[:3]
+        k1, k2 = kernel
+        split = B.reshape(w, (c, o1, o2, k1, k2))
+        cells = B.reshape(B.transpose(split, (0, 1, 4, 2, 3)), (c, o1 * k2, o2 * k1))
+        rest = [(0, 0), (0, full[0] - o1 * k1), (0, full[1] - o2 * k2)]
+        return B.pad(cells, rest) if any(r for _, r in rest) else cells
+
+    yield from _set(pool, "unwindows", unwindows)
+
+
+# float32-only and float64-only lowering slips: what runs in the other dtype is right
+
+
+def _tanh_lower_vjp_f32_slip(B: Any, args: tuple, out: Any, ct: Any) -> tuple:
+    import jax.numpy as jnp
+
+    scale = 1.001 if B.float_dtype == jnp.float32 else 1.0
+    return ((1 - out * out) * ct * scale,)
+
+
+def _tanh_lower_vjp_f64_slip(B: Any, args: tuple, out: Any, ct: Any) -> tuple:
+    import jax.numpy as jnp
+
+    scale = 1.001 if B.float_dtype == jnp.float64 else 1.0
+    return ((1 - out * out) * ct * scale,)
+
+
+def _unary_in(dtype: str, op: str, xs: tuple[int, ...]) -> Callable[[], tl.GraphData]:
+    def build() -> tl.GraphData:
+        b = tl.GraphBuilder(dtype)
+        y = b.apply(op, b.param("x", xs))
+        return b.build(b.sum(y * y))
+
+    return build
+
+
+# index bugs: a rule wrong at one index value (any natural: the tensor level quantifies)
+
+
+def index_mutant(value: int, *, n: int = 3, static: bool = False) -> Mutant:
+    """``gather_scalar_nat``'s VJP wrong at the index value ``value`` only: the cotangent of
+    ``x[value]`` goes to ``x[0]`` (out of range, where none should go anywhere) or to ``x[0]``
+    instead of ``x[value]`` (in range). The graph reads ``x (n,)`` at a runtime index ``i``, or
+    at the static index ``value`` with ``static``."""
+    real = tl.get_op("gather_scalar_nat").vjp_rule
+
+    def vjp(B: Any, args: tuple, out: Any, ct: Any, *, i: Any) -> tuple:
+        (g,) = real(B, args, out, ct, i=i)  # type: ignore[misc]
+        hit = ct * B.to_float(i == value)
+        first = B.asarray(np.eye(n)[0])
+        moved = first * hit if value >= n else (first - B.asarray(np.eye(n)[value])) * hit
+        return (g + moved,)
+
+    def graph() -> tl.GraphData:
+        b = tl.GraphBuilder("f64")
+        x = b.param("x", (n,))
+        i = b.index("i", value=value) if static else b.index("i")
+        y = b.gather_scalar_nat(x.tanh(), i)
+        return b.build(y * y)
+
+    where = "in range" if value < n else "out of range"
+    kind = "static" if static else "runtime"
+    return Mutant(f"gather_scalar_nat vjp wrong at the {kind} index {value} ({where})", "rule",
+                  graph, _rule("gather_scalar_nat", "vjp_rule", vjp),
+                  note=f"only at index value {value}")  # fmt: skip
+
+
 # tape bugs: the per-node rules are right, the wiring between them is not
 
 
@@ -383,10 +569,13 @@ def _tape_seed_twice() -> Iterator[None]:
     from compiler import _lower
 
     real = _lower._acc
-    seen: set[int] = set()
+    # per trace (each backward pass has its own cotangent list, kept alive here so that its id
+    # is not reused): every trace is mutated, the verifier's and the numeric checkers' alike
+    traces: dict[int, tuple[list, set[int]]] = {}
 
     def acc(cts: list, v: int, g: Any) -> None:
         real(cts, v, g)
+        seen = traces.setdefault(id(cts), (cts, set()))[1]
         if v not in seen and cts[v] is g:  # the first contribution to each value counts twice
             seen.add(v)
             real(cts, v, g)
@@ -462,6 +651,43 @@ MUTANTS: list[Mutant] = [
     Mutant("gelu lowered with a constant one float32 ulp off", "lowering",
            _unary("gelu", (4,), dtype="f32"), _rule("gelu", "lower_rule", _gelu_lower_one_ulp),
            note="0.044715 one float32 ulp too large, in a float32 graph"),
+    Mutant("conv2d lowered as a true convolution (kernel flipped)", "lowering", _conv2d_graph,
+           _rule("conv2d", "lower_rule", _conv2d_lower_flipped)),
+    Mutant("conv2d lowered vjp sums the bias gradient over channels", "lowering", _conv2d_graph,
+           _rule("conv2d", "lower_vjp_rule", _conv2d_lower_vjp_bias)),
+    Mutant("conv_transpose2d lowered without the kernel flip", "lowering",
+           _conv_transpose2d_graph,
+           _rule("conv_transpose2d", "lower_rule", _conv_transpose2d_lower_unflipped)),
+    Mutant("max_pool lowered pads with 0, not -inf", "lowering",
+           _pool_graph("max_pool", (1, 3, 3), kernel=(2, 2), stride=(1, 1), padding=(1, 1)),
+           _rule("max_pool", "lower_rule", _max_pool_lower_pad0), note="negative inputs only"),
+    Mutant("max_pool2d lowered vjp: a tie to the last maximum", "lowering",
+           _pool_graph("max_pool2d", (1, 3, 3), kernel=(2, 2), stride=1),
+           _rule("max_pool2d", "lower_vjp_rule", _max_pool_lower_vjp_last), note="only at ties"),
+    Mutant("max_pool2d_pad lowered pads with 0, not -inf", "lowering",
+           _pool_graph("max_pool2d_pad", (1, 2, 2), kernel=(2, 2), stride=1, padding=1),
+           _rule("max_pool2d_pad", "lower_rule", _max_pool_lower_pad0),
+           note="negative inputs only"),
+    Mutant("avg_pool lowered excludes padding from the divisor", "lowering",
+           _pool_graph("avg_pool", (1, 3), kernel=(2,), stride=(1,), padding=(1,)),
+           _rule("avg_pool", "lower_rule", _avg_pool_lower_exclude_pad)),
+    Mutant("avg_pool2d lowered divides by one side of the window", "lowering",
+           _pool_graph("avg_pool2d", (1, 4, 4), kernel=(2, 2), stride=2),
+           _rule("avg_pool2d", "lower_rule", _avg_pool2d_lower_one_side)),
+    Mutant("avg_pool2d_pad lowered excludes padding from the divisor", "lowering",
+           _pool_graph("avg_pool2d_pad", (1, 2, 2), kernel=(2, 2), stride=1, padding=1),
+           _rule("avg_pool2d_pad", "lower_rule", _avg_pool_lower_exclude_pad)),
+    Mutant("compiled tiled-window vjp transposes each window", "lowering",
+           _pool_graph("max_pool2d", (1, 4, 4), kernel=(2, 2), stride=2),
+           _tiled_unwindows_transposed, note="stride = kernel (the tiled path), JAX only"),
+    Mutant("float32-only: tanh lowered vjp 0.1% off (h17)", "lowering",
+           _unary_in("f32", "tanh", (3,)),
+           _rule("tanh", "lower_vjp_rule", _tanh_lower_vjp_f32_slip),
+           note="only in the float32 compilation"),
+    Mutant("float64-only: tanh lowered vjp 0.1% off (h17)", "lowering",
+           _unary_in("f64", "tanh", (3,)),
+           _rule("tanh", "lower_vjp_rule", _tanh_lower_vjp_f64_slip),
+           note="only in the float64 compilation"),
     Mutant("tape overwrites on fan-out", "tape", _fanout, _tape_overwrite),
     Mutant("tape leaks gradient through detach", "tape", _detach, _tape_detach_leak),
     Mutant("tape swaps the cotangents of sub", "tape", _sub_graph, _tape_swap_parents),

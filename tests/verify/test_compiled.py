@@ -120,6 +120,14 @@ def test_end_to_end_is_skipped_for_large_graphs_and_said() -> None:
     assert sum(n.shared_with is None for n in report.nodes) <= 6
 
 
+def test_end_to_end_never_is_said_without_the_auto_limits() -> None:
+    report = verify.verify_graph(_rich_graph(), end_to_end="never")
+    _assert_verified(report)
+    assert not any(c.link == "end-to-end" for c in report.graph_checks)
+    (note,) = [n for n in report.notes if "end-to-end" in n]
+    assert "never" in note and "auto" not in note and str(verify._verify.E2E_MAX_NODES) not in note
+
+
 def test_float32_compilation_verifies_with_rounded_attributes() -> None:
     b = tl.GraphBuilder("f32")
     x = b.param("x", (3,))
