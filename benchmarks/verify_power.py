@@ -30,6 +30,7 @@ import os
 import sys
 import time
 from typing import Any
+from unittest import mock
 
 import numpy as np
 
@@ -108,10 +109,15 @@ class Harness:
         import torch
 
         xs = [torch.tensor(v, dtype=torch.float64, requires_grad=True) for v in self.primal()]
+        # When fast mode finds a mismatch it recomputes the full Jacobian in slow mode only to
+        # word its error message (hours at 1024x1024); the detection is already made, so the
+        # message is skipped.
+        gc = sys.modules["torch.autograd.gradcheck"]
         try:
-            ok = torch.autograd.gradcheck(
-                self.torch_function(), xs, fast_mode=fast, raise_exception=False
-            )
+            with mock.patch.object(gc, "_run_slow_mode_and_get_error", lambda *a, **k: ""):
+                ok = torch.autograd.gradcheck(
+                    self.torch_function(), xs, fast_mode=fast, raise_exception=False
+                )
         except Exception:
             return True
         return not ok
