@@ -76,6 +76,17 @@ def _rule(op: str, slot: str, fn: Callable[..., Any]) -> Callable[[], Iterator[N
     return patch
 
 
+def _rule_and_lowering(op: str, slot: str, fn: Callable[..., Any]) -> Callable[[], Iterator[None]]:
+    """``fn`` as the op's rule and as its lowering (``lower_<slot>``): the bug is in the code
+    that runs too, so the finite-difference checkers see it."""
+
+    def patch() -> Iterator[None]:
+        with _patched(tl.get_op(op), "lower_" + slot, fn):
+            yield from _set(tl.get_op(op), slot, fn)
+
+    return patch
+
+
 # -- graphs ------------------------------------------------------------------------------------
 
 
@@ -596,8 +607,9 @@ LARGE_MUTANTS: list[LargeMutant] = [
                 _rule("matmul", "lower_vjp_rule", _matmul_lower_vjp_last_row),
                 note="last row of a 1024x512 gradient", element=r"grad a\[1023,\d+\]"),
     LargeMutant("conv2d vjp without stride dilation", "rule", _big_conv(2),
-                _rule("conv2d", "vjp_rule", _conv2d_vjp_undilated),
-                note="only at stride 2 (64 channels, 32x32)", element=r"grad x\[\d+,\d+,\d+\]",
+                _rule_and_lowering("conv2d", "vjp_rule", _conv2d_vjp_undilated),
+                note="only at stride 2 (64 channels, 32x32); rule and lowering",
+                element=r"grad x\[\d+,\d+,\d+\]",
                 twin=_big_conv(1)),
     LargeMutant("avg_pool2d_pad vjp excludes the padding", "rule", _big_avg_pool,
                 _rule("avg_pool2d_pad", "vjp_rule", _avg_pool_vjp_exclude_pad),
