@@ -43,8 +43,10 @@ def test_mutant_is_detected_with_a_counterexample(mutant: Mutant) -> None:
 
 
 #: Large mutants the tensor level does not decide yet, with why: pinned (strict xfail), so the
-#: test fails once the gap closes. Run with a shorter tensor budget (a gap pinned, not a cost
-#: paid: at the default 60 s budget the attention mutant takes about 400 s and is undecided).
+#: test fails once the gap closes. Run under auto's small-signature budget (3 s per attempt; about
+#: 100 s in all on the loaded 2-core machine) rather than the default 60 s (about 400 s, the
+#: same verdict): a gap pinned, not a cost paid. A fix that decides it only with more than 3 s
+#: per attempt still xfails here: take the entry off when the attention work lands.
 LARGE_GAPS = {
     "attention lowered causal mask off by one in one row": (
         "multi_head_attention (n 128, d 768, 12 heads) is undecided at tensor level: compiled fwd "
@@ -52,7 +54,7 @@ LARGE_GAPS = {
         "77 differs, jvp and vjp out of budget; the unmutated graph is undecided too"
     ),
 }
-GAP_BUDGET_S = 15.0
+GAP_BUDGET_S = 3.0
 
 
 def _large_params() -> list:
