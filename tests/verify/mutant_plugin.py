@@ -7,10 +7,10 @@ import atexit
 import os
 from contextlib import contextmanager
 
-from tests.verify.mutants import MUTANTS
+from tests.verify.mutants import LARGE_MUTANTS, MUTANTS
 
 _name = os.environ.get("TORCHLEAN_MUTANT", "")
 if _name:
-    _patch = contextmanager(next(m for m in MUTANTS if m.name == _name).patch)()
+    _patch = contextmanager(next(m for m in [*MUTANTS, *LARGE_MUTANTS] if m.name == _name).patch)()
     _patch.__enter__()
     atexit.register(_patch.__exit__, None, None, None)

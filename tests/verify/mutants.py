@@ -76,6 +76,17 @@ def _rule(op: str, slot: str, fn: Callable[..., Any]) -> Callable[[], Iterator[N
     return patch
 
 
+def _rule_and_lowering(op: str, slot: str, fn: Callable[..., Any]) -> Callable[[], Iterator[None]]:
+    """``fn`` as the op's rule and as its lowering (``lower_<slot>``): the bug is in the code
+    that runs too, so the finite-difference checkers see it."""
+
+    def patch() -> Iterator[None]:
+        with _patched(tl.get_op(op), "lower_" + slot, fn):
+            yield from _set(tl.get_op(op), slot, fn)
+
+    return patch
+
+
 # -- graphs ------------------------------------------------------------------------------------
 
 
@@ -693,4 +704,172 @@ MUTANTS: list[Mutant] = [
     Mutant("tape swaps the cotangents of sub", "tape", _sub_graph, _tape_swap_parents),
     Mutant("tape skips a node's vjp", "tape", _mlp, _tape_drop_vjp),
     Mutant("tape counts a contribution twice", "tape", _fanout, _tape_seed_twice),
+]  # fmt: skip
+
+
+# -- mutants that only show at scale -----------------------------------------------------------
+# Past the element method's limit (60000 argument elements): the tensor level decides them, and
+# the counterexample names the wrong element. ``element`` is the pattern it must match.
+
+_BIG = 1024
+_SCALE_ONE = np.ones((_BIG, _BIG))
+_SCALE_ONE[517, 300] = 1.001  # one element of the gradient 0.1% off
+
+
+def _matmul_vjp_one_element(B: Any, args: tuple, out: Any, ct: Any) -> tuple:
+    a, b = args
+    return (B.matmul(ct, B.transpose(b, (1, 0))) * B.asarray(_SCALE_ONE),
+            B.matmul(B.transpose(a, (1, 0)), ct))  # fmt: skip
+
+
+def _matmul_lower_vjp_last_row(B: Any, args: tuple, out: Any, ct: Any) -> tuple:
+    import jax.numpy as jnp
+    from jax import lax
+
+    a, b = args
+    ga = ct @ b.T
+    row = lax.broadcasted_iota(jnp.int32, ga.shape, 0)
+    # a loop bound off by one: the last row of the gradient is never written
+    return (jnp.where(row < ga.shape[0] - 1, ga, 0.0), a.T @ ct)
+
+
+def _conv2d_vjp_undilated(B: Any, args: tuple, out: Any, ct: Any, *, stride: Any,
+                          padding: Any) -> tuple:  # fmt: skip
+    from torchlean_ir.ops import _windows as w
+
+    W, _, x = args
+    d = x.ndim - 1
+    S, P = w.per_dim(stride, d), w.per_dim(padding, d)
+    sp = w.spatial_letters(d)
+    xp = w.pad_spatial(B, x, P)
+    O, K = ct.shape[1:], W.shape[2:]
+    views = [w.window_view(xp, off, S, O) for off in w.offsets(K)]
+    gW = w.stack(B, [B.einsum(f"f{sp},c{sp}->fc", ct, v) for v in views], -1)
+    gxp = None
+    for off in w.offsets(K):
+        back = B.einsum(f"fc,f{sp}->c{sp}", W[(slice(None), slice(None), *off)], ct)
+        # the cotangent is placed without dilating it by the stride: right only at stride 1
+        term = w.place(B, back, off, (1,) * d, xp.shape[1:])
+        gxp = term if gxp is None else gxp + term
+    gx = w.crop_spatial(gxp, P, x.shape[1:])
+    return (B.reshape(gW, W.shape), B.sum(ct, axis=tuple(range(1, d + 1))), gx)
+
+
+def _avg_pool_vjp_exclude_pad(B: Any, args: tuple, out: Any, ct: Any, **attrs: Any) -> tuple:
+    from torchlean_ir.ops.pool import _geometry
+
+    g = _geometry(args[0].shape, attrs)
+    n = int(np.prod(g.K))
+    # divides by the window's cells inside the input (count_include_pad=False), while the
+    # forward divides by the full window: wrong only for windows over the padding border
+    counts = g.valid.sum(axis=-1).astype(np.float64)
+    return (g.unwindows(B, B.broadcast_to(B.expand_dims(ct / B.asarray(counts), -1),
+                                          (*ct.shape, n))),)  # fmt: skip
+
+
+_ROW = 77  # the attention row whose causal mask is off by one
+
+
+def _attention_lower_mask_row(B: Any, Wq: Any, Wk: Any, Wv: Any, Wo: Any, x: Any, *,
+                              heads: int, mask: Any = None) -> Any:  # fmt: skip
+    import jax
+    import jax.numpy as jnp
+    from jax import lax
+
+    n = x.shape[0]
+    i = lax.broadcasted_iota(jnp.int32, (n, n), 0)
+    j = lax.broadcasted_iota(jnp.int32, (n, n), 1)
+    allowed = (j <= i) | ((i == _ROW) & (j == _ROW + 1))  # row 77 also sees key 78
+    split = lambda m: m.reshape(n, heads, -1).transpose(1, 0, 2)  # noqa: E731
+    Q, K, V = split(x @ Wq), split(x @ Wk), split(x @ Wv)
+    s = jnp.einsum("hid,hjd->hij", Q, K) / np.sqrt(Q.shape[-1])
+    P = jax.nn.softmax(jnp.where(allowed, s, -jnp.inf), axis=-1)
+    O = jnp.einsum("hij,hjd->hid", P, V).transpose(1, 0, 2).reshape(n, -1)
+    return O @ Wo
+
+
+def _reduce_sum_vjp_wrong_axis(B: Any, args: tuple, out: Any, ct: Any, *, axis: int) -> tuple:
+    m, n = args[0].shape  # (512, 768), axis 0: ct is (768,)
+    # broadcast along the wrong axis, then reshaped to fit: the shapes agree, the values do not
+    return (B.reshape(B.broadcast_to(B.expand_dims(ct, 1), (n, m)), (m, n)),)
+
+
+def _big_matmul(m: int, k: int, n: int) -> Callable[[], tl.GraphData]:
+    def build() -> tl.GraphData:
+        b = tl.GraphBuilder("f64")
+        x, y = b.param("a", (m, k)), b.param("b", (k, n))
+        out = b.matmul(x, y)
+        return b.build(b.sum(out * out))
+
+    return build
+
+
+def _big_conv(stride: int) -> Callable[[], tl.GraphData]:
+    def build() -> tl.GraphData:
+        b = tl.GraphBuilder("f64")
+        W, bias = b.param("W", (64, 64, 3, 3)), b.param("b", (64,))
+        x = b.param("x", (64, 32, 32))
+        y = b.apply("conv2d", W, bias, x, stride=stride, padding=1)
+        return b.build(b.sum(y * y))
+
+    return build
+
+
+def _big_avg_pool() -> tl.GraphData:
+    b = tl.GraphBuilder("f64")
+    x = b.param("x", (64, 32, 32))
+    y = b.apply("avg_pool2d_pad", x, kernel=(3, 3), stride=1, padding=1)
+    return b.build(b.sum(y * y))
+
+
+def _big_attention() -> tl.GraphData:
+    n, d, heads = 128, 768, 12
+    b = tl.GraphBuilder("f64")
+    Ws = [b.param(name, (d, d)) for name in ("Wq", "Wk", "Wv", "Wo")]
+    x = b.param("x", (n, d))
+    causal = np.tril(np.ones((n, n), dtype=bool))
+    y = b.apply("multi_head_attention", *Ws, x, heads=heads, mask=causal)
+    return b.build(b.sum(y * y))
+
+
+def _big_reduce_sum() -> tl.GraphData:
+    b = tl.GraphBuilder("f64")
+    x = b.param("x", (512, 768))
+    y = b.apply("reduce_sum", x, axis=0)
+    return b.build(b.sum(y * y))
+
+
+@dataclass(frozen=True)
+class LargeMutant(Mutant):
+    """A mutant on tensors past the element method's limit; ``element`` is a regular
+    expression the counterexample's element must match (the wrong element named), ``twin`` a
+    graph the same bug must not show in (it verifies with the bug in place)."""
+
+    element: str = ""
+    twin: Callable[[], tl.GraphData] | None = None
+
+
+LARGE_MUTANTS: list[LargeMutant] = [
+    LargeMutant("one element 0.1% off in a 1024x1024 gradient", "rule",
+                _big_matmul(1024, 1024, 1024),
+                _rule("matmul", "vjp_rule", _matmul_vjp_one_element),
+                note="element [517, 300], 0.1%", element=r"grad a\[517,300\]"),
+    LargeMutant("matmul lowered vjp drops the last row", "lowering", _big_matmul(1024, 512, 768),
+                _rule("matmul", "lower_vjp_rule", _matmul_lower_vjp_last_row),
+                note="last row of a 1024x512 gradient", element=r"grad a\[1023,\d+\]"),
+    LargeMutant("conv2d vjp without stride dilation", "rule", _big_conv(2),
+                _rule_and_lowering("conv2d", "vjp_rule", _conv2d_vjp_undilated),
+                note="only at stride 2 (64 channels, 32x32); rule and lowering",
+                element=r"grad x\[\d+,\d+,\d+\]",
+                twin=_big_conv(1)),
+    LargeMutant("avg_pool2d_pad vjp excludes the padding", "rule", _big_avg_pool,
+                _rule("avg_pool2d_pad", "vjp_rule", _avg_pool_vjp_exclude_pad),
+                note="only windows over the border (64x32x32, padding 1)",
+                element=r"grad x\[\d+,(0|1|30|31),\d+\]|grad x\[\d+,\d+,(0|1|30|31)\]"),
+    LargeMutant("attention lowered causal mask off by one in one row", "lowering", _big_attention,
+                _rule("multi_head_attention", "lower_rule", _attention_lower_mask_row),
+                note=f"only row {_ROW} (n 128, d 768, 12 heads)", element=rf"out\[{_ROW},\d+\]"),
+    LargeMutant("reduce_sum vjp broadcasts along the wrong axis", "rule", _big_reduce_sum,
+                _rule("reduce_sum", "vjp_rule", _reduce_sum_vjp_wrong_axis),
+                note="512x768, reshaped to fit", element=r"grad x\[\d+,\d+\]"),
 ]  # fmt: skip
