@@ -6,7 +6,7 @@ layer_norm, a GELU MLP of width 3072, two residual connections, and a regression
     m  = gelu(layer_norm(x2; ln2) W1 + b1) W2 + b2         (768 -> 3072 -> 768)
     loss = mean((x2 + m - target)^2)
 
-Writes ``examples/graphs/gpt2_block.json``.
+Writes ``examples/models/gpt2_block.json``.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from _write import write_example  # examples/_write.py (the script's directory is on sys.path)
+from _write import MODELS, write_example  # examples/_write.py (on sys.path)
 
 import torchlean_ir as tl
 
@@ -40,7 +40,7 @@ def build() -> tl.GraphData:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    write_example("gpt2_block", build, __doc__ or "", argv)
+    write_example("gpt2_block", build, __doc__ or "", argv, out=MODELS)
 
 
 if __name__ == "__main__":

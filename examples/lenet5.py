@@ -6,14 +6,14 @@ and 2x2 max pooling, then three linear layers and the label's negative log-likel
                 -linear-> 120 -relu-> -linear-> 84 -relu-> -linear-> 10
     loss = -log_softmax(logits)[label]
 
-Writes ``examples/graphs/lenet5.json``.
+Writes ``examples/models/lenet5.json``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from _write import write_example  # examples/_write.py (the script's directory is on sys.path)
+from _write import MODELS, write_example  # examples/_write.py (on sys.path)
 
 import torchlean_ir as tl
 
@@ -35,7 +35,7 @@ def build() -> tl.GraphData:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    write_example("lenet5", build, __doc__ or "", argv)
+    write_example("lenet5", build, __doc__ or "", argv, out=MODELS)
 
 
 if __name__ == "__main__":

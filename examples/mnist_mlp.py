@@ -6,7 +6,7 @@ negative log-likelihood.
     loss = -log_softmax(W3 h2 + b3)[label]
 
 One sample (the compiler vmaps it over a batch); ``label`` is a runtime index input, which the
-verifier quantifies over every natural number. Writes ``examples/graphs/mnist_mlp.json``.
+verifier quantifies over every natural number. Writes ``examples/models/mnist_mlp.json``.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from itertools import pairwise
 
-from _write import write_example  # examples/_write.py (the script's directory is on sys.path)
+from _write import MODELS, write_example  # examples/_write.py (on sys.path)
 
 import torchlean_ir as tl
 
@@ -34,7 +34,7 @@ def build() -> tl.GraphData:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    write_example("mnist_mlp", build, __doc__ or "", argv)
+    write_example("mnist_mlp", build, __doc__ or "", argv, out=MODELS)
 
 
 if __name__ == "__main__":

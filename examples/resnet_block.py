@@ -5,14 +5,14 @@
     loss = -log_softmax(W global_avg_pool(y) + b)[label]     (64 -> 10)
 
 Batch normalisation in inference form (``batchnorm_eval``: per-channel scale, shift, running
-mean and variance as parameters). Writes ``examples/graphs/resnet_block.json``.
+mean and variance as parameters). Writes ``examples/models/resnet_block.json``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from _write import write_example  # examples/_write.py (the script's directory is on sys.path)
+from _write import MODELS, write_example  # examples/_write.py (on sys.path)
 
 import torchlean_ir as tl
 
@@ -38,7 +38,7 @@ def build() -> tl.GraphData:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    write_example("resnet_block", build, __doc__ or "", argv)
+    write_example("resnet_block", build, __doc__ or "", argv, out=MODELS)
 
 
 if __name__ == "__main__":

@@ -19,13 +19,15 @@ import torchlean_ir as tl
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPTS = ["mlp_regression", "softmax_classifier", "attention_block"]
+#: The models at training size, in ``examples/models``.
+MODEL_SCRIPTS = ["mnist_mlp", "lenet5", "gpt2_block", "resnet_block"]
 
 
 def _env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(ROOT)}
 
 
-@pytest.mark.parametrize("name", SCRIPTS)
+@pytest.mark.parametrize("name", SCRIPTS + MODEL_SCRIPTS)
 def test_script_regenerates_its_graph_byte_for_byte(name: str, tmp_path: Path) -> None:
     proc = subprocess.run(
         [sys.executable, str(ROOT / "examples" / f"{name}.py"), "--out", str(tmp_path)],
@@ -36,16 +38,18 @@ def test_script_regenerates_its_graph_byte_for_byte(name: str, tmp_path: Path) -
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == f"wrote {tmp_path / (name + '.json')}\n"
-    committed = ROOT / "examples" / "graphs" / f"{name}.json"
+    where = "models" if name in MODEL_SCRIPTS else "graphs"
+    committed = ROOT / "examples" / where / f"{name}.json"
     assert (tmp_path / f"{name}.json").read_bytes() == committed.read_bytes(), (
-        f"examples/graphs/{name}.json is stale: run python3 examples/{name}.py"
+        f"examples/{where}/{name}.json is stale: run python3 examples/{name}.py"
     )
 
 
 def test_every_committed_graph_has_a_script() -> None:
     committed = {p.stem for p in (ROOT / "examples" / "graphs").glob("*.json")}
-    assert committed >= set(SCRIPTS)
-    for stem in committed:
+    models = {p.stem for p in (ROOT / "examples" / "models").glob("*.json")}
+    assert committed >= set(SCRIPTS) and models == set(MODEL_SCRIPTS)
+    for stem in committed | models:
         assert (ROOT / "examples" / f"{stem}.py").is_file(), f"no script writes {stem}.json"
 
 

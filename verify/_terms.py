@@ -1459,7 +1459,7 @@ def concretize(
             return x
         if isinstance(x, se.Symbol):
             return env.get(x, x)
-        if not x.args:
+        if not x.args and not isinstance(x, se.FunctionSymbol):  # a 0-d read is a read
             return x
         key = (x, tuple(sorted((str(k), v) for k, v in env.items() if k in x.free_symbols)))
         hit = memo.get(key)

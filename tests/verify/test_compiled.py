@@ -17,13 +17,7 @@ import verify
 from ..op_cases import CASES, OpCase
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-#: The shipped models at training size have their own test (``test_models.py``).
-MODELS = ("mnist_mlp", "lenet5", "gpt2_block", "resnet_block")
-EXAMPLES = sorted(
-    p
-    for p in glob.glob(os.path.join(ROOT, "examples", "graphs", "*.json"))
-    if os.path.basename(p)[: -len(".json")] not in MODELS
-)
+EXAMPLES = sorted(glob.glob(os.path.join(ROOT, "examples", "graphs", "*.json")))
 
 
 def _assert_verified(report: verify.Report) -> None:

@@ -37,8 +37,6 @@ DECIDED_BUDGET_S = 600.0
 #: Op-table rows with a check the tensor level does not decide, and why (measured with
 #: ``method="tensor"``, 60 s budget, on the 2-core machine, 2026-11-24).
 ROWS_UNDECIDED_AT_TENSOR: dict[str, str] = {
-    "max[5_5]": "no uniform kink point to check at tensor level",
-    "min[2x3_2x3]": "no uniform kink point to check at tensor level",
     "max_pool[1x3x4x3-3d]": "rule and compiled checks: the time budget runs out",
     "max_pool2d_pad[2x4x4]": "forward = sym and compiled fwd: no counterexample, not proved; "
     "compiled jvp and vjp: the time budget runs out",
@@ -60,10 +58,8 @@ ROWS_UNDECIDED_AT_TENSOR: dict[str, str] = {
 
 #: Mutants with a check the tensor level does not decide, and why.
 MUTANTS_UNDECIDED_AT_TENSOR: dict[str, str] = {
-    "mse_loss vjp missing factor 2": "vjp = adjoint: no counterexample among the concrete "
-    "elements tried, because the 0-d cotangent read ct() stays a function after concretize "
-    "(the element-level decision then cannot evaluate it)",
-    "max tie sent all to one side": "max: no uniform kink point to check at tensor level",
+    "max_pool lowered pads with 0, not -inf": "compiled vjp: the padded windows' vjp through "
+    "jax's select-and-scatter lowering is not proved within the 3 s budget",
     "gradient to an out-of-range gather index": "the mutated vjp rule converts the index to "
     "NumPy, so it does not run on tensor terms",
     "gather lowered vjp clips indices": "compiled vjp: not proved, and no counterexample among "

@@ -1,4 +1,4 @@
-"""The shipped models at the sizes people train (``examples/graphs``): each verified by the
+"""The shipped models at the sizes people train (``examples/models``): each verified by the
 default verifier, every check exact. The GPT-2-small block is not among them: its attention
 node is not decided at tensor level at n = 128, d = 768 (a known gap, pinned by the strict xfail
 of the large attention mutant in ``test_mutations.py``); ``benchmarks/verify_models.py``
@@ -17,7 +17,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 
 def _graph(name: str) -> tl.GraphData:
-    return tl.load(os.path.join(ROOT, "examples", "graphs", f"{name}.json"))
+    return tl.load(os.path.join(ROOT, "examples", "models", f"{name}.json"))
 
 
 @pytest.mark.parametrize(
