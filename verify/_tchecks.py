@@ -60,6 +60,8 @@ class TSetup:
     nat_symbols: list[Any]
     domains: dict[str, str]
     index_text: list[str] = field(default_factory=list)
+    #: The static index inputs' values as a counterexample shows them (``index i`` -> ``"6"``).
+    static_shown: dict[str, str] = field(default_factory=dict)
 
 
 def nat_scalar(name: str, hi: int | None) -> tuple[TArray, Any]:
@@ -85,10 +87,13 @@ def setup(sig: Signature, *, index_hi: int | None = None, tag: str = "nat") -> T
     params: dict[str, Any] = dict(sig.attrs)
     nats: list[Any] = []
     texts = []
+    shown: dict[str, str] = {}
     for spec, t, static in zip(op.index_args, sig.index_types, sig.static_index, strict=True):
         if static is not None:
-            params[spec.name] = np.asarray(static, dtype=np.int64).reshape(t.shape)
+            value = np.asarray(static, dtype=np.int64).reshape(t.shape)
+            params[spec.name] = value
             texts.append(f"index {spec.name}: its static value {list(static)}")
+            shown[f"index {spec.name}"] = str(value.tolist())
             continue
         rng = "every natural" if index_hi is None else f"every value 0..{index_hi - 1}"
         if t.shape == ():
@@ -103,7 +108,7 @@ def setup(sig: Signature, *, index_hi: int | None = None, tag: str = "nat") -> T
     if op.needs_position:
         params["_position"] = sig.position
     domains = {n: op.arg_domain(p) for p, n in enumerate(names)}
-    return TSetup(op, names, X, Tn, diff, params, nats, domains, texts)
+    return TSetup(op, names, X, Tn, diff, params, nats, domains, texts, shown)
 
 
 def _run(fn: Callable[..., Any] | None, what: str, *args: Any, **kw: Any) -> Any:
@@ -176,7 +181,7 @@ class TOutcome:
 def counterexample(check: str, label: str, d: TDecision, st: TSetup,
                    fixed: dict[str, str] | None) -> Counterexample:  # fmt: skip
     inner = d.decision
-    inputs = dict(fixed or {})
+    inputs = {**st.static_shown, **(fixed or {})}
     for s in st.nat_symbols:
         if d.nat and s.name in d.nat:
             inputs[f"index {s.name.split('_')[1][1:]}"] = str(d.nat[s.name])

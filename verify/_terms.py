@@ -109,9 +109,11 @@ class budget:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if len(_DEADLINE) == 1:
-            _disarm_timer()
+        # the deadline first: a timer tick landing here then sees the enclosing budget (or
+        # none), never this expired one left on the stack
         _DEADLINE.pop()
+        if not _DEADLINE:
+            _disarm_timer()
 
 
 def _arm_timer() -> None:
