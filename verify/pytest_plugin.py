@@ -10,7 +10,8 @@ a root ``conftest.py``); an installed torchlean-ir registers it automatically (e
 * the marker ``@pytest.mark.torchlean_graphs("examples/graphs/*.json", ...)``, which runs the
   test once per matching file (paths relative to the rootdir), with the loaded graph as the
   ``torchlean_graph`` argument;
-* options ``--verify-jobs N`` and ``--verify-dtype f64|f32``.
+* options ``--verify-jobs N`` and ``--verify-dtype f64|f32`` (default: each graph's own dtype,
+  what ``compiler.compile(graph)`` runs).
 
 Example, ready to copy::
 
@@ -34,8 +35,9 @@ import pytest
 def pytest_addoption(parser: Any) -> None:
     group = parser.getgroup("torchlean-verify")
     group.addoption("--verify-jobs", type=int, default=1, help="processes for verify checks")
-    group.addoption("--verify-dtype", default="f64", choices=("f64", "f32"),
-                    help="compilation verified by the fixtures")  # fmt: skip
+    group.addoption("--verify-dtype", default=None, choices=("f64", "f32"),
+                    help="compilation verified by the fixtures (default: the graph's own "
+                         "dtype, what compiler.compile runs)")  # fmt: skip
 
 
 def pytest_configure(config: Any) -> None:
@@ -113,6 +115,6 @@ def assert_compiled_matches_reference(request: Any) -> Callable[..., Any]:
     dtype = request.config.getoption("--verify-dtype")
 
     def run(graph: Any, **options: Any) -> Any:
-        return fn(graph, **{"dtype": dtype, **options})
+        return fn(graph, **({"dtype": dtype} if dtype else {}), **options)
 
     return run
