@@ -290,8 +290,9 @@ def check_softmax_call(sub: Any, shape: tuple[int, ...]) -> np.ndarray:
     element; return its mask (valid entries). Cached per body and shape."""
     from ._jaxpr import Interpreter
     from ._sig import named_symbols
+    from ._tsoftmax import call_key
 
-    key = (str(sub), tuple(shape))
+    key = call_key(sub, shape)  # the text and the constants (the mask) of the body
     hit = _CALLS.get(key)
     if hit is not None:
         return hit

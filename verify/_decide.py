@@ -356,6 +356,32 @@ def _subst_equalities(s: sp.Basic, conj: list[lin.Lin], names: Mapping[str, sp.S
 # -- the procedure -----------------------------------------------------------------------------
 
 
+def _always_nan(e: Any) -> bool:
+    """``e`` holds NaN outside every branch and extremum: NaN at every input."""
+    if e == se.nan:
+        return True
+    if isinstance(e, se.Piecewise | se.Max | se.Min) or not e.args:
+        return False
+    return any(_always_nan(a) for a in e.args)
+
+
+def _nan_against_number(got: Any, expected: Any) -> Decision | None:
+    """A mismatch where one side is NaN at every input and the other a real number at a
+    rational point (e.g. ``exp(-inf - -inf)`` in a softmax row with no allowed entry, where the
+    reference says 0)."""
+    for a, b in ((got, expected), (expected, got)):
+        if not _always_nan(a) or any(b.has(v) for v in (se.nan, se.oo, se.zoo)):
+            continue
+        point = {s: se.Rational(1, 2 + n) for n, s in enumerate(sorted(b.free_symbols, key=str))}
+        value = b.xreplace(point) if point else b
+        if isinstance(value, se.Number) and value != se.nan:
+            return Decision(False, "exact", "NaN against a number",
+                            {s.name: Fraction(str(v)) for s, v in point.items()},
+                            str(se.nan if a is got else value), str(value if a is got else se.nan),
+                            "exact: NaN is not a number")  # fmt: skip
+    return None
+
+
 def decide_equal(
     got: se.Basic,
     expected: se.Basic,
@@ -372,6 +398,9 @@ def decide_equal(
     got, expected = se.sympify(got), se.sympify(expected)
     if got == expected:
         return Decision(True, "exact", "identical")
+    nan = _nan_against_number(got, expected)
+    if nan is not None:
+        return nan
     memo: dict[Any, int] = {}
     size = tree_size(got, memo) + tree_size(expected, memo)
     if size > ALGEBRA_MAX_TREE:

@@ -970,7 +970,8 @@ def _extremum(fn: Any, xs: list[Any]) -> Any:
     if len(xs) == 1:
         return xs[0]
     terms = [set(x.args) if isinstance(x, se.Add) else {x} for x in xs]
-    common = terms[0].intersection(*terms[1:])
+    # an infinite common value is not taken out: max(-oo, -oo) is -oo, not nan + -oo
+    common = {t for t in terms[0].intersection(*terms[1:]) if t not in _INFINITE}
     c = se.Add(*common) if common else se.Integer(0)
     return fn(*[x - c for x in xs]) + c
 

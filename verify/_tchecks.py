@@ -403,9 +403,19 @@ def alias_leaves(e: Any, aliases: dict[str, str]) -> Any:
     """Every read of a leaf named in ``aliases`` replaced by the same read of its alias."""
     if not aliases:
         return e
+    _no_atoms_of(e, aliases)
     repl = {f: T.fn(aliases[T.name_of(f)])(*f.args) for f in e.atoms(se.FunctionSymbol)
             if T.name_of(f) in aliases}  # fmt: skip
     return e.xreplace(repl) if repl else e
+
+
+def _no_atoms_of(e: Any, names: Any) -> None:
+    """Refuse a term with a softmax atom defined from one of ``names``: renaming the reads
+    would not reach into its definition."""
+    for f in T.fn_atoms(e):
+        d = T.DERIVED.get(T.name_of(f) or "")
+        if d is not None and d.mentions(names):
+            raise T.TermError("a softmax over the leaves of a kink point")
 
 
 def _frac(v: Any) -> Any:
@@ -416,6 +426,7 @@ def _frac(v: Any) -> Any:
 
 def subst_leaves(e: Any, values: dict[str, Any]) -> Any:
     """Every read of a leaf named in ``values`` replaced by that value."""
+    _no_atoms_of(e, values)
     repl = {f: values[T.name_of(f)] for f in e.atoms(se.FunctionSymbol)
             if T.name_of(f) in values}  # fmt: skip
     return e.xreplace(repl) if repl else e

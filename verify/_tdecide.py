@@ -30,7 +30,7 @@ from __future__ import annotations
 import itertools
 import random
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Any
 
@@ -353,16 +353,46 @@ def decide_tensor(
     counterexamples: bool = True,
 ) -> TDecision:
     """Decide ``got == expected`` for every value of the free indices ``free_all`` (and of the
-    index-input symbols ``nat_symbols``)."""
+    index-input symbols ``nat_symbols``). Softmax atoms (``verify/_tsoftmax.py``) are read as
+    reads first; what that does not prove is decided with them written out."""
+    from . import _tsoftmax
+
+    if _tsoftmax.has_atoms(got) or _tsoftmax.has_atoms(expected):
+        found = None
+        for unrolls in ((False,), (True,)):
+            d = _decide(got, expected, free_all, domains, nat_symbols, seed, False, unrolls)
+            if d.equal is True:
+                return replace(d, how=f"{d.how}, softmax rows as atoms")
+            if counterexamples and found is None:
+                # concrete elements evaluate the softmax itself: search them before the
+                # unrolled pass (slow where it fails)
+                found = _search(got, expected, free_all, nat_symbols, None, dict(domains or {}),
+                                seed)  # fmt: skip
+                if found.equal is False:
+                    return found
+        got, expected = _tsoftmax.explicit(got), _tsoftmax.explicit(expected)
+        d = _decide(got, expected, free_all, domains, nat_symbols, seed, False)
+        return d if d.equal is True or found is None else found
+    return _decide(got, expected, free_all, domains, nat_symbols, seed, counterexamples)
+
+
+def _decide(got: Any, expected: Any, free_all: Sequence[Any], domains: Mapping[str, str] | None,
+            nat_symbols: Sequence[Any], seed: int, counterexamples: bool,
+            unrolls: tuple[bool, ...] = (False, True)) -> TDecision:  # fmt: skip
     domains = dict(domains or {})
     free = [v for v in free_all if isinstance(v, se.Symbol)]
     point = None
     # sums kept as sums first (cheap when both sides contract alike), then short ranges unrolled
     # (a window written as a sum on one side and term by term on the other)
-    for unroll in (False, True):
+    for unroll, shifted in itertools.product(unrolls, (True, False)):
         T.tick()
-        g = T.normalize(got, unroll=unroll)
-        x = T.normalize(expected, unroll=unroll)
+        g = _tables(T.normalize(got, unroll=unroll))
+        x = _tables(T.normalize(expected, unroll=unroll))
+        if shifted:
+            gs, xs = _shifted(g, unroll), _shifted(x, unroll)
+            if gs == g and xs == x:
+                continue  # no shift to split off: the plain pass below
+            g, x = gs, xs
         cg, cx = canonical(g), canonical(x)
         if cg == cx:
             return TDecision(True, "identical normal forms")
@@ -379,6 +409,82 @@ def decide_tensor(
     if not counterexamples:
         return TDecision(None, "not proved at tensor level")
     return _search(got, expected, free_all, nat_symbols, point, domains, seed)
+
+
+#: A table read is materialised over at most this many index values (:func:`_tables`).
+TABLE_CELLS_MAX = 1 << 20
+
+
+def _tables(e: Any) -> Any:
+    """``e`` with every ``c * T(f(q))`` (``T`` a concrete table read at index expressions of
+    free element indices only, ``c`` a power of two: the product is exact in float64) written
+    as the read ``U(q...)`` of the table ``U[q] = c T[f(q)]`` over the indices' ranges, so that
+    the same draws read through a reshape on one side and directly on the other are the same
+    table (tables are named by content)."""
+    memo: dict[Any, Any] = {}
+
+    def go(x: Any) -> Any:
+        if not isinstance(x, se.Basic) or not x.args or isinstance(x, se.Number):
+            return x
+        hit = memo.get(x)
+        if hit is None:
+            hit = _materialised(x)
+            if hit is None:
+                hit = T.rebuild(x, [go(a) for a in x.args])
+            memo[x] = hit
+        return hit
+
+    return go(e)
+
+
+def _materialised(x: Any) -> Any:
+    c, read = T.ONE, x
+    if isinstance(x, se.Mul) and len(x.args) == 2 and isinstance(x.args[0], se.Number):
+        c, read = x.args
+    n = T.name_of(read)
+    if n is None or not n.startswith("_T") or not read.args:
+        return None
+    num = Fraction(str(c))
+    if num == 0 or any(v & (v - 1) for v in (abs(num.numerator), num.denominator)):
+        return None  # not +-2^k: the product would round
+    syms = sorted({s for a in read.args for s in a.free_symbols}, key=str)
+    if c == 1 and list(read.args) == syms:
+        return None  # already the plain read
+    if any(s in T.BOUND or s not in T.RANGES or T.RANGES[s][1] is None for s in syms):
+        return None
+    if any(not isinstance(f, se.floor) and T.is_read(f) for a in read.args
+           for f in T.fn_atoms(a)):  # fmt: skip
+        return None
+    sizes = [T.RANGES[s][1] - T.RANGES[s][0] for s in syms]
+    if int(np.prod(sizes)) > TABLE_CELLS_MAX:
+        return None
+    from ._jaxpr import Unsupported
+    from ._tjaxpr import _np_eval
+
+    grids = np.meshgrid(*[np.arange(T.RANGES[s][0], T.RANGES[s][1]) for s in syms],
+                        indexing="ij")  # fmt: skip
+    env = dict(zip(syms, grids, strict=True))
+    table = T.TABLES[n]
+    try:
+        idx = [np.broadcast_to(np.asarray(_np_eval(a, env)), grids[0].shape if grids else ())
+               for a in read.args]  # fmt: skip
+    except Unsupported:
+        return None
+    if any(((i < 0) | (i >= d)).any() for i, d in zip(idx, table.shape, strict=True)):
+        return None  # a read outside the table: it is under a bracket that is 0 there
+    values = np.asarray(table[tuple(idx)])
+    if values.dtype.kind not in "iuf" or (values.dtype.kind in "iu" and
+                                          np.abs(values).max(initial=0) >= 2**53):
+        return None  # fmt: skip
+    values = values.astype(np.float64) * float(num)
+    return T.table_read(values, syms)
+
+
+def _shifted(e: Any, unroll: bool) -> Any:
+    """A normal form with the finite max shifts of its exponentials split off
+    (:func:`verify._terms.split_shifts`), normalised again (sums pull the shifts out)."""
+    s = T.split_shifts(e)
+    return e if s == e else T.normalize(s, unroll=unroll)
 
 
 #: Case splits deeper than this, or more cases than :data:`MAX_REGIONS`, give up.

@@ -620,7 +620,10 @@ def pad(x: Any, widths: Sequence[tuple[int, int]], value: float = 0.0) -> TArray
         if inside == 1:
             return X.at(tuple(src))
         if fill == 0:
-            return inside * X.at(tuple(src))
+            v = X.at(tuple(src))
+            if T.has_infinity(v):  # a selection, not a product: 0 * -oo would be nan
+                return se.Piecewise((v, _bracket_relation(inside)), (fill, True))
+            return inside * v
         if fill in (se.oo, -se.oo):
             cond = _bracket_relation(inside)
             return se.Piecewise((X.at(tuple(src)), cond), (fill, True))
@@ -897,14 +900,11 @@ class TensorBackend:
         return self.log(self.sum(self._valid_exp(x, valid), axis=axis, keepdims=keepdims))
 
     def softmax(self, x: Any, axis: int = -1, valid: Any = None) -> TArray:
-        X = asarray(x)
-        e = self._valid_exp(X, valid)
-        s = self.sum(e, axis=axis, keepdims=True)
-        if valid is not None:
-            allowed = np.any(np.broadcast_to(np.asarray(valid, bool), X.shape), axis,
-                             keepdims=True)  # fmt: skip
-            s = where(asarray(allowed), s, 1)
-        return e / s
+        """The softmax's atoms (``verify/_tsoftmax.py``); written out for constant scores."""
+        from . import _tsoftmax
+
+        out = _tsoftmax.softmax(x, axis, valid)
+        return out if out is not None else explicit_softmax(x, valid, axis)
 
     # shape
     def reshape(self, x: Any, shape: Sequence[int]) -> TArray:
@@ -961,6 +961,18 @@ class TensorBackend:
 
         narrow = _random.narrowest(np.float64, dtype, FLOAT_CONSTANTS.get())
         return from_numpy(_random.uniform(seed, counter, shape, narrow))
+
+
+def explicit_softmax(x: Any, valid: Any = None, axis: int = -1) -> TArray:
+    """``exp(x_j) / sum_k exp(x_k)`` along ``axis`` over the entries ``valid`` (broadcast;
+    ``None``: all), 0 on the others and on a row with none."""
+    X = asarray(x)
+    e = TENSOR._valid_exp(X, valid)
+    s = TENSOR.sum(e, axis=axis, keepdims=True)
+    if valid is not None:
+        allowed = np.any(np.broadcast_to(np.asarray(valid, bool), X.shape), axis, keepdims=True)
+        s = where(asarray(allowed), s, 1)
+    return e / s
 
 
 def _or_excluded(ok: Any, rel: Any) -> Any:

@@ -47,7 +47,7 @@ EQ = se.Function("_EQ")
 MAXR = se.Function("_MAXR")
 
 ZERO, ONE = se.Integer(0), se.Integer(1)
-_SPECIAL = ("_SUM", "_GE", "_EQ", "_MAXR")
+_SPECIAL = ("_SUM", "_GE", "_EQ", "_MAXR", "_XS")
 
 #: Sums over at most this many values of their variable (a constant range, e.g. a kernel axis)
 #: are unrolled by :func:`normalize`, so that a window written as a sum and the same window
@@ -226,6 +226,11 @@ def is_table(e: Any) -> bool:
     return n is not None and n.startswith("_T")
 
 
+#: Derived reads: atoms defined by a term (``verify/_tsoftmax.py``'s softmax atoms), by name.
+#: A definition has ``mentions(names)``, ``jvp(args, d)`` and ``concrete(idx, value)``.
+DERIVED: dict[str, Any] = {}
+
+
 def is_read(e: Any) -> bool:
     """A read of a leaf or a table (not a sum, bracket or max)."""
     n = name_of(e)
@@ -342,6 +347,25 @@ def fresh(prefix: str, lo: int, hi: int | None, *, bound: bool = True) -> Any:
     if bound:
         BOUND.add(s)
     return s
+
+
+def rename_bound(e: Any) -> Any:
+    """``e`` with the variables of its sums and maxima renamed to fresh ones (a term copied
+    into another keeps its sums apart)."""
+    bound = {}
+    for f in fn_atoms(e):
+        n = name_of(f)
+        if n == "_SUM":
+            variables = f.args[1:]
+        elif n == "_MAXR":
+            variables = f.args[1:2]
+        else:
+            continue
+        for v in variables:
+            if isinstance(v, se.Symbol) and v not in bound:
+                lo, hi = RANGES.get(v, (0, None))
+                bound[v] = fresh("_k", lo, hi)
+    return e.xreplace(bound) if bound else e
 
 
 def free_vars(shape: Sequence[int], prefix: str = "_q") -> tuple[Any, ...]:
@@ -902,7 +926,8 @@ def smax(body: Callable[[Any], Any], lo: int, hi: int) -> Any:
     maximum (long ones), and the shifts stay common factors."""
     if hi - lo <= UNROLL_MAX:
         values = [body(se.Integer(v)) for v in range(lo, hi)]
-        common = set(_add_terms(values[0])).intersection(*map(_add_terms, values[1:]))
+        common = {t for t in set(_add_terms(values[0])).intersection(*map(_add_terms, values[1:]))
+                  if t not in (se.oo, -se.oo, se.zoo, se.nan)}  # fmt: skip
         c = se.Add(*common) if common else ZERO
         return se.Max(*[v - c for v in values]) + c
     k = fresh("_m", lo, hi)
@@ -947,6 +972,14 @@ def _sum_term(k: Any, t: Any, unroll: bool) -> Any:
                 rest = [g for m, g in enumerate(dep) if m != n]
                 inner = se.Mul(*[_subs_one(g, k, value, unroll) for g in rest]) if rest else ONE
                 return se.expand(outside * cond * inner)
+    # a congruence [a k + r = 0 (mod m)] over a range of at most m values: one solution
+    for n, f in enumerate(dep):
+        if name_of(f) == "_EQ":
+            rest = [g for m, g in enumerate(dep) if m != n]
+            value = _congruence_solution(f.args[0], k, rest)
+            if value is not None:
+                inner = se.Mul(*[_subs_one(g, k, value, unroll) for g in rest]) if rest else ONE
+                return se.expand(outside * inner)
     # a floor of k: split k by its residue, which makes the floor affine in the quotient
     split = _residue_of(k, dep)
     if split is not None:
@@ -1066,6 +1099,44 @@ def _solve(e: Any, k: Any) -> tuple[Any, Any] | None:
     return floor_div(n, m), eq(mod(n, m))
 
 
+def _congruence_solution(e: Any, k: Any, factors: Sequence[Any]) -> Any:
+    """The value of ``k`` for ``[e == 0]`` when ``e = n - m floor(n / m)`` (``n mod m``) with
+    ``n = a k + r``, ``gcd(a, m) = 1``, and the range brackets of ``k`` in ``factors`` bound it
+    to at most ``m`` values ``[L, U]``: the one ``k = L + (c - L) mod m`` with
+    ``c = -r a^-1 (mod m)`` (the brackets, substituted, say whether it is in range); else
+    ``None``."""
+    form = _integer_form(e)
+    if form is None:
+        return None
+    coeffs, _ = form
+    floors = [v for v in coeffs if isinstance(v, se.floor) and k in v.free_symbols]
+    if len(floors) != 1 or abs(coeffs[floors[0]]) < 2:
+        return None
+    (F,) = floors
+    if coeffs[F] > 0:  # [e == 0] is [-e == 0]
+        e = se.expand(-e)
+        coeffs = {v: -c for v, c in coeffs.items()}
+    m = -int(coeffs[F])
+    n = se.expand(e + m * F)
+    if se.expand(n - m * F.args[0]) != 0:
+        return None
+    lin = _integer_form(n)
+    if lin is None or k not in lin[0]:
+        return None
+    a = int(lin[0][k])
+    others = {v: c for v, c in lin[0].items() if v != k}
+    if any(k in v.free_symbols for v in others) or math.gcd(a, m) != 1:
+        return None
+    c = se.expand(-_assemble(others, lin[1]) * (pow(a, -1, m)))
+    lows, highs, _ = _bounds_of(k, factors)
+    for L in lows:
+        for U in highs:
+            width = simplify_index(se.expand(U - L))
+            if isinstance(width, se.Integer) and 0 <= int(width) < m:
+                return simplify_index(se.expand(L + mod(se.expand(c - L), m)))
+    return None
+
+
 def _bounds_of(k: Any, factors: Sequence[Any]) -> tuple[list[Any], list[Any], list[Any]]:
     """Lower and upper bounds of ``k`` from its ``_GE`` brackets (``a k + r >= 0`` gives
     ``k >= ceil(-r / a)`` or ``k <= floor(r / -a)``), and the other factors."""
@@ -1126,6 +1197,8 @@ def _normalize(e: Any, unroll: bool) -> Any:
     if n == "_MAXR":
         body, k, lo, hi = e.args
         return MAXR(normalize(body, unroll), k, lo, hi)
+    if n == "_XS":
+        return XS(normalize(e.args[0], unroll))
     if n is not None:  # a read: simplify its indices
         args = [simplify_index(a) for a in e.args]
         if n.startswith("_T") and all(isinstance(a, se.Integer) for a in args):
@@ -1146,6 +1219,8 @@ def _normalize(e: Any, unroll: bool) -> Any:
         if folded is not None:
             return folded
     out = rebuild(e, args)
+    if isinstance(out, se.Pow) and out.args[0] == se.E:
+        out = _exp_parts(out.args[1])
     if isinstance(out, se.Add | se.Mul | se.Pow):
         out = se.expand(out)
         out = _idempotent_brackets(out)
@@ -1156,6 +1231,172 @@ def _normalize(e: Any, unroll: bool) -> Any:
             terms = out.args if isinstance(out, se.Add) else (out,)
             out = se.Add(*[_lift(t) for t in terms])
     return out
+
+
+# -- max-shifted exponentials --------------------------------------------------------------------
+
+
+#: ``_XS(s)`` = ``exp(s)`` for a finite shift ``s`` (:func:`split_shifts`): opaque, so that
+#: symengine does not merge it back into ``exp(r) exp(s) = exp(r + s)``.
+XS = se.Function("_XS")
+
+
+def split_shifts(e: Any) -> Any:
+    """``e`` with every ``exp(r + s)`` written ``exp(r) _XS(s)`` for the terms ``s`` that hold
+    a maximum (the shift of a softmax-like form: a common factor that sums then pull out and
+    quotients cancel), when ``s`` is proved finite (:func:`finite`; ``exp(+oo - oo)`` is not
+    ``0 * oo``). For the decision only: ``_XS`` has no derivative and no concrete value."""
+    memo: dict[Any, Any] = {}
+
+    def go(x: Any) -> Any:
+        if not isinstance(x, se.Basic) or not x.args or isinstance(x, se.Number):
+            return x
+        hit = memo.get(x)
+        if hit is not None:
+            return hit
+        out = rebuild(x, [go(a) for a in x.args])
+        if isinstance(out, se.Pow) and out.args[0] == se.E:
+            a = out.args[1]
+            terms = list(a.args) if isinstance(a, se.Add) else [a]
+            shift = [t for t in terms if _has_max(t)]
+            if shift and len(shift) < len(terms) and finite(se.Add(*shift)):
+                rest = se.Add(*[t for t in terms if not _has_max(t)])
+                out = se.exp(rest) * XS(se.Add(*shift))
+        memo[x] = out
+        return out
+
+    return go(e)
+
+
+def _exp_parts(a: Any) -> Any:
+    """``exp(a)`` with a masked entry taken out of the exponential,
+    ``exp(r + (v if c else -oo)) = [c] exp(r + v)``, when ``r`` is proved finite
+    (:func:`finite`): ``exp(+oo - oo)`` is not 0."""
+    terms = list(a.args) if isinstance(a, se.Add) else [a]
+    masked = [t for t in terms if _masked_entry(t) is not None]
+    if len(masked) == 1:
+        (t,) = masked
+        others = se.Add(*[u for u in terms if u is not t])
+        if finite(others):
+            v, c = _masked_entry(t)
+            cond = _zero_one(c)
+            if cond is not None:
+                return cond * _exp_parts(others + v)
+            return se.Piecewise((se.exp(others + v), c), (ZERO, True))
+    return se.exp(a)
+
+
+def _has_max(t: Any) -> bool:
+    return any(isinstance(f, se.Max | se.Min) for f in _subterms(t)) or any(
+        name_of(f) == "_MAXR" for f in fn_atoms(t)
+    )
+
+
+def _subterms(e: Any) -> Iterable[Any]:
+    stack = [e]
+    while stack:
+        x = stack.pop()
+        yield x
+        if isinstance(x, se.Basic) and not isinstance(x, se.FunctionSymbol):
+            stack.extend(x.args)
+
+
+def _masked_entry(t: Any) -> tuple[Any, Any] | None:
+    """``(v, c)`` for a term ``(v if c else -oo)`` with ``v`` finite."""
+    if isinstance(t, se.Piecewise) and len(t.args) == 4 and t.args[2] == -se.oo \
+            and t.args[3] == se.true and finite(t.args[0]):  # fmt: skip
+        return t.args[0], t.args[1]
+    return None
+
+
+def _zero_one(c: Any) -> Any:
+    """The 0/1 value of a condition ``1 == b`` on a bracket or a 0/1 table read, else None."""
+    if not isinstance(c, se.Equality):
+        return None
+    a, b = c.args
+    if b == 1:
+        a, b = b, a
+    if a != 1:
+        return None
+    if is_bracket(b):
+        return b
+    n = name_of(b)
+    if n is not None and n.startswith("_T") and np.isin(TABLES[n], (0, 1)).all():
+        return b
+    return None
+
+
+def finite(e: Any) -> bool:
+    """Whether ``e`` is finite for every value of the leaves (finite reals) and indices: a
+    sufficient syntactic test. A maximum is finite when one of its arguments is; a masked
+    entry ``(v if c else -oo)`` counts when ``c`` holds at the first position of its range
+    for every row (:func:`_holds_first`)."""
+    if isinstance(e, se.Number):
+        return e.is_finite if hasattr(e, "is_finite") else e not in (se.oo, -se.oo, se.zoo)
+    if isinstance(e, se.Symbol):
+        return True
+    n = name_of(e)
+    if n is not None:
+        if n in ("_GE", "_EQ"):
+            return True
+        if n == "_SUM":
+            return finite(e.args[0])
+        if n == "_MAXR":
+            body, k, lo, hi = e.args
+            if int(hi) <= int(lo):
+                return False
+            if finite(body):
+                return True
+            m = _masked_entry(body)
+            return m is not None and _holds_first(m[1], k, lo)
+        if n.startswith("_T"):
+            return bool(np.isfinite(np.asarray(TABLES[n], dtype=float)).all())
+        return True  # a leaf read, a derived read (a softmax value)
+    if isinstance(e, se.Add | se.Mul):
+        return all(finite(a) for a in e.args)
+    if isinstance(e, se.Pow):
+        base, ex = e.args
+        if base == se.E:
+            return finite(ex)
+        return finite(base) and isinstance(ex, se.Integer) and int(ex) >= 0
+    if isinstance(e, se.Max | se.Min):
+        ok = [finite(a) for a in e.args]
+        if all(ok):
+            return True
+        # a maximum of masked entries: finite when one argument is finite for every row
+        return (
+            isinstance(e, se.Max)
+            and any(ok)
+            and all(ok[i] or _masked_entry(a) is not None for i, a in enumerate(e.args))
+        )
+    if isinstance(e, se.Piecewise):
+        return all(finite(e.args[i]) for i in range(0, len(e.args), 2))
+    if isinstance(e, se.floor):
+        return finite(e.args[0])
+    return False
+
+
+def _holds_first(c: Any, k: Any, lo: Any) -> bool:
+    """Whether the condition ``c`` (``1 == b``, ``b`` a bracket or a 0/1 table read) holds at
+    ``k = lo`` for every value of the other indices."""
+    b = _zero_one(c)
+    if b is None:
+        return False
+    b = b.xreplace({k: lo})
+    n = name_of(b)
+    if n in ("_GE", "_EQ"):
+        return normalize(b) == 1
+    table = TABLES[n]  # type: ignore[index]
+    sl: list[Any] = []
+    for arg, size in zip(b.args, table.shape, strict=True):
+        if isinstance(arg, se.Integer):
+            sl.append(int(arg))
+        elif isinstance(arg, se.Symbol) and arg in RANGES:
+            lo_, hi_ = RANGES[arg]
+            sl.append(slice(max(lo_, 0), size if hi_ is None else min(hi_, size)))
+        else:
+            return False
+    return bool(np.all(table[tuple(sl)] == 1))
 
 
 def _nested_bracket(t: Any) -> Any:
@@ -1184,7 +1425,15 @@ def _lift(t: Any) -> Any:
         return t
     on = normalize(t.xreplace({b: ONE}), True)
     off = normalize(t.xreplace({b: ZERO}), True)
+    if has_infinity(on) or has_infinity(off):  # 0 * -oo is nan, not 0: keep the choice a Piecewise
+        return se.Piecewise((on, se.Eq(b, 1)), (off, True))
     return se.expand(b * on + (1 - b) * off)
+
+
+def has_infinity(e: Any) -> bool:
+    """Whether ``e`` holds an infinity or NaN anywhere (then a 0/1 bracket may not multiply
+    it: ``0 * -oo`` is NaN)."""
+    return isinstance(e, se.Basic) and any(e.has(v) for v in (se.oo, -se.oo, se.zoo, se.nan))
 
 
 def _refine(t: Any) -> Any:
@@ -1350,6 +1599,8 @@ def _jvp(e: Any, tangent: Mapping[str, str], conv: Callable[[Any], Any], memo: d
             da = SUM(_jvp(conv(body), tangent, conv, memo), k)
         elif n == "_MAXR":
             raise TermError("the derivative of a maximum over a long axis is not defined here")
+        elif n in DERIVED:
+            da = DERIVED[n].jvp(a.args, lambda v: _jvp(conv(v), tangent, conv, memo))
         else:
             tname = tangent[n]  # type: ignore[index]
             if n in LEAF_SHAPES:
@@ -1377,7 +1628,7 @@ def _moving_atoms(e: Any, tangent: Mapping[str, str]) -> list[Any]:
                 out.append(x)
             continue
         if n is not None and n not in _SPECIAL:
-            if n in tangent:
+            if n in tangent or (n in DERIVED and DERIVED[n].mentions(tangent)):
                 out.append(x)
             continue
         if n in ("_GE", "_EQ"):
@@ -1388,7 +1639,11 @@ def _moving_atoms(e: Any, tangent: Mapping[str, str]) -> list[Any]:
 
 def _mentions(e: Any, names: Iterable[str]) -> bool:
     names = set(names)
-    return any(name_of(f) in names for f in fn_atoms(e))
+    for f in fn_atoms(e):
+        n = name_of(f)
+        if n in names or (n in DERIVED and DERIVED[n].mentions(names)):
+            return True
+    return False
 
 
 def coefficient(e: Any, name: str, q: Sequence[Any]) -> Any:
@@ -1480,7 +1735,9 @@ def concretize(
             out = ONE if (v >= 0 if n == "_GE" else v == 0) else ZERO
         elif n is not None:
             idx = tuple(_int_value(go(a, env), nat) for a in x.args)
-            if n.startswith("_T"):
+            if n in DERIVED:
+                out = DERIVED[n].concrete(idx, lambda v: go(v, {}))
+            elif n.startswith("_T"):
                 table = TABLES[n]
                 inside = all(0 <= i < s for i, s in zip(idx, table.shape, strict=True))
                 # a read outside the table only occurs under a bracket that is 0 there

@@ -601,6 +601,69 @@ def _sub_graph() -> tl.GraphData:
     return b.build(b.sum(d * d))
 
 
+def _small_attention() -> tl.GraphData:
+    b = tl.GraphBuilder("f64")
+    Ws = [b.param(name, (4, 4)) for name in ("Wq", "Wk", "Wv", "Wo")]
+    x = b.param("x", (3, 4))
+    causal = np.tril(np.ones((3, 3), dtype=bool))
+    return b.build(b.apply("multi_head_attention", *Ws, x, heads=2, mask=causal))
+
+
+def _attention_vjp_uncentered(B: Any, args: tuple, out: Any, ct: Any, *, heads: int,
+                              mask: Any = None) -> tuple:  # fmt: skip
+    """The attention vjp with ``gS = P gP`` (the softmax's ``- sum_k P_k gP_k`` dropped)."""
+    from torchlean_ir.ops import attention as A
+
+    Wq, Wk, Wv, Wo, x = args
+    Q, K, V, P, O = A._attend(B, Wq, Wk, Wv, x, heads, mask)
+    gWo = B.einsum("ia,ib->ab", A._merge(B, O), ct)
+    gO = A._split(B, B.matmul(ct, B.transpose(Wo, (1, 0))), heads)
+    gP = B.einsum("hid,hjd->hij", gO, V)
+    gV = B.einsum("hij,hid->hjd", P, gO)
+    gS = P * gP * A._scale(Wq, heads)
+    gQ = A._merge(B, B.einsum("hij,hjd->hid", gS, K))
+    gK = A._merge(B, B.einsum("hij,hid->hjd", gS, Q))
+    gVm = A._merge(B, gV)
+    gx = (B.matmul(gQ, B.transpose(Wq, (1, 0))) + B.matmul(gK, B.transpose(Wk, (1, 0)))
+          + B.matmul(gVm, B.transpose(Wv, (1, 0))))  # fmt: skip
+    xT = B.transpose(x, (1, 0))
+    return (B.matmul(xT, gQ), B.matmul(xT, gK), B.matmul(xT, gVm), gWo, gx)
+
+
+def _blocked_attention() -> tl.GraphData:
+    b = tl.GraphBuilder("f64")
+    Ws = [b.param(name, (4, 4)) for name in ("Wq", "Wk", "Wv", "Wo")]
+    x = b.param("x", (3, 4))
+    mask = np.tril(np.ones((3, 3), dtype=bool))
+    mask[1] = False  # query 1 attends to nothing: its output row is 0
+    return b.build(b.apply("multi_head_attention", *Ws, x, heads=2, mask=mask))
+
+
+def _attention_lower_unguarded(B: Any, Wq: Any, Wk: Any, Wv: Any, Wo: Any, x: Any, *,
+                               heads: int, mask: Any = None) -> Any:  # fmt: skip
+    """A masked softmax without ``where(any, max, 0)``: a row with no allowed key computes
+    ``exp(-inf - -inf)`` = NaN where the op says 0."""
+    import jax
+    import jax.numpy as jnp
+
+    from torchlean_ir.ops import attention as A
+
+    valid = mask.to_numpy().astype(bool)
+    Q, K, V = (A._split(B, x @ W, heads) for W in (Wq, Wk, Wv))
+    s = jnp.where(valid, jnp.einsum("hid,hjd->hij", Q, K) * A._scale(Wq, heads), -jnp.inf)
+    e = jnp.exp(s - jax.lax.stop_gradient(jnp.max(s, axis=-1, keepdims=True)))
+    total = jnp.where(valid.any(-1, keepdims=True), jnp.sum(e, axis=-1, keepdims=True), 1.0)
+    return A._merge(B, jnp.einsum("hij,hjd->hid", e / total, V)) @ Wo
+
+
+def _attention_lower_unmasked(B: Any, Wq: Any, Wk: Any, Wv: Any, Wo: Any, x: Any, *,
+                              heads: int, mask: Any = None) -> Any:  # fmt: skip
+    """The compiled forward with the causal mask left out."""
+    from torchlean_ir.ops import attention as A
+
+    return A.multi_head_attention_forward(B, Wq, Wk, Wv, Wo, x, heads=heads, mask=None)
+
+
 MUTANTS: list[Mutant] = [
     Mutant("sub vjp sign flip", "rule", _binary("sub", (3,), (3,)),
            _rule("sub", "vjp_rule", _sub_vjp_sign)),
@@ -652,6 +715,16 @@ MUTANTS: list[Mutant] = [
            _rule("relu", "lower_jvp_rule", _relu_lower_jvp), note="only at x = 0"),
     Mutant("softmax lowered over axis 0", "lowering", _unary("softmax", (2, 3)),
            _rule("softmax", "lower_rule", _softmax_lower)),
+    Mutant("attention vjp without the softmax centering", "rule", _small_attention,
+           _rule("multi_head_attention", "vjp_rule", _attention_vjp_uncentered),
+           note="softmax rows as atoms: refuted on the explicit form"),
+    Mutant("attention lowered without its causal mask", "lowering", _small_attention,
+           _rule("multi_head_attention", "lower_rule", _attention_lower_unmasked)),
+    Mutant("attention lowered softmax without the empty-row guard", "lowering",
+           _blocked_attention,
+           _rule("multi_head_attention", "lower_rule", _attention_lower_unguarded),
+           note="NaN in the row with no allowed key; was VERIFIED (max(-oo, ...) read as nan, "
+           "then -oo - nan as -oo)"),
     Mutant("gather lowered vjp clips indices", "lowering", _gather,
            _rule("gather_rows_nat", "lower_vjp_rule", _gather_lower_vjp), index={"idx": [0, 5, 1]},
            note="index values 3 and beyond"),

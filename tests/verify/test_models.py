@@ -1,8 +1,5 @@
 """The shipped models at the sizes people train (``examples/models``): each verified by the
-default verifier, every check exact. The GPT-2-small block is not among them: its attention
-node is not decided at tensor level at n = 128, d = 768 (a known gap, pinned by the strict xfail
-of the large attention mutant in ``test_mutations.py``); ``benchmarks/verify_models.py``
-reports it."""
+default verifier, every check exact (``benchmarks/verify_models.py`` times them)."""
 
 from __future__ import annotations
 
@@ -24,6 +21,7 @@ def _graph(name: str) -> tl.GraphData:
     "name",
     [
         "mnist_mlp",
+        "gpt2_block",
         pytest.param("lenet5", marks=pytest.mark.slow),
         pytest.param("resnet_block", marks=pytest.mark.slow),
     ],

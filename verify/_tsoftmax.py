@@ -1,0 +1,316 @@
+"""The softmax abstraction at tensor level: a softmax as one opaque read.
+
+A softmax of symbolic scores written out (``exp(s_j) / sum_k exp(s_k)``) makes attention's
+terms explode: the scores are sums of products of leaf reads, and the derivative of the
+quotient repeats them. The tensor backend and the compiled ``tl_softmax`` calls instead return
+the read ``_P<hash>(r..., j)`` of a *derived* atom: the softmax along the last axis of a score
+term, defined once in :data:`DEFS` by
+
+* ``body``: the score at the row index symbols ``rows`` and the position symbol ``pos``;
+* ``valid``: the static mask (true = allowed), or ``None``.
+
+Its value is ``valid[r, j] exp(s(r, j)) / sum_k valid[r, k] exp(s(r, k))``, and 0 on a row with
+no valid entry. Everything that reads leaves reads it as a read (normal forms, canonical
+renaming, identification of reads, the scalar procedure with reads as atoms), and:
+
+- its derivative follows ``dP_j = P_j (ds_j - sum_k P_k ds_k)``, proved once per row length at
+  tensor level by differentiating the explicit form (:func:`_row_lemma`; the mask as a free
+  0/1 table ``c``, so it holds for every mask);
+- a compiled ``tl_softmax`` call (the JAX backend's softmax: the max shift, twice, and the mask
+  baked in) is proved equal, at tensor level and exactly, to the explicit softmax of a leaf of
+  its shape over the valid entries, once per body and shape (:func:`call`); its output is then
+  the atom of its input;
+- two atoms whose score terms have different normal forms are one atom when their bodies are
+  proved equal for every row and position (:func:`atom_name`), so the reference's softmax and
+  the compiled one meet;
+- a concrete element evaluates the explicit form (:func:`_concrete`), so counterexamples are
+  values of the real softmax, and :func:`explicit` writes every atom out for the comparisons
+  the abstraction does not prove.
+
+An identity proved with the atoms as opaque reads holds for any values they could take, so for
+the softmax values: the abstraction proves, never refutes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import symengine as se
+
+from . import _terms as T
+
+
+class SoftmaxError(T.TermError):
+    """A softmax identity the abstraction relies on was not proved."""
+
+
+@dataclass(frozen=True, eq=False)
+class SoftmaxDef:
+    """One softmax: ``body`` at ``rows`` (symbols, 0 for an axis of size 1) and ``pos``."""
+
+    name: str
+    body: Any
+    rows: tuple[Any, ...]
+    pos: Any
+    shape: tuple[int, ...]
+    valid: np.ndarray | None
+    leaves: frozenset[str]
+
+    @property
+    def length(self) -> int:
+        return self.shape[-1]
+
+    def score(self, args: Sequence[Any], at: Any, rename: bool = True) -> Any:
+        """The score of row ``args[:-1]`` at position ``at`` (bound variables renamed apart
+        from every other copy with ``rename``)."""
+        env = {s: a for s, a in zip(self.rows, args[:-1], strict=True) if isinstance(s, se.Symbol)}
+        if isinstance(self.pos, se.Symbol):
+            env[self.pos] = at
+        out = self.body.xreplace(env) if env else self.body
+        return T.rename_bound(out) if rename else out
+
+    def mentions(self, names: Any) -> bool:
+        return not self.leaves.isdisjoint(names)
+
+    def jvp(self, args: Sequence[Any], d: Callable[[Any], Any]) -> Any:
+        """``dP(r, j) = P(r, j) (ds(r, j) - sum_k P(r, k) ds(r, k))`` (:func:`_row_lemma`)."""
+        _row_lemma(self.length)
+        r, j = tuple(args[:-1]), args[-1]
+        inner = T.ssum(lambda k: T.read(self.name, (*r, k)) * d(self.score(args, k)),
+                       0, self.length)  # fmt: skip
+        return T.read(self.name, tuple(args)) * (d(self.score(args, j)) - inner)
+
+    def explicit(self, args: Sequence[Any]) -> Any:
+        """The element at ``args`` written out (the tensor backend's explicit softmax)."""
+        from ._tensor import TArray, explicit_softmax
+
+        scores = TArray(self.shape, lambda idx: self.score(idx, idx[-1]))
+        return explicit_softmax(scores, self.valid).at(tuple(args))
+
+    def concrete(self, idx: tuple[int, ...], value: Callable[[Any], Any]) -> Any:
+        """The element at integer ``idx``, ``value`` evaluating a term at concrete indices."""
+        if not all(0 <= i < d for i, d in zip(idx, self.shape, strict=True)):
+            return T.ZERO  # outside the array: only under a bracket that is 0 there
+        r, j = idx[:-1], idx[-1]
+        ok = (np.ones(self.length, bool) if self.valid is None
+              else np.asarray(self.valid[r], bool))  # fmt: skip
+        if not ok[j]:
+            return T.ZERO
+        exps = [se.exp(value(self.score(idx, se.Integer(k), rename=False)))
+                for k in range(self.length) if ok[k]]  # fmt: skip
+        return exps[int(np.count_nonzero(ok[:j]))] / se.Add(*exps)
+
+
+#: The atoms by name (the term layer's registry of derived reads).
+DEFS: dict[str, SoftmaxDef] = T.DERIVED
+_BY_KEY: dict[tuple, str] = {}
+
+
+def _row_symbols(shape: Sequence[int]) -> tuple[tuple[Any, ...], Any]:
+    """Deterministic symbols for a row index and a position (free, with their ranges)."""
+    syms = []
+    for i, n in enumerate(shape):
+        if n == 1:
+            syms.append(T.ZERO)
+            continue
+        s = se.Symbol(f"_smx{i}n{n}" if i < len(shape) - 1 else f"_smxp{n}")
+        T.RANGES[s] = (0, int(n))
+        syms.append(s)
+    return tuple(syms[:-1]), syms[-1]
+
+
+def _leaves(e: Any) -> frozenset[str]:
+    out = set()
+    for f in T.fn_atoms(e):
+        n = T.name_of(f)
+        if n is None or n in T._SPECIAL or n.startswith("_T"):
+            continue
+        d = DEFS.get(n)
+        out |= d.leaves if d is not None else {n}
+    return frozenset(out)
+
+
+def atom_name(scores: Any, valid: np.ndarray | None) -> str | None:
+    """The atom of the softmax along the last axis of ``scores`` (a tensor value) with the
+    mask ``valid`` (broadcast to its shape), or ``None`` when the scores read no leaf (a
+    softmax of constants stays explicit)."""
+    from ._tdecide import canonical, decide_tensor
+
+    shape = tuple(scores.shape)
+    rows, pos = _row_symbols(shape)
+    body = T.normalize(scores.at((*rows, pos)))
+    leaves = _leaves(body)
+    if not leaves:
+        return None
+    mask = None if valid is None else np.ascontiguousarray(np.broadcast_to(valid, shape), bool)
+    if mask is not None and mask.all():
+        mask = None
+    key = (str(canonical(body)), shape, None if mask is None else mask.tobytes())
+    hit = _BY_KEY.get(key)
+    if hit is not None:
+        return hit
+    # another atom of this shape and mask whose body is the same function of the indices
+    free = [s for s in (*rows, pos) if isinstance(s, se.Symbol)]
+    for other in list(DEFS.values()):
+        if other.shape != shape or other.leaves != leaves or not _same_mask(other.valid, mask):
+            continue
+        d = decide_tensor(body, other.body, free, counterexamples=False)
+        if d.equal is True and d.method == "exact":
+            _BY_KEY[key] = other.name
+            return other.name
+    h = hashlib.sha1(repr(key).encode()).hexdigest()[:16]
+    name = f"_P{h}"
+    while name in DEFS:  # a prefix collision: lengthen
+        h = hashlib.sha1((h + repr(key)).encode()).hexdigest()[:16]
+        name = f"_P{h}"
+    DEFS[name] = SoftmaxDef(name, body, rows, pos, shape, mask, leaves)
+    _BY_KEY[key] = name
+    return name
+
+
+def _same_mask(a: np.ndarray | None, b: np.ndarray | None) -> bool:
+    if a is None or b is None:
+        return a is None and b is None
+    return bool(np.array_equal(a, b))
+
+
+def softmax(x: Any, axis: int, valid: Any) -> Any:
+    """The softmax of tensor value ``x`` along ``axis`` over ``valid`` (broadcast), as atoms;
+    ``None`` when the abstraction does not apply (explicit form)."""
+    from ._tensor import TArray, asarray, moveaxis
+
+    X = asarray(x)
+    if X.ndim == 0:
+        return None
+    ax = axis % X.ndim
+    last = moveaxis(X, ax, -1)
+    mask = None
+    if valid is not None:
+        mask = np.moveaxis(np.broadcast_to(np.asarray(valid, bool), X.shape), ax, -1)
+    name = atom_name(last, mask)
+    if name is None:
+        return None
+    out = TArray(last.shape, lambda idx: T.read(name, idx), "f")
+    return moveaxis(out, -1, ax)
+
+
+def explicit(e: Any) -> Any:
+    """``e`` with every softmax atom written out (recursively)."""
+    if not has_atoms(e):
+        return e
+    repl = {f: explicit(DEFS[T.name_of(f)].explicit(f.args)) for f in T.fn_atoms(e)
+            if T.name_of(f) in DEFS}  # fmt: skip
+    return e.xreplace(repl)
+
+
+def has_atoms(e: Any) -> bool:
+    return any(T.name_of(f) in DEFS for f in T.fn_atoms(e))
+
+
+# -- the two lemmas ------------------------------------------------------------------------------
+
+_LEMMAS: set[int] = set()
+
+
+def _row_lemma(m: int) -> None:
+    """Prove ``d(c_j e^{s_j} / sum_k c_k e^{s_k}) = P_j (ds_j - sum_k P_k ds_k)`` for a row of
+    length ``m`` at tensor level, ``c`` a free table (every mask). Raises :class:`SoftmaxError`
+    when it is not proved exactly."""
+    if m in _LEMMAS:
+        return
+    from ._tdecide import decide_tensor
+
+    (j,) = T.free_vars((m,), "_lj")
+    s, c, ds = "_lemma_s", "_lemma_c", "_lemma_ds"
+
+    def e(k: Any) -> Any:
+        return T.leaf_read(c, (k,), (m,)) * se.exp(T.leaf_read(s, (k,), (m,)))
+
+    den = T.ssum(e, 0, m)
+
+    def P(k: Any) -> Any:
+        return e(k) / den
+
+    lhs = T.jvp_term(P(j), {s: ds}, lambda v: v)
+    rhs = P(j) * (T.leaf_read(ds, (j,), (m,)) - T.ssum(lambda k: P(k) * T.leaf_read(
+        ds, (k,), (m,)), 0, m))  # fmt: skip
+    d = decide_tensor(lhs, rhs, [j], counterexamples=False)
+    if not (d.equal is True and d.method == "exact"):
+        raise SoftmaxError(f"softmax derivative identity at row length {m}: {d.how}")
+    _LEMMAS.add(m)
+
+
+_CALLS: dict[tuple, np.ndarray | bool] = {}
+
+
+def call_key(sub: Any, shape: Sequence[int]) -> tuple:
+    """A cache key of a closed jaxpr on ``shape``: its text *and its constants' values* (a
+    mask is a constant, and the text does not show it)."""
+    digests: list[str] = []
+
+    def walk(closed: Any) -> None:
+        for c in getattr(closed, "consts", ()):
+            a = np.ascontiguousarray(np.asarray(c))
+            digests.append(hashlib.sha1(a.tobytes() + str((a.dtype, a.shape)).encode())
+                           .hexdigest())  # fmt: skip
+        for eqn in getattr(closed, "jaxpr", closed).eqns:
+            for v in eqn.params.values():
+                if hasattr(v, "jaxpr") and hasattr(v, "consts"):
+                    walk(v)
+
+    walk(sub)
+    return (str(sub), tuple(shape), tuple(digests))
+
+
+#: A call the tensor level does not prove is proved element by element up to this size.
+ELEMENT_LEMMA_MAX = 512
+
+
+def _by_elements(sub: Any, shape: tuple[int, ...]) -> np.ndarray | bool:
+    """The element method's proof of a ``tl_softmax`` body (``verify/_abstract.py``), for a
+    small shape: its mask, or ``False``."""
+    from ._abstract import LemmaError, check_softmax_call
+
+    if int(np.prod(shape)) > ELEMENT_LEMMA_MAX:
+        return False
+    try:
+        return check_softmax_call(sub, shape)
+    except LemmaError:
+        return False
+
+
+def call(sub: Any, x: Any) -> Any:
+    """A compiled ``tl_softmax`` call (closed jaxpr ``sub``) on tensor value ``x``: the atom of
+    its input when the body is proved equal to the explicit softmax over the mask it holds,
+    else ``None`` (interpret the body)."""
+    from ._tdecide import decide_tensor
+    from ._tensor import explicit_softmax, leaf
+
+    shape = tuple(x.shape)
+    if not shape:
+        return None
+    key = call_key(sub, shape)
+    if key not in _CALLS:
+        from jax.extend.core import jaxpr_as_fun
+
+        from ._tjaxpr import TInterpreter
+
+        zeros = np.zeros(shape, sub.jaxpr.invars[0].aval.dtype)
+        valid = np.asarray(jaxpr_as_fun(sub)(zeros)[0]) != 0  # a masked entry is exactly 0
+        z = leaf("_smx_z", shape)
+        (got,) = TInterpreter().run(sub, z)
+        want = explicit_softmax(z, None if valid.all() else valid)
+        q = T.free_vars(shape)
+        d = decide_tensor(got.at(q), want.at(q), q, counterexamples=False)
+        _CALLS[key] = valid if d.equal is True and d.method == "exact" else _by_elements(sub, shape)
+    valid = _CALLS[key]
+    if valid is False:
+        return None
+    return softmax(x, -1, None if valid.all() else valid)
+
+
+__all__ = ["DEFS", "SoftmaxDef", "SoftmaxError", "call", "explicit", "has_atoms", "softmax"]
