@@ -473,8 +473,9 @@ def _materialised(x: Any) -> Any:
     if any(((i < 0) | (i >= d)).any() for i, d in zip(idx, table.shape, strict=True)):
         return None  # a read outside the table: it is under a bracket that is 0 there
     values = np.asarray(table[tuple(idx)])
-    if values.dtype.kind not in "iuf" or (values.dtype.kind in "iu" and
-                                          np.abs(values).max(initial=0) >= 2**53):
+    if values.dtype.kind not in "iuf" or (
+        values.dtype.kind in "iu" and np.abs(values).max(initial=0) >= 2**53
+    ):
         return None  # fmt: skip
     values = values.astype(np.float64) * float(num)
     return T.table_read(values, syms)
