@@ -277,16 +277,24 @@ def _vjp_none(graph: tl.GraphData, j: int) -> tuple[bool, ...]:
     """Per argument of node ``j``: does its reference VJP rule return ``None`` there?"""
     node = graph.nodes[j]
     op = tl.get_op(node.op)
-    args = tuple(np.zeros(graph.value_type(a).shape) for a in node.args)
     idx = [np.zeros(ix.type.shape, np.int64) if ix.value is None
            else np.asarray(ix.value, np.int64).reshape(ix.type.shape)
            for ix in graph.index_inputs]  # fmt: skip
     from torchlean_ir._interpret import node_params
 
     params = node_params(op, node, idx, j)
-    out = np.zeros(node.type.shape)
-    with np.errstate(all="ignore"):
-        gs = op.vjp_rule(NUMPY, args, out, np.zeros(node.type.shape), **params)  # type: ignore[misc]
+    from ._tensor import TENSOR
+
+    try:  # on the tensor backend: lazy arrays, a cost that does not grow with the shapes
+        lazy = tuple(TENSOR.zeros(graph.value_type(a).shape) for a in node.args)
+        zero = TENSOR.zeros(node.type.shape)
+        gs = op.vjp_rule(TENSOR, lazy, zero, zero, **params)  # type: ignore[misc]
+    except Exception:  # a rule the tensor backend does not run: NumPy on zeros
+        args = tuple(np.zeros(graph.value_type(a).shape) for a in node.args)
+        out = np.zeros(node.type.shape)
+        with np.errstate(all="ignore"):
+            gs = op.vjp_rule(NUMPY, args, out, np.zeros(node.type.shape), **params)  # type: ignore[misc]
+    gs = tuple(gs) if isinstance(gs, tuple | list) else (gs,)
     return tuple(g is None for g in gs)
 
 
