@@ -336,6 +336,10 @@ class CompiledGraph:
         # value_and_grad and backward: the VJP with the seed 1 made inside (one argument
         # fewer, the value unwrapped: see _make_value_and_grad); None where the function runs
         # in slices, or the output is not a single scalar (they are refused then).
+        # forward: the output itself (one output) or the tuple of outputs, as the API returns it
+        self._forward_out: Callable[..., Any] = (
+            self._fwd if not self._single else self._make_single_output()
+        )
         self._grads_named = list(self.grad_names) == sorted(self.grad_names)
         self._vag: Callable[..., Any] | None = (
             self._make_value_and_grad()
@@ -344,6 +348,21 @@ class CompiledGraph:
         )
         # The value_and_grad hot path: unbatched, scalar output, no index inputs (-1: none).
         self._n_vag_hot = self._n_hot if self._vag is not None else -1
+
+    def _make_single_output(self) -> Callable[..., Any]:
+        """The forward of a one-output graph returning the output rather than a tuple of one:
+        the checked forward (a nested ``jit``) inside an executable of its own, which spares
+        the call on a tiny graph the tuple (in the sliced case, a Python unwrap)."""
+        fwd = self._fwd
+        if isinstance(fwd, _slices.SlicedFunction):
+            return lambda *flat: fwd(*flat)[0]
+        whole = self._whole["forward"]
+
+        def forward(*flat: Any) -> Any:
+            return whole(*flat)[0]
+
+        forward.__name__ = forward.__qualname__ = "tl_graph_forward_output"
+        return jax.jit(forward, **self._placement)
 
     def _make_value_and_grad(self) -> Callable[..., Any]:
         """``jit(leaves, index -> (value, gradients))``: one call of the checked VJP
@@ -434,10 +453,12 @@ class CompiledGraph:
         return Traceable(kind, self._traced[kind], self._example_args(kind, batch_size))
 
     def jitted(self, kind: Kind) -> Callable[..., Any]:
-        """The jitted function of ``kind`` itself (the one the methods call): flat positional
-        arguments as in :meth:`traceable`, no name lookup, no conversion (argument types are
-        checked when a new combination of them is traced). For hot loops on tiny graphs, where
-        the API's microseconds matter. Above the slicing size, the sliced function."""
+        """The jitted function of ``kind`` itself: flat positional arguments as in
+        :meth:`traceable`, no name lookup, no conversion (argument types are checked when a new
+        combination of them is traced). The methods call it (``forward`` of a one-output graph
+        and ``value_and_grad`` through a thin executable that unwraps the output or makes the
+        seed 1 inside). For hot loops on tiny graphs, where the API's microseconds matter.
+        Above the slicing size, the sliced function."""
         if kind not in KINDS:
             raise CompileError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
         return self._jit[kind]
@@ -756,11 +777,10 @@ class CompiledGraph:
                 and (self._all_arrays_seen or set(map(type, vals)) == _ARRAY_TYPE)
             ):
                 try:
-                    outs = self._fwd(*vals)
+                    return self._forward_out(*vals)
                 except (_SignatureError, TypeError):  # TypeError: not an array at all
                     self._hot_refused(leaves)
                     return self._forward_slow(leaves, index, False)
-                return outs[0] if self._single else outs
         return self._call_checked(self._forward_slow, leaves, index)
 
     def _forward_slow(self, leaves: Leaves, index: Index, fast: bool) -> Any:
@@ -768,8 +788,7 @@ class CompiledGraph:
         args = self._leaf_args(leaves, batch, fast)
         if self._has_index or index is not None:
             args += self._index_args(index, batch)
-        outs = self._fwd(*args)
-        return outs[0] if self._single else outs
+        return self._forward_out(*args)
 
     @staticmethod
     def _call_checked(fn: Callable[..., Any], leaves: Leaves, index: Index, *rest: Any) -> Any:

@@ -495,6 +495,23 @@ def test_value_and_grad_is_the_vjp_with_seed_one() -> None:
         assert str(calls[0].params["jaxpr"]) == str(t.jaxpr())
 
 
+def test_forward_of_one_output_is_the_checked_forward() -> None:
+    """``forward`` of a one-output graph runs the checked forward (one nested call) in an
+    executable that returns the output itself: the same bits as ``jitted("forward")``."""
+    cg = compiler.compile(mlp_build())
+    x = _mlp_leaves()
+    flat = [jnp.asarray(x[n]) for n in cg.leaf_names]
+    (want,) = cg.jitted("forward")(*flat)
+    got = cg.forward({n: v for n, v in zip(cg.leaf_names, flat, strict=True)})
+    assert isinstance(got, jax.Array)
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+    (outer,) = jax.make_jaxpr(cg._forward_out)(*flat).jaxpr.eqns
+    assert outer.params["name"] == "tl_graph_forward_output"
+    calls = [e for e in outer.params["jaxpr"].jaxpr.eqns if e.primitive.name in ("jit", "pjit")]
+    assert [e.params["name"] for e in calls] == ["tl_graph_forward"]
+    assert cg.trace_counts["forward"] == 1
+
+
 @pytest.mark.parametrize("names", [("a", "b"), ("b", "a")])
 def test_gradients_come_in_leaf_order(names: tuple[str, str]) -> None:
     """Gradient names in sorted order come back as a dict built by JAX, others as a tuple
