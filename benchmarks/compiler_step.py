@@ -26,7 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from _compiler_models import MODELS, Bench, interleaved_wall_cpu, mib, us
-from _report import table, write_section
+from _report import load_average, load_note, table, write_section
 
 import compiler
 import torchlean_ir as tl
@@ -142,6 +142,7 @@ def _memory(lowered: Any) -> tuple[int, int]:
 
 def run(models: list[str], quick: bool) -> str:
     repeats, number = (5, 10) if quick else (21, 50)
+    load0 = load_average()
     rows, notes = [], []
     for key in models:
         bench = MODELS[key]()
@@ -247,7 +248,7 @@ def run(models: list[str], quick: bool) -> str:
         "for a core), so the columns that split the time are in CPU time.\n\n"
         + table(headers, rows)
         + "\n\n"
-        + "\n".join(f"- {n}" for n in notes)
+        + "\n".join([*(f"- {n}" for n in notes), load_note(load0)])
     )
     return body
 
