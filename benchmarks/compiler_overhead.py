@@ -5,9 +5,9 @@ The graph is ``tanh(W x + b)`` (W 3x4): the work is negligible, so the time is d
 name lookup, no conversion; argument types are checked when a signature is first traced).
 Bare: ``jax.jit`` of the same function called with positional device arrays. Also shown: the
 same with NumPy inputs (converted and checked on the host each call) for both, and the compiled
-function alone
-(``cg.jitted``), which splits our time between the executable and the API's Python. Medians of
-interleaved repeats, wall and CPU time.
+function alone (``cg.jitted("forward")``; for value_and_grad the executable the API calls, the
+checked VJP with the seed 1 made inside), which splits our time between the executable and the
+API's Python. Medians of interleaved repeats, wall and CPU time.
 
     python3 benchmarks/compiler_overhead.py [--quick]
 """
@@ -63,17 +63,28 @@ def run(quick: bool) -> str:
     flat = [dev[n] for n in vag.leaf_names]
     one = jnp.ones((), jnp.float32)
     fwd_fn, vjp_fn = fwd.jitted("forward"), vag.jitted("vjp")
+    # what forward calls on a one-output graph: the forward, the output unwrapped inside
+    out_fn = fwd._forward_out
+    # what value_and_grad calls: the VJP with the seed 1 made inside, (value, gradients) out
+    vag_fn = vag._vag
+    assert vag_fn is not None and vag._grads_named  # W, b: JAX's dispatch builds the dict
     # The least any by-name API does: look the leaves up, call, unwrap / name the results
     # (no type check, no fallback).
     by_name = operator.itemgetter(*vag.leaf_names)
     g0, g1 = vag.grad_names
 
-    def fwd_names() -> Any:
+    def tuple_names() -> Any:
         return fwd_fn(*by_name(dev))[0]
 
-    def vag_names() -> Any:
+    def fwd_names() -> Any:
+        return out_fn(*by_name(dev))
+
+    def vjp_names() -> Any:
         outs, grads = vjp_fn(*by_name(dev), one)
         return outs[0], {g0: grads[0], g1: grads[1]}
+
+    def vag_names() -> Any:
+        return vag_fn(*by_name(dev))
 
     def python() -> int:  # a fixed bit of Python work, for the note on CPU time
         total = 0
@@ -86,11 +97,15 @@ def run(quick: bool) -> str:
             "python": python,
             "bare forward + python": lambda: (python(), bare(Wd, bd, xd))[1],
             "forward": lambda: fwd.forward(dev),
-            "forward alone": lambda: fwd_fn(*flat),
+            "tuple alone": lambda: fwd_fn(*flat),
+            "tuple names": tuple_names,
+            "forward alone": lambda: out_fn(*flat),
             "forward names": fwd_names,
             "bare forward": lambda: bare(Wd, bd, xd),
             "vag": lambda: vag.value_and_grad(dev),
-            "vag alone": lambda: vjp_fn(*flat, one),
+            "vjp alone": lambda: vjp_fn(*flat, one),
+            "vjp names": vjp_names,
+            "vag alone": lambda: vag_fn(*flat),
             "vag names": vag_names,
             "bare vag": lambda: bare_vag(Wd, bd, xd),
             "bare vag seed": lambda: bare_vag_seed(Wd, bd, xd, one),
@@ -132,20 +147,29 @@ def run(quick: bool) -> str:
 
     notes = [
         f"- Where the time of forward goes (CPU time per call): the bare jitted call "
-        f"{c('bare forward')}; our compiled function alone {c('forward alone')} (it returns a "
-        f"tuple of outputs); the leaves looked up by name and the output unwrapped, nothing "
-        f"else (the least a by-name API does) {c('forward names')} "
-        f"({d('forward names', 'forward alone')}); the API {c('forward')} "
-        f"({d('forward', 'forward names')} more: the method call, the dict's type and size, "
-        "the first leaf's type).",
+        f"{c('bare forward')}; our compiled forward alone (`cg.jitted('forward')`: it returns "
+        f"a tuple of outputs) {c('tuple alone')}, and with the leaves looked up by name and "
+        f"the output unwrapped in Python {c('tuple names')} "
+        f"({d('tuple names', 'tuple alone')}): the API's path before the thin executable "
+        "below. It now calls that forward inside an executable that returns the output "
+        "itself: alone "
+        f"{c('forward alone')}, with the leaves looked up by name, nothing else (the least a "
+        f"by-name API does) {c('forward names')} ({d('forward names', 'forward alone')}); the "
+        f"API {c('forward')} ({d('forward', 'forward names')} more: the method call, the "
+        "dict's type and size, the first leaf's type).",
         f"- Where the time of value_and_grad goes (CPU time per call): the bare jitted "
         f"value-and-gradient {c('bare vag')}; the same with the output cotangent as an "
-        f"argument {c('bare vag seed')} ({d('bare vag seed', 'bare vag')}: our VJP takes the "
-        "seed as an argument, the function the verifier checks, rather than a second "
-        f"executable with the seed 1 baked in); our compiled VJP alone {c('vag alone')}; the "
-        f"leaves looked up by name and the gradients put in a dict by name, nothing else "
-        f"{c('vag names')} ({d('vag names', 'vag alone')}); the API {c('vag')} "
-        f"({d('vag', 'vag names')} more). Argument types are checked when a new signature is "
+        f"argument {c('bare vag seed')} ({d('bare vag seed', 'bare vag')}); our compiled VJP "
+        f"alone, which takes the seed as an argument (the function the verifier checks), "
+        f"{c('vjp alone')}, and with the leaves looked up by name and the gradients put in a "
+        f"dict in Python {c('vjp names')} ({d('vjp names', 'vjp alone')}): the API's path "
+        "before the thin executable below. It now calls that VJP inside an executable that "
+        "makes the "
+        f"seed 1 itself and returns the gradients as a dict (built by JAX's C++ dispatch when "
+        f"the names are in sorted order, as here): alone {c('vag alone')}, with the leaves "
+        f"looked up by name {c('vag names')} ({d('vag names', 'vag alone')}), the API "
+        f"{c('vag')} ({d('vag', 'vag names')} more: the method call, the dict's type and "
+        "size, the first leaf's type). Argument types are checked when a new signature is "
         "traced, not at every call.",
         f"- Python work between calls costs more CPU time than its own: a fixed bit of Python "
         f"({c('python')} alone) added to the bare forward call adds "

@@ -23,7 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 from _compiler_models import MODELS, Bench, interleaved, mib, us
-from _report import table, write_section
+from _report import load_average, load_note, table, write_section
 
 import compiler
 
@@ -127,6 +127,7 @@ def _loss_after_5(bench: Bench) -> float:
 
 
 def run(models: list[str], quick: bool) -> str:
+    load0 = load_average()
     try:
         import torch
 
@@ -195,7 +196,7 @@ def run(models: list[str], quick: bool) -> str:
         "way and are not shown.\n\n"
         + table(headers, rows)
         + "\n\n"
-        + "\n".join(f"- {n}" for n in notes)
+        + "\n".join([*(f"- {n}" for n in notes), load_note(load0)])
     )
 
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 from jax.sharding import SingleDeviceSharding
 
@@ -314,12 +315,6 @@ class CompiledGraph:
         self._ones: dict[int, Any] = {}
         self._has_index = bool(self.index_names)
         self._plain = batching is None and not self._has_index
-        # The unit seed of value_and_grad's hot path (unbatched, scalar output, no index).
-        self._unit = (
-            jax.device_put(np.ones((), dtype), self._sharding)
-            if batching is None and self._scalar and not self._has_index
-            else None
-        )
         self._static_names = frozenset(ix.name for ix in graph.index_inputs if ix.value is not None)
         self._n_leaves = len(self.leaf_names)
         # The hot path (see forward): unbatched, no index inputs, at least one leaf; -1 never
@@ -338,6 +333,64 @@ class CompiledGraph:
         # The last index arguments that were checked (jax arrays only): the batch size before,
         # the arrays, what they became, the batch size after.
         self._last_index: tuple[Any, tuple[Any, ...], tuple[Any, ...], Any] | None = None
+        # value_and_grad and backward: the VJP with the seed 1 made inside (one argument
+        # fewer, the value unwrapped: see _make_value_and_grad); None where the function runs
+        # in slices, or the output is not a single scalar (they are refused then).
+        # forward: the output itself (one output) or the tuple of outputs, as the API returns it
+        self._forward_out: Callable[..., Any] = (
+            self._fwd if not self._single else self._make_single_output()
+        )
+        self._grads_named = list(self.grad_names) == sorted(self.grad_names)
+        self._vag: Callable[..., Any] | None = (
+            self._make_value_and_grad()
+            if self._scalar and not isinstance(self._vjp, _slices.SlicedFunction)
+            else None
+        )
+        # The value_and_grad hot path: unbatched, scalar output, no index inputs (-1: none).
+        self._n_vag_hot = self._n_hot if self._vag is not None else -1
+
+    def _make_single_output(self) -> Callable[..., Any]:
+        """The forward of a one-output graph returning the output rather than a tuple of one:
+        the checked forward (a nested ``jit``) inside an executable of its own, which spares
+        the call on a tiny graph the tuple (in the sliced case, a Python unwrap)."""
+        fwd = self._fwd
+        if isinstance(fwd, _slices.SlicedFunction):
+            return lambda *flat: fwd(*flat)[0]
+        whole = self._whole["forward"]
+
+        def forward(*flat: Any) -> Any:
+            return whole(*flat)[0]
+
+        forward.__name__ = forward.__qualname__ = "tl_graph_forward_output"
+        return jax.jit(forward, **self._placement)
+
+    def _make_value_and_grad(self) -> Callable[..., Any]:
+        """``jit(leaves, index -> (value, gradients))``: one call of the checked VJP
+        (``self._whole["vjp"]``, a nested ``jit`` in its jaxpr) with the output cotangent 1 (per
+        sample when batched) created inside rather than passed in. One argument fewer and no
+        tuple to unwrap make the call on a tiny graph cheaper; the numbers are the VJP's with
+        the seed 1 (a multiplication by 1 is exact). Where the gradient names are in sorted
+        order, the gradients come back as a dict built by JAX's C++ dispatch (which orders a
+        dict's keys by sorting them: here the names' own order), else as a tuple that
+        ``_by_name`` turns into a dict in Python."""
+        vjp = self._whole["vjp"]
+        n = self._n_leaves
+        names = self.grad_names
+        named = self._grads_named
+        spec = [s for k, s in enumerate(self._arg_spec("vjp")) if k != n]  # without the seed
+        first = next((k for k, s in enumerate(spec) if s[3]), None)
+        batched = self._is_batched
+        dtype = self.dtype
+
+        def value_and_grad(*flat: Any) -> tuple[Any, tuple[Any, ...]]:
+            if batched and first is None:
+                raise CompileError("a batched graph without a batched argument")  # by design
+            shape = (flat[first].shape[0],) if batched else ()
+            (out,), grads = vjp(*flat[:n], jnp.ones(shape, dtype), *flat[n:])
+            return out, (dict(zip(names, grads, strict=True)) if named else grads)
+
+        value_and_grad.__name__ = value_and_grad.__qualname__ = "tl_graph_value_and_grad"
+        return jax.jit(value_and_grad, **self._placement)
 
     @property
     def sliced(self) -> dict[str, bool]:
@@ -400,10 +453,12 @@ class CompiledGraph:
         return Traceable(kind, self._traced[kind], self._example_args(kind, batch_size))
 
     def jitted(self, kind: Kind) -> Callable[..., Any]:
-        """The jitted function of ``kind`` itself (the one the methods call): flat positional
-        arguments as in :meth:`traceable`, no name lookup, no conversion (argument types are
-        checked when a new combination of them is traced). For hot loops on tiny graphs, where
-        the API's microseconds matter. Above the slicing size, the sliced function."""
+        """The jitted function of ``kind`` itself: flat positional arguments as in
+        :meth:`traceable`, no name lookup, no conversion (argument types are checked when a new
+        combination of them is traced). The methods call it (``forward`` of a one-output graph
+        and ``value_and_grad`` through a thin executable that unwraps the output or makes the
+        seed 1 inside). For hot loops on tiny graphs, where the API's microseconds matter.
+        Above the slicing size, the sliced function."""
         if kind not in KINDS:
             raise CompileError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
         return self._jit[kind]
@@ -722,11 +777,10 @@ class CompiledGraph:
                 and (self._all_arrays_seen or set(map(type, vals)) == _ARRAY_TYPE)
             ):
                 try:
-                    outs = self._fwd(*vals)
+                    return self._forward_out(*vals)
                 except (_SignatureError, TypeError):  # TypeError: not an array at all
                     self._hot_refused(leaves)
                     return self._forward_slow(leaves, index, False)
-                return outs[0] if self._single else outs
         return self._call_checked(self._forward_slow, leaves, index)
 
     def _forward_slow(self, leaves: Leaves, index: Index, fast: bool) -> Any:
@@ -734,8 +788,7 @@ class CompiledGraph:
         args = self._leaf_args(leaves, batch, fast)
         if self._has_index or index is not None:
             args += self._index_args(index, batch)
-        outs = self._fwd(*args)
-        return outs[0] if self._single else outs
+        return self._forward_out(*args)
 
     @staticmethod
     def _call_checked(fn: Callable[..., Any], leaves: Leaves, index: Index, *rest: Any) -> Any:
@@ -773,10 +826,7 @@ class CompiledGraph:
     def value_and_grad(self, leaves: Leaves, index: Index = None) -> tuple[Any, dict[str, Any]]:
         """``(value, gradients)`` of a scalar output (seed 1), in one pass."""
         if (
-            index is None
-            and type(leaves) is dict
-            and len(leaves) == self._n_hot
-            and self._unit is not None
+            index is None and type(leaves) is dict and len(leaves) == self._n_vag_hot
         ):  # the hot path: see forward
             try:
                 vals = self._leaf_getter(leaves)
@@ -788,11 +838,11 @@ class CompiledGraph:
                 and (self._all_arrays_seen or set(map(type, vals)) == _ARRAY_TYPE)
             ):
                 try:
-                    outs, grads = self._vjp(*vals, self._unit)
+                    out = self._vag(*vals)  # type: ignore[misc]
                 except (_SignatureError, TypeError):  # TypeError: not an array at all
                     self._hot_refused(leaves)
                     return self._value_and_grad(leaves, index, "value_and_grad", False)
-                return outs[0], self._by_name(grads)
+                return out if self._grads_named else (out[0], self._by_name(out[1]))
         return self._call_checked(self._value_and_grad, leaves, index, "value_and_grad")
 
     def _value_and_grad(
@@ -802,10 +852,11 @@ class CompiledGraph:
         args = self._leaf_args(leaves, batch, fast)
         if self._has_index or index is not None:
             args += self._index_args(index, batch)
-            one = self._unit_seed(batch, what)
-            outs, grads = self._vjp(*args[: self._n_leaves], one, *args[self._n_leaves :])
-        else:
-            outs, grads = self._vjp(*args, self._unit_seed(batch, what))
+        if self._vag is not None:
+            out = self._vag(*args)
+            return out if self._grads_named else (out[0], self._by_name(out[1]))
+        one = self._unit_seed(batch, what)  # refuses an output that is not a single scalar
+        outs, grads = self._vjp(*args[: self._n_leaves], one, *args[self._n_leaves :])
         return outs[0], self._by_name(grads)
 
     def backward(self, leaves: Leaves, index: Index = None) -> dict[str, Any]:

@@ -466,6 +466,73 @@ def test_jitted_is_the_function_the_methods_call() -> None:
         cg.jitted("grad")  # type: ignore[arg-type]
 
 
+def test_value_and_grad_is_the_vjp_with_seed_one() -> None:
+    """``value_and_grad`` runs one executable: the checked VJP (one nested call of the
+    function ``traceable("vjp")`` gives) with the seed 1 made inside; its numbers are
+    ``value_and_vjp``'s with the seed 1, bit for bit, unbatched and batched."""
+    for model in MODELS:
+        g = model.build("f32")
+        cg = compiler.compile(g)
+        x, idx = model.sample(np.random.default_rng(0))
+        x = {k: v.astype(np.float32) for k, v in x.items()}
+        pairs = [(cg.value_and_grad(x, idx), cg.value_and_vjp(x, 1.0, idx))]
+        over = ("x", *idx)
+        xs = {k: (np.stack([v] * 3) if k in over else v) for k, v in x.items()}
+        idxs = {k: np.stack([v] * 3) for k, v in idx.items()}
+        bg = cg.batched(over=over, grads="mean")
+        pairs.append((bg.value_and_grad(xs, idxs), bg.value_and_vjp(xs, np.ones(3), idxs)))
+        for (v1, g1), (v2, g2) in pairs:
+            np.testing.assert_array_equal(np.asarray(v1), np.asarray(v2))
+            assert list(g1) == list(g2) == list(cg.grad_names)
+            for n in g2:
+                np.testing.assert_array_equal(np.asarray(g1[n]), np.asarray(g2[n]))
+        t = cg.traceable("vjp")
+        n = len(cg.leaf_names)
+        (vag,) = jax.make_jaxpr(cg._vag)(*t.args[:n], *t.args[n + 1 :]).jaxpr.eqns
+        assert vag.params["name"] == "tl_graph_value_and_grad"
+        calls = [e for e in vag.params["jaxpr"].jaxpr.eqns if e.primitive.name in ("jit", "pjit")]
+        assert [e.params["name"] for e in calls] == ["tl_graph_vjp"]
+        assert str(calls[0].params["jaxpr"]) == str(t.jaxpr())
+
+
+def test_forward_of_one_output_is_the_checked_forward() -> None:
+    """``forward`` of a one-output graph runs the checked forward (one nested call) in an
+    executable that returns the output itself: the same bits as ``jitted("forward")``."""
+    cg = compiler.compile(mlp_build())
+    x = _mlp_leaves()
+    flat = [jnp.asarray(x[n]) for n in cg.leaf_names]
+    (want,) = cg.jitted("forward")(*flat)
+    got = cg.forward({n: v for n, v in zip(cg.leaf_names, flat, strict=True)})
+    assert isinstance(got, jax.Array)
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+    (outer,) = jax.make_jaxpr(cg._forward_out)(*flat).jaxpr.eqns
+    assert outer.params["name"] == "tl_graph_forward_output"
+    calls = [e for e in outer.params["jaxpr"].jaxpr.eqns if e.primitive.name in ("jit", "pjit")]
+    assert [e.params["name"] for e in calls] == ["tl_graph_forward"]
+    assert cg.trace_counts["forward"] == 1
+
+
+@pytest.mark.parametrize("names", [("a", "b"), ("b", "a")])
+def test_gradients_come_in_leaf_order(names: tuple[str, str]) -> None:
+    """Gradient names in sorted order come back as a dict built by JAX, others as a tuple
+    named in Python: either way in the graph's leaf order."""
+    b = tl.GraphBuilder("f32")
+    p = b.param(names[0], (2,))
+    q = b.param(names[1], (2,))
+    cg = compiler.compile(b.build(b.sum(p * q)))
+    assert cg._grads_named == (list(names) == sorted(names))
+    vals = {
+        names[0]: jnp.array([1.0, 2.0], jnp.float32),
+        names[1]: jnp.array([3.0, 4.0], jnp.float32),
+    }
+    for call in (cg.value_and_grad, cg.backward):
+        out = call(vals)
+        grads = out if call == cg.backward else out[1]
+        assert type(grads) is dict and list(grads) == list(names)
+        np.testing.assert_array_equal(np.asarray(grads[names[0]]), [3.0, 4.0])
+        np.testing.assert_array_equal(np.asarray(grads[names[1]]), [1.0, 2.0])
+
+
 def test_stablehlo_text() -> None:
     cg = compiler.compile(mlp_build())
     text = cg.stablehlo("vjp")
