@@ -477,8 +477,15 @@ def _materialised(x: Any) -> Any:
         values.dtype.kind in "iu" and np.abs(values).max(initial=0) >= 2**53
     ):
         return None  # fmt: skip
-    values = values.astype(np.float64) * float(num)
-    return T.table_read(values, syms)
+    exact = values.astype(np.float64)
+    scaled = exact * float(num)
+    tiny = np.finfo(np.float64).tiny
+    nonzero = exact != 0
+    if not np.isfinite(scaled[np.isfinite(exact)]).all() or (
+        np.abs(scaled[nonzero]) < tiny
+    ).any():  # fmt: skip
+        return None  # overflow or a subnormal: the scaling would round
+    return T.table_read(scaled, syms)
 
 
 def _shifted(e: Any, unroll: bool) -> Any:

@@ -134,6 +134,10 @@ def _leaves(e: Any) -> frozenset[str]:
     return frozenset(out)
 
 
+#: A new score term is compared with at most this many earlier atoms of its shape and mask.
+IDENTIFY_MAX = 16
+
+
 def atom_name(scores: Any, valid: np.ndarray | None) -> str | None:
     """The atom of the softmax along the last axis of ``scores`` (a tensor value) with the
     mask ``valid`` (broadcast to its shape), or ``None`` when the scores read no leaf (a
@@ -155,9 +159,12 @@ def atom_name(scores: Any, valid: np.ndarray | None) -> str | None:
         return hit
     # another atom of this shape and mask whose body is the same function of the indices
     free = [s for s in (*rows, pos) if isinstance(s, se.Symbol)]
-    for other in list(DEFS.values()):
-        if other.shape != shape or other.leaves != leaves or not _same_mask(other.valid, mask):
-            continue
+    candidates = [
+        d
+        for d in DEFS.values()
+        if d.shape == shape and d.leaves == leaves and _same_mask(d.valid, mask)
+    ]
+    for other in candidates[-IDENTIFY_MAX:]:  # the most recent: those of the graph at hand
         d = decide_tensor(body, other.body, free, counterexamples=False)
         if d.equal is True and d.method == "exact":
             _BY_KEY[key] = other.name
@@ -300,7 +307,11 @@ def call(sub: Any, x: Any) -> Any:
         from ._tjaxpr import TInterpreter
 
         zeros = np.zeros(shape, sub.jaxpr.invars[0].aval.dtype)
-        valid = np.asarray(jaxpr_as_fun(sub)(zeros)[0]) != 0  # a masked entry is exactly 0
+        try:
+            valid = np.asarray(jaxpr_as_fun(sub)(zeros)[0]) != 0  # a masked entry is exactly 0
+        except Exception:  # a body JAX does not run on the host: interpret it instead
+            _CALLS[key] = False
+            return None
         z = leaf("_smx_z", shape)
         (got,) = TInterpreter().run(sub, z)
         want = explicit_softmax(z, None if valid.all() else valid)
