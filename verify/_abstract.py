@@ -287,7 +287,7 @@ _CALLS: dict[tuple[Any, ...], np.ndarray] = {}
 def check_softmax_call(sub: Any, shape: tuple[int, ...]) -> np.ndarray:
     """Prove a compiled ``tl_softmax`` body (a closed jaxpr over an array of ``shape``) equal to
     the explicit softmax along the last axis over its valid entries, exactly, for every
-    element; return its mask (valid entries). Cached per body and shape."""
+    element; return its mask (valid entries). Cached per body, shape and constants."""
     from ._jaxpr import Interpreter
     from ._sig import named_symbols
     from ._tsoftmax import call_key

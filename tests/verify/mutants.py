@@ -717,7 +717,7 @@ MUTANTS: list[Mutant] = [
            _rule("softmax", "lower_rule", _softmax_lower)),
     Mutant("attention vjp without the softmax centering", "rule", _small_attention,
            _rule("multi_head_attention", "vjp_rule", _attention_vjp_uncentered),
-           note="softmax rows as atoms: refuted on the explicit form"),
+           note="softmax rows as atoms: refuted at a concrete element"),
     Mutant("attention lowered without its causal mask", "lowering", _small_attention,
            _rule("multi_head_attention", "lower_rule", _attention_lower_unmasked)),
     Mutant("attention lowered softmax without the empty-row guard", "lowering",
