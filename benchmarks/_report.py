@@ -11,8 +11,29 @@ import statistics
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
+
+
+def in_fresh_process(target: Callable[..., None], args: tuple, budget: float) -> Any:
+    """``target(*args, queue)`` in a fresh (spawned) process: what it puts on ``queue``, or
+    ``None`` when nothing comes within ``budget`` seconds (the process is then stopped)."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    proc = ctx.Process(target=target, args=(*args, queue), daemon=True)
+    proc.start()
+    try:
+        result = queue.get(timeout=budget)
+    except Exception:
+        result = None
+    proc.join(timeout=5)
+    if proc.is_alive():
+        proc.terminate()
+        proc.join()
+    return result
 
 
 def median_time(

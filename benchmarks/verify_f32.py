@@ -20,7 +20,6 @@ causal attention, residual, layer norm, GELU MLP of width 8, residual) of x (3, 
 from __future__ import annotations
 
 import argparse
-import multiprocessing as mp
 import statistics
 import sys
 import time
@@ -31,7 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks._report import load_average, load_note, table, write_section  # noqa: E402
+from benchmarks._report import in_fresh_process, load_average, load_note, table, write_section  # noqa: E402
 
 GRAPHS = ("gelu", "clamp", "attention", "attention-causal", "gpt-block")
 
@@ -78,19 +77,7 @@ def _verify(kind: str, dtype: str, queue: Any) -> None:
 
 def run_once(kind: str, dtype: str, budget: float) -> tuple[str, str, float, float] | None:
     """One verification in a fresh process; ``None`` when it does not finish within budget."""
-    ctx = mp.get_context("spawn")
-    queue = ctx.Queue()
-    proc = ctx.Process(target=_verify, args=(kind, dtype, queue), daemon=True)
-    proc.start()
-    try:
-        result = queue.get(timeout=budget)
-    except Exception:
-        result = None
-    proc.join(timeout=5)
-    if proc.is_alive():
-        proc.terminate()
-        proc.join()
-    return result
+    return in_fresh_process(_verify, (kind, dtype), budget)
 
 
 def main(argv: list[str] | None = None) -> int:

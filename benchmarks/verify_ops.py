@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import multiprocessing as mp
 import statistics
 import sys
 import time
@@ -31,7 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks._report import table, write_section  # noqa: E402
+from benchmarks._report import in_fresh_process, table, write_section  # noqa: E402
 
 
 def _graph(kind: str) -> Any:
@@ -63,19 +62,7 @@ def _verify_node(kind: str, queue: Any) -> None:
 
 def run_once(kind: str, budget: float) -> tuple[str, str, list, float] | None:
     """One verification in a fresh process; ``None`` when it does not finish within budget."""
-    ctx = mp.get_context("spawn")
-    queue = ctx.Queue()
-    proc = ctx.Process(target=_verify_node, args=(kind, queue), daemon=True)
-    proc.start()
-    try:
-        result = queue.get(timeout=budget)
-    except Exception:
-        result = None
-    proc.join(timeout=5)
-    if proc.is_alive():
-        proc.terminate()
-        proc.join()
-    return result
+    return in_fresh_process(_verify_node, (kind,), budget)
 
 
 def _label(kind: str) -> str:
