@@ -32,14 +32,14 @@ def run(prog: str, target: str, interrupted: int) -> int:
     An interrupt during the import (or one the command let through) gives one line
     ``prog: interrupted`` and the exit code ``interrupted``; a broken installation (an import
     that fails) one line ``prog: error: cannot start: ...`` and exit code 2."""
-    module_name, _, name = target.partition(":")
-    seen: list[int] = []
+    try:  # first: an interrupt from here on, even before the handler below, is answered
+        seen: list[int] = []
+        module_name, _, name = target.partition(":")
 
-    def on_sigint(signum: int, frame: Any) -> None:
-        seen.append(signum)
-        raise KeyboardInterrupt
+        def on_sigint(signum: int, frame: Any) -> None:
+            seen.append(signum)
+            raise KeyboardInterrupt
 
-    try:
         # An interrupt in the middle of importing a C extension can come back as an ImportError
         # (a library that catches it and imports again: "cannot load module more than once"),
         # or be swallowed: the handler remembers that it came.
