@@ -187,6 +187,7 @@ def counterexample(check: str, label: str, d: TDecision, st: TSetup,
             inputs[f"index {s.name.split('_')[1][1:]}"] = str(d.nat[s.name])
     if inner is not None and inner.point:
         inputs.update({k: fmt_value(v) for k, v in inner.point.items()})
+    inputs.update(d.inputs or {})
     element = f"{label}[{','.join(map(str, d.element or ()))}]"
     return Counterexample(check, element, inputs,
                           (inner.expected if inner else None) or "?",

@@ -21,8 +21,12 @@ Both sides are terms of the same free element indices (:mod:`verify._terms`). Th
    the region found by z3, the corners of the index space, the positions where a table is
    nonzero, random ones): each is expanded to its element-level expression and decided by the
    element-level procedure, which gives an exact counterexample (element index and input
-   values) when the sides differ there. When no element differs, the check is undecided at
-   tensor level and the caller falls back to the element-wise method or says "not verified".
+   values) when the sides differ there. An element too large to write out (more than
+   :data:`EXPAND_MAX` nodes) is not expanded: both terms are evaluated over every element at
+   once in certified interval arithmetic (:mod:`verify._tnumeric`), and an element whose
+   enclosures are disjoint is the counterexample. When no element differs, the check is
+   undecided at tensor level and the caller falls back to the element-wise method or says
+   "not verified".
 """
 
 from __future__ import annotations
@@ -340,6 +344,9 @@ class TDecision:
     decision: Decision | None = None  # the element-level decision of a counterexample
     nat: dict[str, Any] | None = None
     method: str = "exact"
+    #: How the inputs of a counterexample are shown when they are not in ``decision.point``
+    #: (a certified numeric one: every leaf element drawn by ``verify._tnumeric.leaf_values``).
+    inputs: dict[str, str] | None = None
 
 
 def decide_tensor(
@@ -1016,13 +1023,19 @@ def _search(
     domains: Mapping[str, str],
     seed: int,
 ) -> TDecision:
+    from . import _tnumeric
     from ._rules import decide_memo
 
     free_all = list(free)
     free = [v for v in free if isinstance(v, se.Symbol)]
     rng = random.Random(seed)
     points = _candidate_points(got, expected, free, nat_symbols, region_point, rng)
+    big = False
     for values in points:
+        if not big and expanded_size(got, values) + expanded_size(expected, values) > EXPAND_MAX:
+            big = True  # too large to write out: certified numbers below
+        if big:
+            break
         try:
             ge = T.concretize(T.normalize(got), values)
             xe = T.concretize(T.normalize(expected), values)
@@ -1036,8 +1049,58 @@ def _search(
             nat = {s.name: int(values[s]) for s in nat_symbols if s in values}
             return TDecision(False, "counterexample at a concrete element", element, d, nat,
                              method=d.method)  # fmt: skip
+    if not nat_symbols:
+        m = _tnumeric.find_mismatch(got, expected, free, domains, points, seed)
+        if m is not None:
+            at = dict(zip(free, m.element, strict=True))
+            element = tuple(at[v] if isinstance(v, se.Symbol) else int(v) for v in free_all)
+            shown = {"got": m.show(m.got), "expected": m.show(m.expected)}
+            d = Decision(False, "exact", "certified enclosures disjoint", evidence=m.evidence,
+                         **shown)  # fmt: skip
+            return TDecision(False, "counterexample at a concrete element (interval arithmetic)",
+                             element, d, {}, method="exact", inputs=m.inputs)  # fmt: skip
+    how = "written out" if not big else "too large to write out; interval arithmetic"
     return TDecision(None, f"not proved at tensor level; no counterexample among {len(points)} "
-                           "concrete elements")  # fmt: skip
+                           f"concrete elements ({how})")  # fmt: skip
+
+
+#: An element whose written-out expression would have more nodes than this is not expanded
+#: (:func:`expanded_size`); the search evaluates it in certified interval arithmetic instead.
+EXPAND_MAX = 200_000
+
+
+def expanded_size(e: Any, values: Mapping[Any, int]) -> int:
+    """An upper estimate of the size of ``e``'s element-level expression (sums expanded)."""
+    memo: dict[Any, int] = {}
+    env = {k: se.Integer(int(v)) for k, v in values.items()}
+
+    def go(x: Any) -> int:
+        if not isinstance(x, se.Basic) or not x.args:
+            return 1
+        hit = memo.get(x)
+        if hit is not None:
+            return hit
+        n = T.name_of(x)
+        if n == "_SUM":
+            body, k = x.args
+            try:
+                lo, hi = T._concrete_range(k, body, env, {})
+            except T.TermError:
+                return EXPAND_MAX + 1
+            out = max(hi - lo + 1, 0) * go(body)
+        elif n == "_MAXR":
+            body, k, lo, hi = x.args
+            out = max(int(hi) - int(lo), 0) * go(body)
+        elif n is not None and n in T.DERIVED:
+            d = T.DERIVED[n]
+            out = getattr(d, "length", 1) * (go(d.body) + 2)
+        else:
+            out = 1 + sum(go(a) for a in x.args)
+        out = min(out, EXPAND_MAX + 1)
+        memo[x] = out
+        return out
+
+    return go(e)
 
 
 def domains_for_elements(ge: Any, xe: Any, domains: Mapping[str, str]) -> dict[str, str]:

@@ -45,18 +45,10 @@ def test_mutant_is_detected_with_a_counterexample(mutant: Mutant) -> None:
 
 
 #: Large mutants the tensor level does not decide yet, with why: pinned (strict xfail), so the
-#: test fails once the gap closes. Run under auto's small-signature budget (3 s per attempt; about
-#: 100 s in all on the loaded 2-core machine) rather than the default 60 s (about 400 s, the
-#: same verdict): a gap pinned, not a cost paid. A fix that decides it only with more than 3 s
-#: per attempt still xfails here: take the entry off when the attention work lands.
-LARGE_GAPS = {
-    "attention lowered causal mask off by one in one row": (
-        "the mutated lowering (jax.nn.softmax over an iota-built mask, not a tl_softmax call) "
-        "is not proved at tensor level, and no counterexample is found: one output element of "
-        "the mutant is an element expression of about 10^7 operations; the unmutated graph "
-        "verifies exactly (tests/verify/test_tsoftmax.py)"
-    ),
-}
+#: test fails once the gap closes. Run under auto's small-signature budget (3 s per attempt)
+#: rather than the default 60 s: a gap pinned, not a cost paid. (Empty: the attention mask
+#: mutant, the last entry, is refuted by certified interval arithmetic, verify/_tnumeric.py.)
+LARGE_GAPS: dict[str, str] = {}
 GAP_BUDGET_S = 3.0
 
 
