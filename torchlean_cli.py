@@ -33,6 +33,8 @@ def run(prog: str, target: str, interrupted: int) -> int:
     ``prog: interrupted`` and the exit code ``interrupted``; a broken installation (an import
     that fails) one line ``prog: error: cannot start: ...`` and exit code 2."""
     try:  # first: an interrupt from here on, even before the handler below, is answered
+        if hasattr(signal, "pthread_sigmask"):  # a Ctrl-C held back by the caller lands here
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
         seen: list[int] = []
         module_name, _, name = target.partition(":")
 

@@ -349,9 +349,17 @@ def _script(entry: str, *args: str, **kw: object) -> subprocess.Popen[str]:
     """The installed script ``entry`` (``torchlean_cli``'s function, as the console script
     calls it), started after writing the file ``marker`` (when given)."""
     marker = kw.get("marker")
+    # With a marker, SIGINT is held back from just before the marker is written until our
+    # code's first statement unblocks it: an interrupt sent once the marker exists lands in our
+    # code, not in these lines of the harness (a race the loaded CI machine lost).
     code = (
-        "import sys, torchlean_cli\n"
-        + (f"open({str(marker)!r}, 'w').close()\n" if marker else "")
+        "import signal, sys, torchlean_cli\n"
+        + (
+            "signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})\n"
+            f"open({str(marker)!r}, 'w').close()\n"
+            if marker
+            else ""
+        )
         + f"sys.exit(torchlean_cli.{ENTRIES[entry][0]}())\n"
     )
     return subprocess.Popen(

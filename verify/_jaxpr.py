@@ -468,10 +468,38 @@ def _shift_right_logical(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 _INT_BIN["shift_right_logical"] = _binary_int(_shift_right_logical)
 
+_NAN_TYPE = type(se.nan)
+
+
+def _nan_positions(a: np.ndarray) -> np.ndarray | None:
+    hits = [isinstance(x, _NAN_TYPE) for x in a.reshape(-1)]
+    return np.array(hits).reshape(a.shape) if any(hits) else None
+
+
+def _nan_kept(fn: Callable[[SymArray, SymArray], SymArray]) -> Callable[..., SymArray]:
+    """``fn`` (an addition or subtraction) with IEEE's NaN: symengine reads ``oo + nan`` and
+    ``-oo + nan`` as the infinity (``nan + oo`` as NaN), where JAX gives NaN."""
+
+    def go(a: SymArray, b: SymArray) -> SymArray:
+        out = fn(a, b)
+        na, nb = _nan_positions(a.a), _nan_positions(b.a)
+        if na is None and nb is None:
+            return out
+        mask = np.zeros(out.a.shape, dtype=bool)
+        for m in (na, nb):
+            if m is not None:
+                mask |= np.broadcast_to(m, out.a.shape)
+        res = out.a.copy()
+        res[mask] = se.nan
+        return SymArray(res)
+
+    return go
+
+
 _FLOAT_BIN: dict[str, Callable[[SymArray, SymArray], SymArray]] = {
-    "add": lambda a, b: a + b,
-    "add_any": lambda a, b: a + b,
-    "sub": lambda a, b: a - b,
+    "add": _nan_kept(lambda a, b: a + b),
+    "add_any": _nan_kept(lambda a, b: a + b),
+    "sub": _nan_kept(lambda a, b: a - b),
     "mul": lambda a, b: a * b,
     "div": lambda a, b: a / b,
     "max": SYM.maximum,

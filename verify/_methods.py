@@ -24,6 +24,7 @@ from typing import Any, Literal
 
 import torchlean_ir as tl
 
+from . import _certify
 from . import _terms as T
 from ._report import Check
 from ._rules import MAX_SYMBOLS, check_signature
@@ -86,6 +87,9 @@ def rule_checks(sig: Signature, *, method: Method, max_elements: int, kinks: boo
     """Link 1 for one signature by ``method``."""
     if method == "elements":
         return elements_level(check_signature(sig, max_elements=max_elements, kinks=kinks), sig)
+    reused = _certify.reuse(sig, kinks=kinks)
+    if reused is not None:
+        return reused
     try:
         return _tensor_attempt(sig, method, check_signature_tensor, sig, kinks=kinks)
     except Partial as p:

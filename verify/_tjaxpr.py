@@ -357,10 +357,17 @@ def _srl(bits: int) -> Callable[[Any, Any], Any]:
     return fn
 
 
+def _ieee(fn: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+    """``fn`` (an addition or subtraction) with IEEE's NaN: symengine reads ``-oo + nan`` as
+    ``-oo``, where JAX gives NaN."""
+    nan = type(se.nan)
+    return lambda a, b: se.nan if isinstance(a, nan) or isinstance(b, nan) else fn(a, b)
+
+
 _FLOAT_BIN: dict[str, Callable[[Any, Any], Any]] = {
-    "add": lambda a, b: a + b,
-    "add_any": lambda a, b: a + b,
-    "sub": lambda a, b: a - b,
+    "add": _ieee(lambda a, b: a + b),
+    "add_any": _ieee(lambda a, b: a + b),
+    "sub": _ieee(lambda a, b: a - b),
     "mul": lambda a, b: a * b,
     "div": lambda a, b: a / b,
     "max": lambda a, b: se.Max(a, b),

@@ -723,7 +723,7 @@ class _Eval:
             raise Unsupported(f"the leaf {f} is not real-valued")
         vals = _draw(f, arrays, self.seed, self.scale, self.domains.get(f, "real"), shape)
         lshape = T.LEAF_SHAPES.get(f)
-        if lshape is not None:
+        if lshape is not None and len(lshape) == len(arrays):
             vals = np.where(_inside(arrays, lshape, shape), vals, 0.0)
         return Tab(vars, vals)
 

@@ -209,6 +209,30 @@ def test_float_literals_are_exact_rationals_of_their_dtype() -> None:
     assert b[()] == x * se.Rational(3602879701896397, 36028797018963968)  # float64(0.1)
 
 
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda v: -jnp.inf + (v - v) * jnp.inf,
+        lambda v: jnp.inf + (v - v) * jnp.inf,
+        lambda v: (v - v) * jnp.inf - jnp.inf,
+        lambda v: jnp.full(3, -jnp.inf) - (v - v) * jnp.inf,
+    ],
+)
+def test_an_infinity_plus_nan_is_nan_as_in_ieee(fn: Callable[..., Any]) -> None:
+    # symengine alone reads -oo + nan as -oo: a NaN the compiled program computes would vanish
+    x = verify.named_symbols("x", (3,))
+    closed = jax.make_jaxpr(fn)(np.ones(3))
+    assert np.all(np.isnan(np.asarray(jax.jit(fn)(np.ones(3)))))
+    (got,) = Interpreter().run(closed, x)
+    assert all(e == se.nan for e in np.asarray(got).reshape(-1)), got
+    # and at tensor level
+    from verify._tensor import leaf
+    from verify._tjaxpr import TInterpreter
+
+    (term,) = TInterpreter().run(closed, leaf("x", (3,)))
+    assert term.at((se.Integer(1),)) == se.nan
+
+
 def test_unknown_primitive_is_refused_not_passed() -> None:
     closed = jax.make_jaxpr(lambda v: jnp.sort(v))(np.zeros(3))
     with pytest.raises(Unsupported, match="sort"):
