@@ -488,6 +488,15 @@ def _materialised(x: Any) -> Any:
     return T.table_read(scaled, syms)
 
 
+def _retabled(e: Any, unroll: bool) -> Any:
+    """``e`` (a normal form) with its table reads materialised (:func:`_tables`) again, after a
+    case split narrowed the ranges of its free indices: a read at a shifted index (``T(q - 1)``
+    beside the bracket ``[q >= 1]``) that ran off the table over the whole range is in it over
+    the case's narrower one (and a table uniform there is a constant)."""
+    t = _tables(e)
+    return e if t == e else T.normalize(t, unroll=unroll)
+
+
 def _shifted(e: Any, unroll: bool) -> Any:
     """A normal form with the finite max shifts of its exponentials split off
     (:func:`verify._terms.split_shifts`), normalised again (sums pull the shifts out)."""
@@ -602,6 +611,8 @@ class _Splitter:
             narrow.update(self._fixed(g, x, facts, assign, narrow))
             gr = T.normalize(_sub(_sub(g, repl), narrow), unroll=self.unroll)
             xr = T.normalize(_sub(_sub(x, repl), narrow), unroll=self.unroll)
+            if narrow:  # reads of tables at shifted indices may be in range now
+                gr, xr = _retabled(gr, self.unroll), _retabled(xr, self.unroll)
             fr = [(_sub(b, narrow), v) for b, v in facts]
             fr += [(_sub(b, narrow), int(v)) for b, v in assign.items()]
             ok, point = self.prove(gr, xr, fr, depth + 1)
