@@ -594,8 +594,9 @@ def _complete_chains(g: Any, x: Any, unroll: bool) -> tuple[Any, Any]:
     ``Piecewise(..., (v, c), (0, True))`` when the earlier conditions and ``c`` cover every
     value (z3 over the reals). A compiled argmax chain ``(0, c_0), ..., (0, c_4), (1, True)``
     then meets the reference's one-hot ``(1, c_5), (0, True)`` (normal forms drop the branches
-    disjoint from ``c_5``). Candidates are the conditions syntactically disjoint from every
-    earlier one (:func:`verify._terms.disjoint`), so the chain does simplify."""
+    disjoint from ``c_5``). Candidates are the conditions over the chain's own symbols that
+    are syntactically disjoint from every earlier one (:func:`verify._terms.disjoint`), so the
+    chain does simplify."""
     pws = _piecewises(g, x)
     if not pws:
         return g, x
@@ -607,8 +608,11 @@ def _complete_chains(g: Any, x: Any, unroll: bool) -> tuple[Any, Any]:
         if len(pairs) < 2 or pairs[-1][1] != se.true:
             continue
         prior = tuple(c for _, c in pairs[:-1])
+        scope = p.free_symbols
         for c in conds:
-            if c in prior or not all(T.disjoint(c, d) for d in prior):
+            if c in prior or not c.free_symbols <= scope:
+                continue  # (a condition from another sum's body reads its bound variables)
+            if not all(T.disjoint(c, d) for d in prior):
                 continue
             if _covers(prior, c):
                 repl[p] = se.Piecewise(*pairs[:-1], (pairs[-1][0], c), (T.ZERO, True))
