@@ -395,6 +395,7 @@ def _decide(got: Any, expected: Any, free_all: Sequence[Any], domains: Mapping[s
         T.tick()
         g = _tables(T.normalize(got, unroll=unroll))
         x = _tables(T.normalize(expected, unroll=unroll))
+        g, x = _complete_chains(g, x, unroll)
         if shifted:
             gs, xs = _shifted(g, unroll), _shifted(x, unroll)
             if gs == g and xs == x:
@@ -495,6 +496,241 @@ def _materialised(x: Any) -> Any:
     return T.table_read(scaled, syms)
 
 
+def _retabled(e: Any, unroll: bool) -> Any:
+    """``e`` (a normal form) with its table reads materialised (:func:`_tables`) again, after a
+    case split narrowed the ranges of its free indices: a read at a shifted index (``T(q - 1)``
+    beside the bracket ``[q >= 1]``) that ran off the table over the whole range is in it over
+    the case's narrower one (and a table uniform there is a constant)."""
+    t = _tables(e)
+    return e if t == e else T.normalize(t, unroll=unroll)
+
+
+# -- chains of conditions completed ---------------------------------------------------------
+
+
+def _piecewises(*es: Any) -> set:
+    """Every ``Piecewise`` in ``es`` (inside sums and reads too)."""
+    out: set = set()
+    seen: set = set()
+    stack = list(es)
+    while stack:
+        e = stack.pop()
+        if not isinstance(e, se.Basic) or not e.args or isinstance(e, se.Number) or e in seen:
+            continue
+        seen.add(e)
+        if isinstance(e, se.Piecewise):
+            out.add(e)
+        stack.extend(e.args)
+    return out
+
+
+class _Reals:
+    """Order conditions as z3 formulas over the reals, every non-numeric subterm (a read, a
+    product of reads) an independent real unknown: a formula valid so is valid whatever
+    values those subterms take. ``None`` for anything else (an infinity, a non-order
+    relation)."""
+
+    def __init__(self) -> None:
+        import z3
+
+        self.z3 = z3
+        self.atoms: dict[Any, Any] = {}
+
+    def term(self, e: Any) -> Any:
+        z3 = self.z3
+        if isinstance(e, se.Integer | se.Rational):
+            return z3.RealVal(str(e))
+        if isinstance(e, se.Number) or e in (se.oo, -se.oo, se.zoo, se.nan):
+            return None
+        if isinstance(e, se.Add):
+            args = [self.term(a) for a in e.args]
+            return None if any(a is None for a in args) else z3.Sum(*args)
+        if isinstance(e, se.Mul) and isinstance(e.args[0], se.Integer | se.Rational):
+            rest = self.term(se.Mul(*e.args[1:]))
+            return None if rest is None else z3.RealVal(str(e.args[0])) * rest
+        if T.has_infinity(e):
+            return None
+        v = self.atoms.get(e)
+        if v is None:
+            v = self.atoms[e] = z3.Real(f"a{len(self.atoms)}")
+        return v
+
+    def cond(self, c: Any) -> Any:
+        z3 = self.z3
+        if c == se.true:
+            return z3.BoolVal(True)
+        if isinstance(c, se.And | se.Or):
+            args = [self.cond(a) for a in c.args]
+            if any(a is None for a in args):
+                return None
+            return z3.And(*args) if isinstance(c, se.And) else z3.Or(*args)
+        if isinstance(c, se.LessThan | se.StrictLessThan | se.Equality):
+            a, b = (self.term(x) for x in c.args)
+            if a is None or b is None:
+                return None
+            if isinstance(c, se.LessThan):
+                return a <= b
+            return a < b if isinstance(c, se.StrictLessThan) else a == b
+        return None
+
+
+#: Memo of :func:`_covers`: (earlier conditions, candidate) -> proved.
+_COVERS: dict[tuple, bool] = {}
+
+
+def _covers(conds: tuple, c: Any) -> bool:
+    """Whether ``c_1 or ... or c_n or c`` holds for all reals (z3, exact)."""
+    key = (conds, c)
+    hit = _COVERS.get(key)
+    if hit is None:
+        hit = False
+        r = _Reals()
+        zs = [r.cond(x) for x in (*conds, c)]
+        if all(z is not None for z in zs):
+            solver = r.z3.Solver()
+            solver.set("timeout", 5000)
+            solver.add(r.z3.Not(r.z3.Or(*zs)))
+            hit = solver.check() == r.z3.unsat
+        _COVERS[key] = hit
+    return hit
+
+
+def _complete_chains(g: Any, x: Any, unroll: bool) -> tuple[Any, Any]:
+    """Both sides with the final ``True`` branch of each ``Piecewise`` chain written as a
+    condition met elsewhere in them, where that is exact: ``Piecewise(..., (v, True))`` is
+    ``Piecewise(..., (v, c), (0, True))`` when the earlier conditions and ``c`` cover every
+    value (z3 over the reals). A compiled argmax chain ``(0, c_0), ..., (0, c_4), (1, True)``
+    then meets the reference's one-hot ``(1, c_5), (0, True)`` (normal forms drop the branches
+    disjoint from ``c_5``). Candidates are the conditions over the chain's own symbols that
+    are syntactically disjoint from every earlier one (:func:`verify._terms.disjoint`), so the
+    chain does simplify."""
+    pws = _piecewises(g, x)
+    if not pws:
+        return g, x
+    conds = sorted({p.args[i] for p in pws for i in range(1, len(p.args), 2)} - {se.true},
+                   key=str)  # fmt: skip
+    repl: dict[Any, Any] = {}
+    for p in pws:
+        pairs = [(p.args[i], p.args[i + 1]) for i in range(0, len(p.args), 2)]
+        if len(pairs) < 2 or pairs[-1][1] != se.true:
+            continue
+        prior = tuple(c for _, c in pairs[:-1])
+        scope = p.free_symbols
+        for c in conds:
+            if c in prior or not c.free_symbols <= scope:
+                continue  # (a condition from another sum's body reads its bound variables)
+            if not all(T.disjoint(c, d) for d in prior):
+                continue
+            if _covers(prior, c):
+                repl[p] = se.Piecewise(*pairs[:-1], (pairs[-1][0], c), (T.ZERO, True))
+                break
+    if not repl:
+        return g, x
+    return (T.normalize(g.xreplace(repl), unroll=unroll),
+            T.normalize(x.xreplace(repl), unroll=unroll))  # fmt: skip
+
+
+# -- maxima -------------------------------------------------------------------------------------
+
+#: A window maximum ``_MAXR`` over at most this many values is written as ``Max`` of them when
+#: they are determined (:func:`_as_maxima`).
+MAXR_VALUES_MAX = 64
+
+
+def _maxr_values(m: Any, unroll: bool) -> Any:
+    """``_MAXR(body, k, lo, hi)`` as ``Max`` of its values, when every value is a finite term
+    or ``-oo`` (a masked cell); else ``None``."""
+    body, k, lo, hi = m.args
+    if not (isinstance(lo, se.Integer) and isinstance(hi, se.Integer)):
+        return None
+    if not 0 < int(hi) - int(lo) <= MAXR_VALUES_MAX:
+        return None
+    values = []
+    for v in range(int(lo), int(hi)):
+        val = T.normalize(body.xreplace({k: se.Integer(v)}), unroll=unroll)
+        if val == -se.oo:
+            continue
+        if T.has_infinity(val):
+            return None  # a mask this case does not decide
+        values.append(val)
+    return se.Max(*values) if values else -se.oo
+
+
+def _first_max_term(t: Any) -> tuple[Any, dict[Any, bool]] | None:
+    """``(v, {u: strict})`` for a monomial ``v [u_1 (<|<=) v and ...]`` (the Piecewise
+    ``((1, cond), (0, True))``), else ``None``."""
+    factors = list(t.args) if isinstance(t, se.Mul) else [t]
+    pws = [f for f in factors if isinstance(f, se.Piecewise)]
+    if len(pws) != 1:
+        return None
+    pw = pws[0]
+    if len(pw.args) != 4 or pw.args[0] != 1 or pw.args[2] != 0 or pw.args[3] != se.true:
+        return None
+    v = se.Mul(*[f for f in factors if f is not pw])
+    if v.is_Number or T.has_infinity(v):
+        return None
+    others: dict[Any, bool] = {}
+    for lit in T._literals(pw.args[1]):
+        if not isinstance(lit, se.LessThan | se.StrictLessThan) or lit.args[1] != v:
+            return None
+        u = lit.args[0]
+        if u in others or u == v or T.has_infinity(u):
+            return None
+        others[u] = isinstance(lit, se.StrictLessThan)
+    return (v, others) if others else None
+
+
+def _one_hot_maxima(e: Any) -> Any:
+    """``e`` (expanded) with each complete set of first-max terms summed into ``Max``:
+    ``sum_{v in S} v [v is the first maximum of S]`` is ``Max(S)`` when every ``v`` in ``S``
+    has one term, its condition compares it with every other element of ``S`` (``u < v`` for
+    ``u`` before ``v``, ``u <= v`` after), and "before" is a total order (then exactly one
+    condition holds, the first maximum's, for any real values)."""
+    terms = list(e.args) if isinstance(e, se.Add) else [e]
+    found: dict[frozenset, list[tuple[int, Any, dict[Any, bool]]]] = {}
+    for i, t in enumerate(terms):
+        fm = _first_max_term(t)
+        if fm is not None:
+            v, others = fm
+            found.setdefault(frozenset([v, *others]), []).append((i, v, others))
+    used: set[int] = set()
+    maxima = []
+    for group, members in found.items():
+        if len(members) != len(group) or len({v for _, v, _ in members}) != len(group):
+            continue
+        before = {v: {u for u, strict in others.items() if strict} for _, v, others in members}
+        ok = all(set(others) == group - {v} for _, v, others in members) and all(
+            (u in before[v]) != (v in before[u]) for u in group for v in group if u != v
+        )
+        if not ok or sorted(len(b) for b in before.values()) != list(range(len(group))):
+            continue  # not a total order: a tie may satisfy no condition, or two
+        used.update(i for i, _, _ in members)
+        maxima.append(se.Max(*group))
+    if not maxima:
+        return e
+    return se.Add(*[t for i, t in enumerate(terms) if i not in used], *maxima)
+
+
+def _as_maxima(e: Any, unroll: bool) -> Any:
+    """``e`` with window maxima written as ``Max``: each ``_MAXR`` whose values are determined
+    (:func:`_maxr_values`) and each complete first-max one-hot sum (:func:`_one_hot_maxima`),
+    so that a maximum met as ``_MAXR`` (the reference), as nested ``max`` (a compiled
+    ``reduce_window``) and as ``sum_j v_j [v_j first max]`` (a ``sym`` rule) meet."""
+    repl = {}
+    for f in T.fn_atoms(e):
+        if T.name_of(f) == "_MAXR":
+            m = _maxr_values(f, unroll)
+            if m is not None:
+                repl[f] = m
+    # a masked cell never wins: max(-oo, a, ...) = max(a, ...)
+    for m in e.atoms(se.Max):
+        if -se.oo in m.args and len(m.args) > 1:
+            repl[m] = se.Max(*[a for a in m.args if a != -se.oo])
+    if repl:
+        e = e.xreplace(repl)
+    return _one_hot_maxima(se.expand(e))
+
+
 def _shifted(e: Any, unroll: bool) -> Any:
     """A normal form with the finite max shifts of its exponentials split off
     (:func:`verify._terms.split_shifts`), normalised again (sums pull the shifts out)."""
@@ -528,16 +764,19 @@ class _Splitter:
                ) -> bool:  # fmt: skip
         """``g == x`` (normal forms, not yet canonical) proved by canonical forms, identified
         sums, identified reads or (with ``scalar``) the scalar procedure."""
-        g, x = canonical(g), canonical(x)
-        if g == x or se.expand(g - x) == 0:
+        ok, gi, xi = self._identified(g, x, facts)
+        if ok:
             return True
-        allowed = set(self.allowed)
-        gi, xi = _identify_sums(g, x, allowed)
-        if gi == xi or se.expand(gi - xi) == 0:
-            return True
-        gi, xi = _identify_reads(gi, xi, facts)
-        if gi == xi or se.expand(gi - xi) == 0:
-            return True
+        if _maxish(g) or _maxish(x):
+            # a case fixes indices: the argmax chains and window maxima it determines meet now
+            gc, xc = _complete_chains(g, x, self.unroll)
+            if (gc, xc) != (g, x):
+                ok, gi, xi = self._identified(gc, xc, facts)
+                if ok:
+                    return True
+            gm, xm = _as_maxima(gc, self.unroll), _as_maxima(xc, self.unroll)
+            if (gm, xm) != (gc, xc) and self._identified(gm, xm, facts)[0]:
+                return True
         if not scalar:
             return False
         # sympy's steps only on the unrolled pass: the first pass (sums kept) is the quick try
@@ -547,6 +786,19 @@ class _Splitter:
         if d.method != "exact":
             self.probabilistic = True
         return True
+
+    def _identified(self, g: Any, x: Any, facts: list[tuple[Any, int]]
+                    ) -> tuple[bool, Any, Any]:  # fmt: skip
+        """Whether normal forms ``g == x`` by canonical forms, identified sums or identified
+        reads; with the two sides as compared last."""
+        g, x = canonical(g), canonical(x)
+        if g == x or se.expand(g - x) == 0:
+            return True, g, x
+        gi, xi = _identify_sums(g, x, set(self.allowed))
+        if gi == xi or se.expand(gi - xi) == 0:
+            return True, gi, xi
+        gi, xi = _identify_reads(gi, xi, facts)
+        return gi == xi or se.expand(gi - xi) == 0, gi, xi
 
     def prove(self, g: Any, x: Any, facts: list[tuple[Any, int]], depth: int
               ) -> tuple[bool, dict | None]:  # fmt: skip
@@ -609,6 +861,8 @@ class _Splitter:
             narrow.update(self._fixed(g, x, facts, assign, narrow))
             gr = T.normalize(_sub(_sub(g, repl), narrow), unroll=self.unroll)
             xr = T.normalize(_sub(_sub(x, repl), narrow), unroll=self.unroll)
+            if narrow:  # reads of tables at shifted indices may be in range now
+                gr, xr = _retabled(gr, self.unroll), _retabled(xr, self.unroll)
             fr = [(_sub(b, narrow), v) for b, v in facts]
             fr += [(_sub(b, narrow), int(v)) for b, v in assign.items()]
             ok, point = self.prove(gr, xr, fr, depth + 1)
@@ -739,6 +993,11 @@ class _Splitter:
             return {s: m.eval(v, model_completion=True).as_long() for s, v in z.vars.items()}
         except Exception:
             return None
+
+
+def _maxish(e: Any) -> bool:
+    """Whether ``e`` holds a window maximum ``_MAXR`` or a Piecewise (a one-hot)."""
+    return bool(e.atoms(se.Piecewise)) or any(T.name_of(f) == "_MAXR" for f in T.fn_atoms(e))
 
 
 def _sub(e: Any, repl: Mapping[Any, Any]) -> Any:

@@ -1538,11 +1538,53 @@ def _piecewise_args(args: list[Any]) -> Any:
         pairs.append((v, c))
         if c == se.true:
             break
+    pairs = _drop_default_branches(pairs)
     if len(pairs) == 1 and pairs[0][1] == se.true:
         return pairs[0][0]
     if not pairs:
         return ZERO
     return se.Piecewise(*pairs)
+
+
+def _literals(c: Any) -> tuple[Any, ...]:
+    """The conjuncts of a condition."""
+    return tuple(c.args) if isinstance(c, se.And) else (c,)
+
+
+def _negated(lit: Any) -> Any:
+    """The negation of an order literal as an order literal (``not a <= b`` is ``b < a`` for
+    reals), or ``None``."""
+    if isinstance(lit, se.LessThan):
+        return se.StrictLessThan(lit.args[1], lit.args[0])
+    if isinstance(lit, se.StrictLessThan):
+        return se.LessThan(lit.args[1], lit.args[0])
+    return None
+
+
+def disjoint(a: Any, b: Any) -> bool:
+    """Whether the conditions ``a`` and ``b`` (conjunctions) cannot hold together, seen
+    syntactically: one has a conjunct whose negation is a conjunct of the other."""
+    lb = set(_literals(b))
+    return any(_negated(x) in lb for x in _literals(a))
+
+
+def _drop_default_branches(pairs: list[tuple[Any, Any]]) -> list[tuple[Any, Any]]:
+    """Branches of a ``Piecewise`` (ending in a ``True`` branch, the default) that give the
+    default's value and whose condition is disjoint from every later branch of another value
+    are dropped: where such a condition holds, the rest of the chain gives the default anyway.
+    (The first-max one-hot of a window written as a chain of argmax conditions,
+    ``Piecewise((0, c_0), (1, c_1), (0, c_2), ..., (0, True))``, becomes
+    ``Piecewise((1, c_1), (0, True))``.)"""
+    if len(pairs) < 2 or pairs[-1][1] != se.true:
+        return pairs
+    default = pairs[-1][0]
+    out: list[tuple[Any, Any]] = []
+    for i, (v, c) in enumerate(pairs[:-1]):
+        if v == default and all(w == default or disjoint(c, d) for w, d in pairs[i + 1 : -1]):
+            continue
+        out.append((v, c))
+    out.append(pairs[-1])
+    return out
 
 
 def _idempotent_brackets(e: Any) -> Any:

@@ -36,20 +36,10 @@ DECIDED_BUDGET_S = 600.0
 
 #: Op-table rows with a check the tensor level does not decide, and why (measured with
 #: ``method="tensor"``, 60 s budget, on the 2-core machine, 2026-11-24).
-ROWS_UNDECIDED_AT_TENSOR: dict[str, str] = {
-    "max_pool[1x3x4x3-3d]": "rule and compiled checks: the time budget runs out",
-    "max_pool2d_pad[2x4x4]": "forward = sym and compiled fwd: no counterexample, not proved; "
-    "compiled jvp and vjp: the time budget runs out",
-    "max_pool[1x5x7-tiled]": "compiled jvp and vjp: the time budget runs out",
-    "max_pool[1x4x4x2-tiled-3d]": "compiled jvp and vjp: the time budget runs out",
-    "smooth_max_pool[2x6-1d]": "vjp = adjoint (grad x, windows over the padding): no "
-    "counterexample, not proved",
-}
+ROWS_UNDECIDED_AT_TENSOR: dict[str, str] = {}
 
 #: Mutants with a check the tensor level does not decide, and why.
 MUTANTS_UNDECIDED_AT_TENSOR: dict[str, str] = {
-    "max_pool lowered pads with 0, not -inf": "compiled vjp: the padded windows' vjp through "
-    "jax's select-and-scatter lowering is not proved within the 3 s budget",
     "gradient to an out-of-range gather index": "the mutated vjp rule converts the index to "
     "NumPy, so it does not run on tensor terms",
     "gather lowered vjp clips indices": "compiled vjp: not proved, and no counterexample among "

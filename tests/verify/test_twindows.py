@@ -1,0 +1,142 @@
+"""Window maxima and argmax chains at tensor level: the rules that let a max pool's reference
+(``_MAXR``, first-max one-hots) and its compiled forms (nested ``max``, argmax chains of
+``select_and_scatter_add``) meet, and tables read at shifted indices inside a case
+(``verify/_terms.py``, ``verify/_tdecide.py``). Each rule is checked against brute force over
+every ordering of the values (ties included), and a wrong variant must not be proved."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import symengine as se
+
+from verify import _terms as T
+from verify._tdecide import _as_maxima, _complete_chains, decide_tensor
+
+A, B, C = se.symbols("a b c")
+VALUES = (A, B, C)
+
+
+def _first_max(vals, j, strict_before=True):
+    """``vals[j]`` is the first maximum of ``vals`` (earlier ones strictly smaller)."""
+    lits = [(se.Lt if (i < j and strict_before) else se.Le)(v, vals[j])
+            for i, v in enumerate(vals) if i != j]  # fmt: skip
+    return se.And(*lits)
+
+
+def _one_hot(vals, j, strict_before=True):
+    return se.Piecewise((1, _first_max(vals, j, strict_before)), (0, True))
+
+
+def _chain(vals, j):
+    """The argmax chain's indicator of cell ``j``: the first of the first-max conditions of
+    cells ``0 .. n-2`` that holds picks its cell; none picks the last cell."""
+    n = len(vals)
+    pairs = [(int(i == j), _first_max(vals, i)) for i in range(n - 1)]
+    return se.Piecewise(*pairs, (int(j == n - 1), True))
+
+
+def _orderings():
+    """Every assignment of values in {0, 1, 2} to a, b, c (every ordering, every tie)."""
+    for point in itertools.product(range(3), repeat=3):
+        yield dict(zip(VALUES, map(se.Integer, point), strict=True))
+
+
+def _value(e, point):
+    return se.sympify(e).xreplace(point)
+
+
+def test_default_branches_disjoint_from_the_rest_are_dropped() -> None:
+    for j in range(3):
+        pw = _chain(VALUES, j)
+        norm = T.normalize(pw)
+        if j < 2:  # (0, c_0), (1, c_1), (0, True): only cell j's branch is left
+            assert norm == _one_hot(VALUES, j), norm
+        for point in _orderings():
+            assert _value(norm, point) == _value(pw, point)
+    # not disjoint (a <= b and c <= b can hold together): the branch is kept
+    kept = se.Piecewise((0, se.Le(A, B)), (1, se.Le(C, B)), (0, True))
+    assert T.normalize(kept) == kept
+
+
+def test_an_argmax_chain_meets_the_first_max_one_hot() -> None:
+    """The chain's last cell (``True``) is the one-hot of that cell when the earlier
+    conditions and the cell's own cover every value (z3); a chain missing a cell is not."""
+    last = _chain(VALUES, 2)
+    one_hot = _one_hot(VALUES, 2)
+    g, x = _complete_chains(T.normalize(last), one_hot, unroll=True)
+    assert g == x == one_hot
+    for point in _orderings():
+        assert _value(last, point) == _value(one_hot, point)
+    # a chain over cells 0 and 1 only: its "else" is not "c is the first maximum"
+    short = se.Piecewise((0, _first_max(VALUES, 0)), (1, True))
+    g, x = _complete_chains(short, one_hot, unroll=True)
+    assert g != x
+    (q,) = T.free_vars((2,))
+    assert decide_tensor(short, one_hot, [q]).equal is not True
+
+
+def test_first_max_one_hot_sums_are_maxima() -> None:
+    """``sum_j v_j [v_j first max]`` is ``Max(v)``; with both comparisons strict (a tie picks
+    no cell) or a cell missing, it is not."""
+    total = se.Add(*[v * _one_hot(VALUES, j) for j, v in enumerate(VALUES)])
+    assert _as_maxima(total, True) == se.Max(*VALUES)
+    for point in _orderings():
+        assert _value(total, point) == _value(se.Max(*VALUES), point)
+    strict = se.Add(*[v * se.Piecewise((1, se.And(*[se.Lt(u, v) for u in VALUES if u != v])),
+                                       (0, True)) for v in VALUES])  # fmt: skip
+    assert _as_maxima(strict, True) == se.expand(strict)
+    partial = se.Add(*[v * _one_hot(VALUES, j) for j, v in enumerate(VALUES) if j < 2])
+    assert not _as_maxima(partial, True).atoms(se.Max)
+
+
+def test_a_window_maximum_meets_its_one_hot_and_nested_max() -> None:
+    """``_MAXR`` over a window with a masked (padded) cell against the one-hot sum over the
+    valid cells and against nested ``max`` with the padded cell as ``-oo``: proved; against a
+    one-hot sum that lets ties pick no cell: refuted."""
+    (q,) = T.free_vars((4,))
+    m = T.fresh("_m", 0, 3)
+    mask = np.array([[0, 1, 1]] + [[1, 1, 1]] * 3)  # row 0: cell 0 is padding
+
+    def cell(k):
+        return T.leaf_read("x", (q + k,), (6,))
+
+    body = se.Piecewise((cell(0) * T.eq(m) + cell(1) * T.eq(m - 1) + cell(2) * T.eq(m - 2),
+                         se.Eq(1, T.table_read(mask, (q, m)))), (-se.oo, True))  # fmt: skip
+    window = T.MAXR(body, m, se.Integer(0), se.Integer(3))
+    valid = [T.ge(q - 1), 1, 1]  # cell 0 is valid from q = 1 on
+    cells = [cell(k) for k in range(3)]
+
+    def one_hot(strict_before):
+        out = 0
+        for j in range(3):
+            lits = []
+            for i in range(3):
+                if i == j:
+                    continue
+                rel = se.Lt if (i < j and strict_before) else se.Le
+                lits.append(rel(cells[i], cells[j]) if i else
+                            se.Or(se.Eq(0, valid[0]), rel(cells[i], cells[j])))  # fmt: skip
+            out += valid[j] * cells[j] * se.Piecewise((1, se.And(*lits)), (0, True))
+        return out
+
+    nested = se.Max(se.Max(se.Piecewise((cells[0], se.Eq(1, valid[0])), (-se.oo, True)),
+                           cells[1]), cells[2])  # fmt: skip
+    assert decide_tensor(window, one_hot(True), [q]).equal is True
+    assert decide_tensor(nested, window, [q]).equal is True
+    assert decide_tensor(one_hot(False), window, [q]).equal is not True
+
+
+def test_tables_read_at_shifted_indices_are_materialised_per_case() -> None:
+    """``[q >= 1] V(q - 1)`` with ``V`` all ones on ``0..4``: outside the table at ``q = 0``
+    over the whole range, inside it in the case ``q >= 1``, where it is the constant 1."""
+    (q,) = T.free_vars((6,))
+    a = T.leaf_read("a", (q,), (6,))
+    ones = np.array([1, 1, 1, 1, 1, 0])
+    got = T.ge(q - 1) * T.table_read(ones, (q - 1,)) * a
+    assert decide_tensor(got, T.ge(q - 1) * a, [q]).equal is True
+    holed = np.array([1, 1, 0, 1, 1, 0])
+    bad = T.ge(q - 1) * T.table_read(holed, (q - 1,)) * a
+    d = decide_tensor(bad, T.ge(q - 1) * a, [q])
+    assert d.equal is False and d.element == (3,)
