@@ -54,7 +54,8 @@ def _tensor_attempt(sig: Signature, method: Method, fn: Any, *args: Any, **kw: A
     except T.OutOfTime:
         raise NotTensor(f"the tensor-level time budget ({seconds:g} s) ran out") from None
     except (T.TermError, ArithmeticError, TypeError, ValueError, IndexError, KeyError,
-            AttributeError, NotImplementedError, RecursionError, RuntimeError) as e:  # fmt: skip
+            AttributeError, NotImplementedError, RecursionError, RuntimeError,
+            StopIteration) as e:  # fmt: skip
         raise NotTensor(f"the tensor level stopped: {type(e).__name__}: {e}") from None
 
 

@@ -954,11 +954,10 @@ class _Splitter:
         if hi is None:
             return False, self._point(facts)
         for r in range(d):
-            n = len(range(lo + r, hi, d)) if lo <= 0 else len(range(r, hi, d))
+            first, n = residue_class(lo, hi, d, r)
             if n == 0:
                 continue
             self.cases += 1
-            first = next(v for v in range(lo, hi) if v % d == r)
             t = T.fresh("_t", 0, n, bound=False)
             # one value left: the index is that value (no fresh index of range 1)
             value = se.Integer(first) + d * t if n > 1 else se.Integer(first)
@@ -998,6 +997,13 @@ class _Splitter:
 def _maxish(e: Any) -> bool:
     """Whether ``e`` holds a window maximum ``_MAXR`` or a Piecewise (a one-hot)."""
     return bool(e.atoms(se.Piecewise)) or any(T.name_of(f) == "_MAXR" for f in T.fn_atoms(e))
+
+
+def residue_class(lo: int, hi: int, d: int, r: int) -> tuple[int, int]:
+    """The values of ``[lo, hi)`` congruent to ``r`` modulo ``d``: ``first, first + d, ...``,
+    ``n`` of them."""
+    first = lo + (r - lo) % d
+    return first, len(range(first, hi, d))
 
 
 def _sub(e: Any, repl: Mapping[Any, Any]) -> Any:

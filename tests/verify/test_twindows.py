@@ -140,3 +140,17 @@ def test_tables_read_at_shifted_indices_are_materialised_per_case() -> None:
     bad = T.ge(q - 1) * T.table_read(holed, (q - 1,)) * a
     d = decide_tensor(bad, T.ge(q - 1) * a, [q])
     assert d.equal is False and d.element == (3,)
+
+
+def test_residue_classes_partition_the_range_exactly() -> None:
+    # (5, 7, 578): no value of the range in most classes (it raised StopIteration before)
+    from verify._tdecide import residue_class
+
+    for lo, hi, d in [(0, 7, 3), (5, 7, 578), (-1, 2, 2), (-3, 5, 4), (4, 20, 5), (0, 0, 3)]:
+        seen = []
+        for r in range(d):
+            first, n = residue_class(lo, hi, d, r)
+            vals = [first + d * t for t in range(n)]
+            assert all(lo <= v < hi and v % d == r for v in vals)
+            seen += vals
+        assert sorted(seen) == list(range(lo, hi)), (lo, hi, d)
