@@ -121,12 +121,7 @@ CASES: list[Large] = [
         label="3d",
     ),
     Large("conv_transpose2d", ((64, 64, 3, 3), (64,), (64, 32, 32)), {"stride": 2, "padding": 1}),
-    Large(
-        "conv_transpose",
-        ((64, 64, 3), (64,), (64, 1024)),
-        {"stride": (2,), "padding": (1,)},
-        label="1d",
-    ),
+    # (a 1-D conv_transpose of 64 x 1024 has the 2-D and 3-D rows' gap; left out for CI time)
     Large(
         "conv_transpose",
         ((16, 16, 2, 2, 2), (16,), (16, 16, 16, 16)),
@@ -167,12 +162,7 @@ CASES: list[Large] = [
         {"kernel": (3,), "stride": (1,), "padding": (1,), "beta": 2.0},
         label="1d",
     ),
-    Large(
-        "smooth_max_pool",
-        ((64, 32, 32),),
-        {"kernel": (2, 2), "stride": (2, 2), "padding": (1, 1), "beta": -1.5},
-        label="neg-beta",
-    ),
+    # (a 2-D padded smooth_max_pool, 64x32x32, is undecided too; left out for CI time)
     Large("smooth_max_pool2d", ((64, 32, 32),), {"kernel": (2, 2), "stride": 1, "beta": 3.0}),
     Large("global_avg_pool2d", ((64, 32, 32),)),
     # -- normalisation, attention --------------------------------------------------------------
@@ -210,8 +200,6 @@ LARGE_UNDECIDED: dict[str, str] = {
     "conv_transpose2d[64x64x3x3_64_64x32x32]": "vjp = adjoint and compiled vjp, grad W: the "
     "transposed convolution's weight gradient is not proved once a range is past 8 (undecided "
     "at 64 channels on a length of 8 and at 2 channels on 1024 too; the op table's verify)",
-    "conv_transpose[64x64x3_64_64x1024-1d]": "vjp = adjoint and compiled vjp, grad W: as "
-    "conv_transpose2d",
     "conv_transpose[16x16x2x2x2_16_16x16x16x16-3d]": "vjp = adjoint and compiled vjp, grad W: "
     "as conv_transpose2d",
     "max_pool2d_pad[64x32x32]": "forward = sym and compiled fwd: not proved; compiled jvp and "
@@ -220,9 +208,6 @@ LARGE_UNDECIDED: dict[str, str] = {
     "runs out (undecided at the op table's 1x3x4x3 too)",
     "smooth_max_pool[64x1024-1d]": "vjp = adjoint (grad x, windows over the padding): not "
     "proved (undecided at the op table's 2x6 too)",
-    "smooth_max_pool[64x32x32-neg-beta]": "2-D, padded: not decided within the budget (it "
-    "also raised StopIteration out of verify_graph once: a case split's residue class with no "
-    "value in a narrowed range, fixed in verify/_tdecide.residue_class)",
     "rand_uniform[-2M]": "compiled fwd: the 2^21 draws are past the 2^20 cells a table read is "
     "materialised over (verify._tdecide.TABLE_CELLS_MAX); 1024x1024 verifies",
     "bernoulli_mask[s-2M]": "compiled fwd: as rand_uniform, 2^21 draws",

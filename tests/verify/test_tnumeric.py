@@ -137,11 +137,9 @@ def test_leaf_values_are_reproducible_dyadic_and_in_their_domain() -> None:
 
 #: Rows whose checks' terms are evaluated both ways (every kind of term the backends build:
 #: transcendental functions, Piecewise kinks, maxima, windows with padding, softmax atoms, ...).
-ROWS = ["abs[5]", "sqrt[2x3]", "clamp[6]", "max[5_5]", "sigmoid[5]", "tanh[2x3]", "log[4]",
-        "inv[4]", "softplus[6]", "softmax[2x4]", "log_softmax[2x4]", "mse_loss[2x3_2x3]",
-        "layer_norm[2x4_4_4]", "gelu[6]", "silu[2x3]", "safe_log[6-wide]",
-        "conv2d[2x1x2x3_2_1x5x6-s2]", "max_pool2d[2x4x5]", "avg_pool2d_pad[1x5x5]",
-        "smooth_max_pool2d[2x4x4]", "batchnorm_channel_first[2x3x3_2_2]",
+ROWS = ["sqrt[2x3]", "clamp[6]", "max[5_5]", "tanh[2x3]", "log[4]", "softplus[6]",
+        "log_softmax[2x4]", "layer_norm[2x4_4_4]", "gelu[6]", "conv2d[2x1x2x3_2_1x5x6-s2]",
+        "max_pool2d[2x4x5]", "avg_pool2d_pad[1x5x5]", "smooth_max_pool2d[2x4x4]",
         "multi_head_attention[4x4_4x4_4x4_4x4_3x4-causal]", "linear[3x4_3_4]"]  # fmt: skip
 
 
