@@ -498,7 +498,7 @@ class _Eval:
         self.scale = scale
         self.memo: dict[Any, Tab] = {}
         self.fs: dict[Any, frozenset] = {}
-        self.softmax: dict[Any, tuple[Tab, tuple]] = {}
+        self.softmax: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
         self.alpha: dict[Any, Any] = {}
 
     def free(self, e: Any) -> frozenset:
