@@ -44,7 +44,16 @@ def run(prog: str, target: str, interrupted: int) -> int:
 
         # An interrupt in the middle of importing a C extension can come back as an ImportError
         # (a library that catches it and imports again: "cannot load module more than once"),
-        # or be swallowed: the handler remembers that it came.
+        # or be swallowed: the handler remembers that it came. Raised inside a callback (the
+        # import system's weakref callbacks), Python prints it as "Exception ignored": not
+        # here, where `seen` answers it once the import is over.
+        hook = sys.unraisablehook
+
+        def quiet(unraisable: Any) -> None:
+            if not (seen and isinstance(unraisable.exc_value, KeyboardInterrupt)):
+                hook(unraisable)
+
+        sys.unraisablehook = quiet
         signal.signal(signal.SIGINT, on_sigint)
         try:
             main: Callable[[], int | None] = getattr(importlib.import_module(module_name), name)
@@ -55,6 +64,7 @@ def run(prog: str, target: str, interrupted: int) -> int:
             return 2
         finally:
             signal.signal(signal.SIGINT, signal.default_int_handler)
+            sys.unraisablehook = hook
         if seen:
             raise KeyboardInterrupt
         code = main()

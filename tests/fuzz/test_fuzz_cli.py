@@ -128,7 +128,12 @@ def test_verify_main(tmp_path_factory, data: st.DataObject, kind: str, seed: int
 def test_interrupt_at_a_random_time(entry: str, delay: float) -> None:
     """SIGINT at a random moment after our code starts: one line, the interrupt's exit code."""
     args = ["check", "/dev/stdin"] if entry == "torchlean" else ["/dev/stdin"]
-    code = f"import sys, torchlean_cli; print('go', flush=True); sys.exit(torchlean_cli.{entry}())"
+    # SIGINT held back from before "go" until our code's first statement (tests/test_cli.py)
+    code = (
+        "import signal, sys, torchlean_cli; "
+        "signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT}); print('go', flush=True); "
+        f"sys.exit(torchlean_cli.{entry}())"
+    )
     proc = subprocess.Popen(
         [sys.executable, "-c", code, *args],
         stdin=subprocess.PIPE,
