@@ -45,7 +45,9 @@ TENSOR_BUDGET_SMALL_S = 3.0
 def _tensor_attempt(sig: Signature, method: Method, fn: Any, *args: Any, **kw: Any) -> Any:
     """``fn`` under the tensor-level time budget; anything that stops it early becomes
     :class:`NotTensor` (the reason kept), so the verifier falls back and never crashes."""
-    seconds = TENSOR_BUDGET_SMALL_S if method == "auto" and _small(sig) else TENSOR_BUDGET_S
+    seconds = (
+        TENSOR_BUDGET_SMALL_S if method == "auto" and _exact_fallback(sig) else TENSOR_BUDGET_S
+    )
     try:
         with T.budget(seconds):
             return fn(*args, **kw)
@@ -57,6 +59,19 @@ def _tensor_attempt(sig: Signature, method: Method, fn: Any, *args: Any, **kw: A
             AttributeError, NotImplementedError, RecursionError, RuntimeError,
             StopIteration) as e:  # fmt: skip
         raise NotTensor(f"the tensor level stopped: {type(e).__name__}: {e}") from None
+
+
+def _exact_fallback(sig: Signature) -> bool:
+    """Small, and its output within the element method's default sample size: the element
+    method then decides every element (else it samples, and the tensor level gets the full
+    budget)."""
+    if not _small(sig):
+        return False
+    try:
+        out = tl.get_op(sig.op).infer_type(sig.arg_types, sig.index_types, sig.attrs)
+    except Exception:
+        return True
+    return out.size <= 4096
 
 
 def _small(sig: Signature) -> bool:
