@@ -27,7 +27,7 @@ import torchlean_ir as tl
 from . import _certify
 from . import _terms as T
 from ._report import Check
-from ._rules import MAX_SYMBOLS, check_signature
+from ._rules import MAX_ELEMENTS, MAX_SYMBOLS, check_signature
 from ._sig import Signature
 from ._tchecks import NotTensor, Partial, check_call_tensor, check_signature_tensor
 
@@ -71,7 +71,7 @@ def _exact_fallback(sig: Signature) -> bool:
         out = tl.get_op(sig.op).infer_type(sig.arg_types, sig.index_types, sig.attrs)
     except Exception:
         return True
-    return out.size <= 4096
+    return out.size <= MAX_ELEMENTS
 
 
 def _small(sig: Signature) -> bool:
