@@ -419,8 +419,9 @@ def _decide(got: Any, expected: Any, free_all: Sequence[Any], domains: Mapping[s
     return _search(got, expected, free_all, nat_symbols, point, domains, seed)
 
 
-#: A table read is materialised over at most this many index values (:func:`_tables`).
-TABLE_CELLS_MAX = 1 << 20
+#: A table read is materialised over at most this many index values (:func:`_tables`): 2^22
+#: covers the 512x4096 draws of the large sweep (about 2.3 GB peak for the whole check there).
+TABLE_CELLS_MAX = 1 << 22
 
 
 def _tables(e: Any) -> Any:
