@@ -1399,16 +1399,36 @@ def _holds_first(c: Any, k: Any, lo: Any) -> bool:
     return bool(np.all(table[tuple(sl)] == 1))
 
 
+def _brackets_outside_sums(e: Any) -> list[Any]:
+    """The brackets in ``e`` that are not inside a sum or a maximum (at any depth): a bracket
+    inside one may read its bound variable, which means nothing outside it."""
+    out: list[Any] = []
+    seen: set = set()
+    stack = [e]
+    while stack:
+        x = stack.pop()
+        if not isinstance(x, se.Basic) or not x.args or isinstance(x, se.Number) or x in seen:
+            continue
+        seen.add(x)
+        if name_of(x) in ("_SUM", "_MAXR"):
+            continue
+        if is_bracket(x):
+            out.append(x)
+        stack.extend(x.args)
+    return out
+
+
 def _nested_bracket(t: Any) -> Any:
     """A bracket that occurs inside the arguments of a read, a bracket or a floor of ``t``
-    (not inside a sum: that is the sum's own business), innermost first; else ``None``."""
+    (not inside a sum or a maximum, at any depth: that is its own business, and such a bracket
+    may read its bound variable), innermost first; else ``None``."""
     found = None
     for f in _factors(t):
         base = f.args[0] if isinstance(f, se.Pow) else f
         n = name_of(base)
         if n in ("_SUM", "_MAXR") or not isinstance(base, se.Basic):
             continue
-        inner = [a for a in fn_atoms(base) if is_bracket(a) and a != base]
+        inner = [a for a in _brackets_outside_sums(base) if a != base]
         for b in inner:
             if not any(is_bracket(c) for c in fn_atoms(b.args[0])):
                 return b
