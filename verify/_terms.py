@@ -1220,7 +1220,9 @@ def _normalize(e: Any, unroll: bool) -> Any:
             return folded
     out = rebuild(e, args)
     if isinstance(out, se.Pow) and out.args[0] == se.E:
-        out = _exp_parts(out.args[1])
+        out = _exp_of_logs(out.args[1])
+    if isinstance(out, se.log):
+        out = log_of_shift(out)
     if isinstance(out, se.Add | se.Mul | se.Pow):
         out = se.expand(out)
         out = _idempotent_brackets(out)
@@ -1266,6 +1268,61 @@ def split_shifts(e: Any) -> Any:
         return out
 
     return go(e)
+
+
+def log_of_shift(e: Any) -> Any:
+    """``log(P _XS(s1)^c1 ...)`` as ``log(P) + c1 s1 + ...``: the log of a max-shifted sum of
+    exponentials (``log(sum_k exp(x_k - m))`` once :func:`split_shifts` pulled the shift out of
+    the sum) meets the unshifted ``log(sum_k exp(x_k))`` plus its shift.
+
+    Sound because ``_XS(s)`` is ``exp(s)`` for a finite real ``s`` (only :func:`split_shifts`
+    builds it, after proving ``s`` finite) and a rational power ``c`` of it is the positive real
+    ``exp(c s)``: multiplying by a positive real leaves the argument of ``P`` alone, so for
+    every ``P != 0`` (real, or complex with the principal branch) ``log(P exp(c s)) = log(P) +
+    c s``, and for ``P = 0`` both sides are ``log(0)`` plus a finite shift."""
+    arg = e.args[0]
+    shifts, rest = [], []
+    for f in _factors(arg):
+        base, power = (f.args[0], f.args[1]) if isinstance(f, se.Pow) else (f, ONE)
+        if name_of(base) == "_XS" and isinstance(power, se.Rational | se.Integer):
+            shifts.append(power * base.args[0])
+        else:
+            rest.append(f)
+    if not shifts:
+        return e
+    return se.expand(se.log(se.Mul(*rest)) + se.Add(*shifts))
+
+
+def _exp_of_logs(a: Any) -> Any:
+    """``exp(r + c1 log(u1) + ...)`` as ``exp(r) u1^c1 ...`` for rational ``c``: the
+    exponential of a log-softmax (``exp(x_j - log(sum_k exp(x_k)))``) is the quotient the
+    softmax's form has, and a sum pulls the normaliser out of it.
+
+    Sound because ``u^c`` is defined as ``exp(c log(u))`` (principal branch) for every
+    ``u != 0``, and ``exp(r + t) = exp(r) exp(t)`` for finite ``r`` and ``t``; at ``u = 0`` the
+    two sides are both 0 (``c > 0``) or both infinite (``c < 0``). The scalar procedure makes
+    the same step (:func:`verify._decide.split_exp`)."""
+    terms = list(a.args) if isinstance(a, se.Add) else [a]
+    factors, rest = [], []
+    for t in terms:
+        coeff, u = _log_term(t)
+        if u is None:
+            rest.append(t)
+        else:
+            factors.append(se.Pow(u, coeff))
+    if not factors:
+        return _exp_parts(a)
+    return se.expand(se.Mul(_exp_parts(se.Add(*rest)), *factors))
+
+
+def _log_term(t: Any) -> tuple[Any, Any]:
+    """``(c, u)`` for a term ``c log(u)`` with ``c`` rational, else ``(None, None)``."""
+    parts = _factors(t)
+    logs = [p for p in parts if isinstance(p, se.log)]
+    coeff = [p for p in parts if not isinstance(p, se.log)]
+    if len(logs) != 1 or not all(isinstance(c, se.Rational | se.Integer) for c in coeff):
+        return None, None
+    return se.Mul(*coeff), logs[0].args[0]
 
 
 def _exp_parts(a: Any) -> Any:
