@@ -1294,25 +1294,69 @@ def log_of_shift(e: Any) -> Any:
 
 
 def _exp_of_logs(a: Any) -> Any:
-    """``exp(r + c1 log(u1) + ...)`` as ``exp(r) u1^c1 ...`` for rational ``c``: the
-    exponential of a log-softmax (``exp(x_j - log(sum_k exp(x_k)))``) is the quotient the
-    softmax's form has, and a sum pulls the normaliser out of it.
+    """``exp(r + c1 log(u1) + ...)`` as ``exp(r) u1^c1 ...`` for rational ``c`` and ``u``
+    proved nonnegative (:func:`nonnegative`): the exponential of a log-softmax
+    (``exp(x_j - log(sum_k exp(x_k)))``) is the quotient the softmax's form has, and a sum
+    pulls the normaliser out of it.
 
-    Sound because ``u^c`` is defined as ``exp(c log(u))`` (principal branch) for every
-    ``u != 0``, and ``exp(r + t) = exp(r) exp(t)`` for finite ``r`` and ``t``; at ``u = 0`` the
-    two sides are both 0 (``c > 0``) or both infinite (``c < 0``). The scalar procedure makes
-    the same step (:func:`verify._decide.split_exp`)."""
+    Sound because for ``u > 0`` the log is real and ``exp(c log(u)) = u^c``, and
+    ``exp(a + b) = exp(a) exp(b)``; at ``u = 0`` (``log(u) = -oo``) both sides are 0 for
+    ``c > 0`` and ``+oo`` for ``c < 0`` (``exp(r)`` is positive). A ``u`` of unknown sign is
+    left alone: ``log`` of a negative value is NaN in floating point, its power is not."""
     terms = list(a.args) if isinstance(a, se.Add) else [a]
     factors, rest = [], []
     for t in terms:
         coeff, u = _log_term(t)
-        if u is None:
+        if u is None or not nonnegative(u):
             rest.append(t)
         else:
             factors.append(se.Pow(u, coeff))
     if not factors:
         return _exp_parts(a)
     return se.expand(se.Mul(_exp_parts(se.Add(*rest)), *factors))
+
+
+def nonnegative(e: Any) -> bool:
+    """Whether ``e`` is ``>= 0`` (or ``+oo``) for every real value of the leaves and every
+    index value: a sufficient syntactic test. Nonnegative numbers, brackets, tables of
+    nonnegative values, ``exp`` of a real term (:func:`_real`), and sums, products and sums
+    over a range of nonnegative terms."""
+    if isinstance(e, se.Number):
+        return e == se.oo or (bool(e.is_real) and e >= 0)
+    n = name_of(e)
+    if n is not None:
+        if n in ("_GE", "_EQ"):
+            return True
+        if n == "_SUM":
+            return nonnegative(e.args[0])
+        if n.startswith("_T"):
+            return bool((np.asarray(TABLES[n], dtype=float) >= 0).all())
+        return False  # a leaf read: any real
+    if isinstance(e, se.Add | se.Mul):
+        return all(nonnegative(a) for a in e.args)
+    if isinstance(e, se.Pow) and e.args[0] == se.E:
+        return _real(e.args[1])
+    return False
+
+
+def _real(e: Any) -> bool:
+    """Whether ``e`` is real (or an infinity) for real leaves: no ``log``, no power with an
+    exponent other than an integer (a root, a log of a negative value is not real), no
+    imaginary number."""
+    stack = [e]
+    while stack:
+        x = stack.pop()
+        if not isinstance(x, se.Basic):
+            continue
+        if not isinstance(x, se.Number):  # -oo has args (-1,)
+            stack.extend(x.args)  # into sums, maxima and reads too
+        if isinstance(x, se.log):
+            return False
+        if isinstance(x, se.Pow) and x.args[0] != se.E and not isinstance(x.args[1], se.Integer):
+            return False
+        if isinstance(x, se.Number) and not x.is_real and x not in (se.oo, -se.oo):
+            return False
+    return True
 
 
 def _log_term(t: Any) -> tuple[Any, Any]:

@@ -68,11 +68,20 @@ def test_a_wrong_shift_or_range_is_not_proved(wrong: dict[str, int]) -> None:
         assert (d.equal, d.method) == (False, "exact")
 
 
-def test_the_exp_of_a_log_is_a_power() -> None:
-    a, u = se.Symbol("a"), se.Symbol("u")
-    assert T.normalize(se.exp(a - se.log(u))) == se.exp(a) / u
-    assert T.normalize(se.exp(a + 2 * se.log(u))) == se.exp(a) * u**2
-    assert T.normalize(se.exp(a + u * se.log(u))) == se.exp(a + u * se.log(u))  # not rational
+def test_the_exp_of_a_log_is_a_power_for_a_nonnegative_base() -> None:
+    a, k = se.Symbol("a"), T.fresh("_kk", 0, 4)
+    z = leaf("z", (4,))
+    u = T.ssum(lambda j: se.exp(z.at((j,))), 0, 4)  # a sum of exponentials: positive
+    assert T.nonnegative(u)
+    assert T.normalize(se.exp(a - se.log(u))) == T.normalize(se.exp(a) / u)
+    assert T.normalize(se.exp(a + 2 * se.log(u))) == T.normalize(se.exp(a) * u**2)
+    kept = [
+        se.exp(a + u * se.log(u)),  # not a rational power
+        se.exp(a - se.log(z.at((k,)))),  # a read of any sign: log of a negative value is NaN
+        se.exp(a - se.log(T.ssum(lambda j: se.exp(se.log(z.at((j,))) / 2), 0, 4))),  # not real
+    ]
+    for e in kept:
+        assert "log(" in str(T.normalize(e)), e
 
 
 def _softmax_sums(hi: int) -> tuple[Any, Any, Any]:
