@@ -1220,7 +1220,9 @@ def _normalize(e: Any, unroll: bool) -> Any:
             return folded
     out = rebuild(e, args)
     if isinstance(out, se.Pow) and out.args[0] == se.E:
-        out = _exp_parts(out.args[1])
+        out = _exp_of_logs(out.args[1])
+    if isinstance(out, se.log):
+        out = log_of_shift(out)
     if isinstance(out, se.Add | se.Mul | se.Pow):
         out = se.expand(out)
         out = _idempotent_brackets(out)
@@ -1266,6 +1268,105 @@ def split_shifts(e: Any) -> Any:
         return out
 
     return go(e)
+
+
+def log_of_shift(e: Any) -> Any:
+    """``log(P _XS(s1)^c1 ...)`` as ``log(P) + c1 s1 + ...``: the log of a max-shifted sum of
+    exponentials (``log(sum_k exp(x_k - m))`` once :func:`split_shifts` pulled the shift out of
+    the sum) meets the unshifted ``log(sum_k exp(x_k))`` plus its shift.
+
+    Sound because ``_XS(s)`` is ``exp(s)`` for a finite real ``s`` (only :func:`split_shifts`
+    builds it, after proving ``s`` finite) and a rational power ``c`` of it is the positive real
+    ``exp(c s)``: multiplying by a positive real leaves the argument of ``P`` alone, so for
+    every ``P != 0`` (real, or complex with the principal branch) ``log(P exp(c s)) = log(P) +
+    c s``, and for ``P = 0`` both sides are ``log(0)`` plus a finite shift."""
+    arg = e.args[0]
+    shifts, rest = [], []
+    for f in _factors(arg):
+        base, power = (f.args[0], f.args[1]) if isinstance(f, se.Pow) else (f, ONE)
+        if name_of(base) == "_XS" and isinstance(power, se.Rational | se.Integer):
+            shifts.append(power * base.args[0])
+        else:
+            rest.append(f)
+    if not shifts:
+        return e
+    return se.expand(se.log(se.Mul(*rest)) + se.Add(*shifts))
+
+
+def _exp_of_logs(a: Any) -> Any:
+    """``exp(r + c1 log(u1) + ...)`` as ``exp(r) u1^c1 ...`` for rational ``c`` and ``u``
+    proved nonnegative (:func:`nonnegative`): the exponential of a log-softmax
+    (``exp(x_j - log(sum_k exp(x_k)))``) is the quotient the softmax's form has, and a sum
+    pulls the normaliser out of it.
+
+    Sound because for ``u > 0`` the log is real and ``exp(c log(u)) = u^c``, and
+    ``exp(a + b) = exp(a) exp(b)``; at ``u = 0`` (``log(u) = -oo``) both sides are 0 for
+    ``c > 0`` and ``+oo`` for ``c < 0`` (``exp(r)`` is positive). A ``u`` of unknown sign is
+    left alone: ``log`` of a negative value is NaN in floating point, its power is not."""
+    terms = list(a.args) if isinstance(a, se.Add) else [a]
+    factors, rest = [], []
+    for t in terms:
+        coeff, u = _log_term(t)
+        if u is None or not nonnegative(u):
+            rest.append(t)
+        else:
+            factors.append(se.Pow(u, coeff))
+    if not factors:
+        return _exp_parts(a)
+    return se.expand(se.Mul(_exp_parts(se.Add(*rest)), *factors))
+
+
+def nonnegative(e: Any) -> bool:
+    """Whether ``e`` is ``>= 0`` (or ``+oo``) for every real value of the leaves and every
+    index value: a sufficient syntactic test. Nonnegative numbers, brackets, tables of
+    nonnegative values, ``exp`` of a real term (:func:`_real`), and sums, products and sums
+    over a range of nonnegative terms."""
+    if isinstance(e, se.Number):
+        return e == se.oo or (bool(e.is_real) and e >= 0)
+    n = name_of(e)
+    if n is not None:
+        if n in ("_GE", "_EQ"):
+            return True
+        if n == "_SUM":
+            return nonnegative(e.args[0])
+        if n.startswith("_T"):
+            return bool((np.asarray(TABLES[n], dtype=float) >= 0).all())
+        return False  # a leaf read: any real
+    if isinstance(e, se.Add | se.Mul):
+        return all(nonnegative(a) for a in e.args)
+    if isinstance(e, se.Pow) and e.args[0] == se.E:
+        return _real(e.args[1])
+    return False
+
+
+def _real(e: Any) -> bool:
+    """Whether ``e`` is real (or an infinity) for real leaves: no ``log``, no power with an
+    exponent other than an integer (a root, a log of a negative value is not real), no
+    imaginary number."""
+    stack = [e]
+    while stack:
+        x = stack.pop()
+        if not isinstance(x, se.Basic):
+            continue
+        if not isinstance(x, se.Number):  # -oo has args (-1,)
+            stack.extend(x.args)  # into sums, maxima and reads too
+        if isinstance(x, se.log):
+            return False
+        if isinstance(x, se.Pow) and x.args[0] != se.E and not isinstance(x.args[1], se.Integer):
+            return False
+        if isinstance(x, se.Number) and not x.is_real and x not in (se.oo, -se.oo):
+            return False
+    return True
+
+
+def _log_term(t: Any) -> tuple[Any, Any]:
+    """``(c, u)`` for a term ``c log(u)`` with ``c`` rational, else ``(None, None)``."""
+    parts = _factors(t)
+    logs = [p for p in parts if isinstance(p, se.log)]
+    coeff = [p for p in parts if not isinstance(p, se.log)]
+    if len(logs) != 1 or not all(isinstance(c, se.Rational | se.Integer) for c in coeff):
+        return None, None
+    return se.Mul(*coeff), logs[0].args[0]
 
 
 def _exp_parts(a: Any) -> Any:

@@ -186,10 +186,6 @@ EXCLUDED: dict[str, str] = {}
 #: ``method="tensor"``, 60 s budget per attempt, on the 2-core machine, 2026-11-24). Pinned
 #: (strict xfail): the test fails when the gap closes. They run under :data:`GAP_BUDGET_S`.
 LARGE_UNDECIDED: dict[str, str] = {
-    "log_softmax[512x4096]": "forward = sym, jvp = derivative, vjp = adjoint and the compiled "
-    "fwd: log(sum exp) of the max-shifted row against the unshifted one is not proved for a row "
-    "longer than 8 (not unrolled; 2x16 is undecided too), the rule checks within the budget; "
-    "rows of 8 verify (the rows-of-8 row, the op table's 2x4)",
     "gather_rows_nat[1024x768]": "compiled vjp (grad x): the scatter-add over a runtime index "
     "vector of 512 symbolic positions is not proved (9 positions or more: gather_rows_nat[3x2] "
     "with 9 positions is undecided too; 8 verify, the 8-positions row)",
