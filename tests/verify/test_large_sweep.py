@@ -200,8 +200,6 @@ LARGE_UNDECIDED: dict[str, str] = {
     "vjp: the budget runs out (undecided at the op table's 2x4x4 too, and at 2x5x5)",
     "max_pool[16x16x16x16-3d]": "forward = sym: not proved; compiled jvp and vjp: the budget "
     "runs out (undecided at the op table's 1x3x4x3 too)",
-    "smooth_max_pool[64x1024-1d]": "vjp = adjoint (grad x, windows over the padding): not "
-    "proved (undecided at the op table's 2x6 too)",
 }
 
 #: A pinned row that may also raise, besides failing the assertion (see its reason).
