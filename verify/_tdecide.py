@@ -93,6 +93,85 @@ def _flatten_sum(e: Any) -> tuple[list[Any], Any]:
     return variables, se.Mul(*factors)
 
 
+def _translated(variables: Sequence[Any], body: Any) -> tuple[list[Any], Any]:
+    """The variables and body with each bound variable ``v`` translated, ``v = w - t`` for a
+    fresh ``w`` (an integer ``t``), so that its *anchor* read has no constant term: a sum over
+    every integer of ``body`` (its range is in its brackets) is the same sum after any
+    translation of its variable, so this is exact; ``w``'s registered range is ``v``'s moved by
+    ``t`` (ranges simplify floors). It makes two sums that differ by a shift of their variable
+    (a transposed convolution's weight gradient read as ``x[k] ct[k + 1]`` by the rule and
+    ``x[k - 1] ct[k]`` by the adjoint) the same sum.
+
+    The anchor is chosen alike under every translation of the variables: among the reads in
+    ``body``'s factors with an argument ``+-v + rest + c`` (``rest`` free of bound variables,
+    ``c`` an integer), the smallest by (read name, argument position, sign, ``rest``), ties
+    broken by the smallest ``c``. Translations change only the ``c``, each variable's own
+    (its anchor does not hold the others), so both sides of a shift pick the same anchor. The
+    reads and brackets moved are normalised again (both are translation-equivariant: gcd
+    division and sign normalisation leave the variables' coefficients as they are)."""
+    factors = list(body.args) if isinstance(body, se.Mul) else [body]
+    reads = [f for f in factors if T.is_read(f)]
+    if not reads:
+        return list(variables), body
+    shifts, out = {}, []
+    for v in variables:
+        best = None
+        for f in reads:
+            for pos, arg in enumerate(f.args):
+                cand = _anchor(v, arg)
+                if cand is not None:
+                    key = (T.name_of(f) or "", pos, *cand)
+                    best = key if best is None or key < best else best
+        rng = T.RANGES.get(v)
+        if best is None or best[-1] == 0 or rng is None:
+            out.append(v)
+            continue
+        t = best[2] * best[-1]  # a v + c = a (v + a c)
+        w = _SHIFTED.get((v, t))
+        if w is None:
+            w = T.fresh("_k", rng[0] + t, None if rng[1] is None else rng[1] + t)
+            if len(_SHIFTED) > 200000:
+                _SHIFTED.clear()
+            _SHIFTED[(v, t)] = w
+        shifts[v] = se.expand(w - t)
+        out.append(w)
+    if not shifts:
+        return out, body
+    moved = [f.xreplace(shifts) for f in factors]
+    moved = [T.normalize(g) if g != f else g for f, g in zip(factors, moved, strict=True)]
+    return out, se.Mul(*moved)
+
+
+#: The translated variable ``w = v + t`` of each ``(v, t)`` (one per pair: canonical forms of
+#: the same sum agree across calls).
+_SHIFTED: dict[tuple[Any, int], Any] = {}
+
+
+def _anchor(v: Any, arg: Any) -> tuple[int, str, int] | None:
+    """``(a, rest, c)`` for an index argument ``a v + rest + c`` with ``a = +-1``, ``rest`` an
+    integer combination of atoms free of ``v`` and of every bound variable (which another
+    translation would move), ``c`` an integer; else ``None``."""
+    if v not in arg.free_symbols:
+        return None
+    lin = T.linear(arg)
+    if lin is None:
+        return None
+    coeffs, const = lin
+    a = coeffs.get(v)
+    if a not in (1, -1) or not isinstance(const, se.Integer):
+        return None
+    rest = {u: c for u, c in coeffs.items() if u != v}
+    if not all(isinstance(c, se.Integer) and not _moves(u, v) for u, c in rest.items()):
+        return None
+    return int(a), str(se.Add(*[c * u for u, c in rest.items()])), int(const)
+
+
+def _moves(u: Any, v: Any) -> bool:
+    """Whether the atom ``u`` holds ``v`` or a bound variable (registered, or canonical)."""
+    syms = u.free_symbols
+    return v in syms or bool(syms & T.BOUND) or any(s.name.startswith("_b") for s in syms)
+
+
 def _drop_one(factors: list[Any], f: Any) -> list[Any]:
     out, dropped = [], False
     for g in factors:
@@ -121,6 +200,7 @@ def _level(e: Any) -> int:
 
 def _canon_sum(e: Any, memo: dict[Any, Any]) -> Any:
     variables, body = _flatten_sum(e)
+    variables, body = _translated(variables, se.expand(body))
     body = _canon(se.expand(body), memo)
     base = _level(body)
     n = len(variables)

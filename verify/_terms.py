@@ -1025,11 +1025,13 @@ def _tightest(bounds: list[Any], pick: Callable[..., Any]) -> list[Any]:
 RESIDUE_MAX = 1 << 20
 
 
-def _residue_of(k: Any, factors: Sequence[Any]) -> int | None:
-    """The modulus ``m`` of a split ``k = m u + r`` that removes a floor of ``k``: for
-    ``floor((a k + b v + c) / d)`` with ``d | b`` for every other variable, ``m = d / gcd(a, d)``
-    makes it ``(a / m) ... u + floor((a r + c) / d)``, and the last floor must be constant over
-    ``0 <= r < m`` (else splitting would not remove it)."""
+def _residue_of(k: Any, factors: Sequence[Any]) -> tuple[int, int] | None:
+    """The split ``k = m u + r`` (``r0 <= r < r0 + m``) that removes a floor of ``k``, as
+    ``(m, r0)``: for ``floor((a k + b v + c) / d)`` with ``d | b`` for every other variable,
+    ``m = d / gcd(a, d)`` makes it ``(a / m) ... u + floor((a r + c) / d)``, and the last floor
+    must be constant over the window of ``r`` (else splitting would not remove it): the window
+    :func:`_residue_window` gives (``r0 = 0`` where that one works). Any window is sound, the
+    substitution being a bijection of the integers; the window only makes it useful."""
     best = None
     for f in factors:
         for fl in f.atoms(se.floor):
@@ -1047,29 +1049,46 @@ def _residue_of(k: Any, factors: Sequence[Any]) -> int | None:
             if any(k in v.free_symbols for v in ints if v != k):
                 continue
             m = d // math.gcd(a, d)
-            c0 = int(Fraction(str(const)) * d)
-            vals = {(a * r + c0) // d for r in range(min(m, 64))} if m <= 64 else None
-            if m < 2 or m > RESIDUE_MAX or (vals is not None and len(vals) != 1):
+            if m < 2 or m > RESIDUE_MAX:
                 continue
-            if vals is None and not (c0 % d >= 0 and (c0 % d) + a * (m - 1) < d):
-                continue
-            if best is None or m < best:
-                best = m
+            r0 = _residue_window(a, int(Fraction(str(const)) * d), d, m)
+            if r0 is not None and (best is None or (m, r0) < best):
+                best = (m, r0)
     return best
 
 
-def _split_residues(k: Any, dep: Sequence[Any], m: int, unroll: bool) -> Any:
-    """``sum_k prod(dep)`` as ``sum_r sum_u prod(dep)[k := m u + r]`` with ``0 <= r < m``:
-    every ``floor((a k + c) / d)`` with ``m | d / gcd(a, d)`` becomes affine in ``u`` (and a
-    floor of the short-ranged ``r``)."""
+def _residue_window(a: int, c: int, d: int, m: int) -> int | None:
+    """The ``r0`` in ``[0, m)`` with ``floor((a r + c) / d)`` constant over ``r0 <= r < r0 + m``
+    (``m = d / gcd(a, d)``), or ``None`` when no window of ``m`` values has one value.
+
+    With ``g = gcd(a, d)`` and ``a = g a'``, the ``m`` values ``a r + c`` are ``g`` apart, and
+    ``g (m - 1) = d - g``, so they lie in one block ``[j d, (j + 1) d)`` only if ``a' = +-1``
+    and the block starts where they do: for ``a' = 1``, ``(a r0 + c) mod d < g``, i.e.
+    ``c // g + r0 = 0 (mod m)``; for ``a' = -1`` the values fall, and the first must be in the
+    block's last ``g``: ``c // g - r0 = -1 (mod m)``."""
+    g = math.gcd(a, d)
+    if abs(a) != g:
+        return None
+    r0 = (-(c // g)) % m if a > 0 else (c // g + 1) % m
+    lo, hi = sorted((a * r0 + c, a * (r0 + m - 1) + c))
+    return r0 if lo // d == hi // d else None  # the closed form above, checked
+
+
+def _split_residues(k: Any, dep: Sequence[Any], split: tuple[int, int], unroll: bool) -> Any:
+    """``sum_k prod(dep)`` as ``sum_r sum_u prod(dep)[k := m u + r]`` with ``r0 <= r < r0 + m``
+    (``split = (m, r0)``): every ``k`` is ``m u + r`` for exactly one such pair, so the sum is
+    the same; every ``floor((a k + c) / d)`` with ``m | d / gcd(a, d)`` becomes affine in ``u``
+    (and a floor of the short-ranged ``r``). ``u = floor((k - r0) / m)`` ranges over the
+    values it takes on ``k``'s range."""
+    m, r0 = split
     lo, hi = RANGES.get(k, (None, None))
     if lo is None or hi is None:
         raise TermError(f"cannot split {k} without a range")
-    r = fresh("_k", 0, m)
-    u = fresh("_k", lo // m, (hi - 1) // m + 1)
+    r = fresh("_k", r0, r0 + m)
+    u = fresh("_k", (lo - r0) // m, (hi - 1 - r0) // m + 1)
     value = se.expand(m * u + r)
     parts = [normalize(g.xreplace({k: value}), unroll) for g in dep]
-    inner = sum_over(u, se.Mul(*parts) * range_brackets(r, 0, m), unroll)
+    inner = sum_over(u, se.Mul(*parts) * range_brackets(r, r0, r0 + m), unroll)
     return sum_over(r, inner, unroll)
 
 
@@ -1500,42 +1519,41 @@ def _holds_first(c: Any, k: Any, lo: Any) -> bool:
     return bool(np.all(table[tuple(sl)] == 1))
 
 
-def _brackets_outside_sums(e: Any) -> list[Any]:
-    """The brackets in ``e`` that are not inside a sum or a maximum (at any depth): a bracket
-    inside one may read its bound variable, which means nothing outside it."""
-    out: list[Any] = []
-    seen: set = set()
-    stack = [e]
-    while stack:
-        x = stack.pop()
-        if not isinstance(x, se.Basic) or not x.args or isinstance(x, se.Number) or x in seen:
-            continue
-        seen.add(x)
-        if name_of(x) in ("_SUM", "_MAXR"):
-            continue
-        if is_bracket(x):
-            out.append(x)
-        stack.extend(x.args)
-    return out
-
-
 def _nested_bracket(t: Any) -> Any:
     """A bracket that occurs inside the arguments of a read, a bracket or a floor of ``t``
-    (not inside a sum or a maximum, at any depth: that is its own business, and such a bracket
-    may read its bound variable), innermost first; else ``None``."""
+    (not inside a sum: that is the sum's own business), innermost first; else ``None``.
+
+    A bracket that mentions the variable of a sum or maximum inside ``t`` (a sum under a
+    power or a sum of sums: ``1 / (sum_k ... [k >= 1] ...)``) is never one: its value changes
+    with that variable, so ``t = [c] t[c := 1] + (1 - [c]) t[c := 0]`` does not hold, and
+    lifting it would leave the variable outside its sum."""
     found = None
+    inner_bound = _bound_inside(t)
     for f in _factors(t):
         base = f.args[0] if isinstance(f, se.Pow) else f
         n = name_of(base)
         if n in ("_SUM", "_MAXR") or not isinstance(base, se.Basic):
             continue
-        inner = [a for a in _brackets_outside_sums(base) if a != base]
+        inner = [a for a in fn_atoms(base) if is_bracket(a) and a != base
+                 and not (a.free_symbols & inner_bound)]  # fmt: skip
         for b in inner:
             if not any(is_bracket(c) for c in fn_atoms(b.args[0])):
                 return b
         if inner and found is None:
             found = inner[0]
     return found
+
+
+def _bound_inside(t: Any) -> set:
+    """The variables of the sums and maxima inside ``t``."""
+    out: set = set()
+    for f in fn_atoms(t):
+        n = name_of(f)
+        if n == "_SUM":
+            out.update(f.args[1:])
+        elif n == "_MAXR":
+            out.add(f.args[1])
+    return out
 
 
 def _lift(t: Any) -> Any:
