@@ -53,6 +53,16 @@ def conv2d(c: int, hw: int) -> Build:
     return build
 
 
+def conv_transpose2d(c: int, hw: int) -> Build:
+    def build() -> tl.GraphData:
+        b = tl.GraphBuilder("f32")
+        W, bias = b.param("W", (c, c, 3, 3)), b.param("b", (c,))
+        x = b.input("x", (c, hw, hw), requires_grad=True)
+        return b.build(b.apply("conv_transpose2d", W, bias, x, stride=2, padding=1))
+
+    return build
+
+
 def attention(n: int, d: int, heads: int) -> Build:
     def build() -> tl.GraphData:
         b = tl.GraphBuilder("f32")
@@ -88,7 +98,11 @@ CASES: list[tuple[str, str, Build, str, Build]] = [
     ("conv2d 3x3, padding 1", "4 ch, 8x8", conv2d(4, 8), "64 ch, 32x32", conv2d(64, 32)),
     ("multi_head_attention, causal", "n 3, d 4, 2 heads", attention(3, 4, 2),
      "n 128, d 768, 12 heads", attention(128, 768, 12)),
+    ("conv_transpose2d 3x3, stride 2, padding 1", "4 ch, 8x8", conv_transpose2d(4, 8),
+     "64 ch, 32x32", conv_transpose2d(64, 32)),
     ("softmax", "2x4", unary("softmax", (2, 4)), "512x4096", unary("softmax", (512, 4096))),
+    ("log_softmax", "2x4", unary("log_softmax", (2, 4)), "512x4096",
+     unary("log_softmax", (512, 4096))),
     ("layer_norm", "2x4", layer_norm(2, 4), "512x768", layer_norm(512, 768)),
     ("max_pool2d 2x2", "1x4x4", unary("max_pool2d", (1, 4, 4), kernel=(2, 2), stride=2),
      "64x32x32", unary("max_pool2d", (64, 32, 32), kernel=(2, 2), stride=2)),
