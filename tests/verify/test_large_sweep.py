@@ -192,11 +192,6 @@ LARGE_UNDECIDED: dict[str, str] = {
     "fwd: log(sum exp) of the max-shifted row against the unshifted one is not proved for a row "
     "longer than 8 (not unrolled; 2x16 is undecided too), the rule checks within the budget; "
     "rows of 8 verify (the rows-of-8 row, the op table's 2x4)",
-    "gather_rows_nat[1024x768]": "compiled vjp (grad x): the scatter-add over a runtime index "
-    "vector of 512 symbolic positions is not proved (9 positions or more: gather_rows_nat[3x2] "
-    "with 9 positions is undecided too; 8 verify, the 8-positions row)",
-    "gather_vec_nat[4096]": "compiled vjp (grad x): as gather_rows_nat, an index vector of "
-    "1024 positions (more than 8)",
     "conv_transpose2d[64x64x3x3_64_64x32x32]": "vjp = adjoint and compiled vjp, grad W: the "
     "transposed convolution's weight gradient is not proved once a range is past 8 (undecided "
     "at 64 channels on a length of 8 and at 2 channels on 1024 too; the op table's verify)",
