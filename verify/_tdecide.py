@@ -1310,6 +1310,8 @@ def _search(
             try:
                 ge = T.concretize(T.normalize(got), values, nat)
                 xe = T.concretize(T.normalize(expected), values, nat)
+            except T.OutOfTime:
+                raise  # the budget is spent: not a point without a value
             except T.TermError:
                 continue
             d = decide_memo(ge, xe, dict(domains_for_elements(ge, xe, domains)), seed)

@@ -30,9 +30,9 @@ from . import _terms as T
 #: Whole vectors proposed per concrete element (the first is the element's own row).
 PER_POINT = 3
 #: Elements tried with proposed vectors, at most: writing out an element of a vector of 512
-#: positions takes a third of a second, and a comparison that is true but not proved would
-#: otherwise pay that for every element the search tries.
-MAX_ELEMENTS = 3
+#: positions takes about a third of a second per side and vector, and a comparison that is true
+#: but not proved pays that for every element and vector tried (within the check's budget).
+MAX_ELEMENTS = 2
 #: The value standing for "every larger natural" where a vector's range is unbounded (a rule
 #: check over every natural): the largest value a compiled call receives, any natural will do.
 LARGE = 2**31 - 1
