@@ -1298,7 +1298,7 @@ def _search(
     points = _candidate_points(got, expected, free, nat_symbols, region_point, rng)
     vectors = _tnatvec.nat_vectors(got, expected)
     if vectors:
-        points = points[: _tnatvec.MAX_ELEMENTS]
+        points = _tnatvec.elements(points)
     big = False
     for values in points:
         if not big and expanded_size(got, values) + expanded_size(expected, values) > EXPAND_MAX:

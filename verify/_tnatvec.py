@@ -28,11 +28,11 @@ import symengine as se
 from . import _terms as T
 
 #: Whole vectors proposed per concrete element (the first is the element's own row).
-PER_POINT = 3
+PER_POINT = 2
 #: Elements tried with proposed vectors, at most: writing out an element of a vector of 512
 #: positions takes about a third of a second per side and vector, and a comparison that is true
 #: but not proved pays that for every element and vector tried (within the check's budget).
-MAX_ELEMENTS = 2
+MAX_ELEMENTS = 3
 #: The value standing for "every larger natural" where a vector's range is unbounded (a rule
 #: check over every natural): the largest value a compiled call receives, any natural will do.
 LARGE = 2**31 - 1
@@ -74,6 +74,28 @@ def nat_vectors(*terms: Any) -> list[NatVector]:
     return out
 
 
+def elements(points: Sequence[Mapping[Any, int]]) -> list[Mapping[Any, int]]:
+    """At most :data:`MAX_ELEMENTS` of the search's ``points`` for the vectors: the first (a
+    point of the region not proved, when there is one), then the last and the first row (the
+    largest and smallest first index: a value clamped to the last row, an off-by-one at either
+    end), each row once."""
+
+    def row(p: Mapping[Any, int]) -> int:
+        return int(next(iter(p.values()), -1))
+
+    order = [*points[:1], *sorted(points, key=row, reverse=True)[:1],
+             *sorted(points, key=row)[:1], *points]  # fmt: skip
+    out: list[Mapping[Any, int]] = []
+    seen: set[int] = set()
+    for p in order:
+        if row(p) not in seen:
+            seen.add(row(p))
+            out.append(p)
+        if len(out) == MAX_ELEMENTS:
+            break
+    return out
+
+
 def assignments(point: Mapping[Any, int], vectors: Sequence[NatVector], rng: random.Random
                 ) -> Iterator[dict[str, np.ndarray]]:  # fmt: skip
     """Values for every vector at one concrete element ``point`` (free index values): every
@@ -110,4 +132,4 @@ def shown(values: Mapping[str, np.ndarray], vectors: Sequence[NatVector]) -> dic
     return {vec.shown: str(values[vec.name].tolist()) for vec in vectors if vec.name in values}
 
 
-__all__ = ["NatVector", "assignments", "nat_vectors", "shown"]
+__all__ = ["NatVector", "assignments", "elements", "nat_vectors", "shown"]

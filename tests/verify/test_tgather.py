@@ -92,3 +92,31 @@ def test_a_wrong_scatter_is_refuted_at_tensor_level_with_an_element_named(
         assert ce.expected != ce.got
         values = ce.inputs["index idx"]  # the concrete index vector of the counterexample
         assert len(re.findall(r"\d+", values)) == POSITIONS
+
+
+def test_proposed_index_vectors_stay_in_their_range(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A counterexample's index vector is an input the program can receive: every proposed
+    value is within the vector's range (int32 values for a compiled call), whatever the
+    element's indices (here past the range too)."""
+    import random
+
+    import symengine as se
+
+    from verify import _terms as T
+    from verify import _tnatvec
+
+    monkeypatch.setitem(T.NAT_RANGES, "v__test", (0, 5))
+    monkeypatch.setitem(T.LEAF_SHAPES, "v__test", (7,))
+    k = T.fresh("_k", 0, 7)
+    (vec,) = _tnatvec.nat_vectors(T.eq(T.read("v__test", [k]) - 3) * se.Symbol("z"))
+    assert (vec.length, vec.lo, vec.hi, vec.shown) == (7, 0, 5, "index v")
+    q = se.Symbol("_q_test")
+    points = [{q: 4}, {q: 9}, {q: 0}, {q: 2}]
+    assert [p[q] for p in _tnatvec.elements(points)] == [4, 9, 0][: _tnatvec.MAX_ELEMENTS]
+    rng = random.Random(0)
+    for p in points:
+        tried = list(_tnatvec.assignments(p, [vec], rng))
+        assert len(tried) == _tnatvec.PER_POINT
+        for values in tried:
+            arr = values["v__test"]
+            assert arr.shape == (7,) and ((arr >= 0) & (arr < 5)).all(), arr
