@@ -19,9 +19,10 @@ Both sides are terms of the same free element indices (:mod:`verify._terms`). Th
    differently are identified when z3 proves their domains equal.
 4. **Counterexamples.** When a region is not proved, concrete elements are tried (a point of
    the region found by z3, the corners of the index space, the positions where a table is
-   nonzero, random ones): each is expanded to its element-level expression and decided by the
-   element-level procedure, which gives an exact counterexample (element index and input
-   values) when the sides differ there. An element too large to write out (more than
+   nonzero, random ones; a runtime index vector read in the terms gets a few concrete vectors
+   per element, :mod:`verify._tnatvec`): each is expanded to its element-level expression and
+   decided by the element-level procedure, which gives an exact counterexample (element index
+   and input values) when the sides differ there. An element too large to write out (more than
    :data:`EXPAND_MAX` nodes) is not expanded: both terms are evaluated over every element at
    once in certified interval arithmetic (:mod:`verify._tnumeric`), and an element whose
    enclosures are disjoint is the counterexample. When no element differs, the check is
@@ -1369,32 +1370,40 @@ def _search(
     domains: Mapping[str, str],
     seed: int,
 ) -> TDecision:
-    from . import _tnumeric
+    from . import _tnatvec, _tnumeric
     from ._rules import decide_memo
 
     free_all = list(free)
     free = [v for v in free if isinstance(v, se.Symbol)]
     rng = random.Random(seed)
     points = _candidate_points(got, expected, free, nat_symbols, region_point, rng)
+    vectors = _tnatvec.nat_vectors(got, expected)
+    if vectors:
+        points = _tnatvec.elements(points)
     big = False
     for values in points:
         if not big and expanded_size(got, values) + expanded_size(expected, values) > EXPAND_MAX:
             big = True  # too large to write out: certified numbers below
         if big:
             break
-        try:
-            ge = T.concretize(T.normalize(got), values)
-            xe = T.concretize(T.normalize(expected), values)
-        except T.TermError:
-            continue
-        d = decide_memo(ge, xe, dict(domains_for_elements(ge, xe, domains)), seed)
-        if d.equal is False:
-            element = tuple(
-                int(values[v]) if isinstance(v, se.Symbol) else int(v) for v in free_all
-            )
-            nat = {s.name: int(values[s]) for s in nat_symbols if s in values}
-            return TDecision(False, "counterexample at a concrete element", element, d, nat,
-                             method=d.method)  # fmt: skip
+        # runtime index vectors read in the terms get concrete values too (a few per element)
+        for nat in _tnatvec.assignments(values, vectors, rng) if vectors else [{}]:
+            try:
+                ge = T.concretize(T.normalize(got), values, nat)
+                xe = T.concretize(T.normalize(expected), values, nat)
+            except T.OutOfTime:
+                raise  # the budget is spent: not a point without a value
+            except T.TermError:
+                continue
+            d = decide_memo(ge, xe, dict(domains_for_elements(ge, xe, domains)), seed)
+            if d.equal is False:
+                element = tuple(
+                    int(values[v]) if isinstance(v, se.Symbol) else int(v) for v in free_all
+                )
+                scalars = {s.name: int(values[s]) for s in nat_symbols if s in values}
+                return TDecision(False, "counterexample at a concrete element", element, d,
+                                 scalars, method=d.method,
+                                 inputs=_tnatvec.shown(nat, vectors) or None)  # fmt: skip
     if not nat_symbols:
         m = _tnumeric.find_mismatch(got, expected, free, domains, points, seed)
         if m is not None:

@@ -1558,15 +1558,24 @@ def _bound_inside(t: Any) -> set:
 
 def _lift(t: Any) -> Any:
     """A monomial with brackets nested inside index expressions (a clamped or selected index)
-    split on them: ``t = [c] t[c := 1] + (1 - [c]) t[c := 0]``."""
+    split on them: ``t = [c] t[c := 1] + (1 - [c]) t[c := 0]``. A nested bracket that the
+    ranges decide is replaced by its value instead: a split made inside another one leaves
+    brackets like ``[-1 - idx(p) >= 0]`` built by substitution, not by :func:`ge`, which is 0
+    for a nat read (``idx(p) >= 0``, its registered range); splitting on it would keep a
+    product with a bracket that is always 0 as a term of its own. The split's result keeps its
+    brackets 0/1 (``[c] [c] = [c]``: ``t[c := 1]`` may hold ``[c]`` again), so both are exact
+    rewrites."""
     b = _nested_bracket(t)
     if b is None:
         return t
+    nb = normalize(b)
+    if isinstance(nb, se.Integer):  # decided by the ranges: the same value wherever it occurs
+        return normalize(t.xreplace({b: nb}), True)
     on = normalize(t.xreplace({b: ONE}), True)
     off = normalize(t.xreplace({b: ZERO}), True)
     if has_infinity(on) or has_infinity(off):  # 0 * -oo is nan, not 0: keep the choice a Piecewise
         return se.Piecewise((on, se.Eq(b, 1)), (off, True))
-    return se.expand(b * on + (1 - b) * off)
+    return _idempotent_brackets(se.expand(b * on + (1 - b) * off))
 
 
 def has_infinity(e: Any) -> bool:

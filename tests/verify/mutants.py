@@ -912,6 +912,23 @@ def _big_reduce_sum() -> tl.GraphData:
     return b.build(b.sum(y * y))
 
 
+def _big_gather() -> tl.GraphData:
+    b = tl.GraphBuilder("f64")
+    x = b.param("x", (1024, 768))
+    y = b.gather_rows_nat(x, b.index("idx", 512))
+    return b.build(b.sum(y * y))
+
+
+def _gather_lower_vjp_drops_last(B: Any, args: tuple, out: Any, ct: Any, *, idx: Any) -> tuple:
+    import jax.numpy as jnp
+
+    x = args[0]
+    n = x.shape[0]
+    i = jnp.asarray(idx)
+    i = jnp.where(i < n, i, n)
+    return (jnp.zeros_like(x).at[i[:-1]].add(ct[:-1], mode="drop"),)  # the last position lost
+
+
 @dataclass(frozen=True)
 class LargeMutant(Mutant):
     """A mutant on tensors past the element method's limit; ``element`` is a regular
@@ -942,6 +959,11 @@ LARGE_MUTANTS: list[LargeMutant] = [
     LargeMutant("attention lowered causal mask off by one in one row", "lowering", _big_attention,
                 _rule("multi_head_attention", "lower_rule", _attention_lower_mask_row),
                 note=f"only row {_ROW} (n 128, d 768, 12 heads)", element=rf"out\[{_ROW},\d+\]"),
+    LargeMutant("gather lowered vjp drops the last of 512 positions", "lowering", _big_gather,
+                _rule("gather_rows_nat", "lower_vjp_rule", _gather_lower_vjp_drops_last),
+                index={"idx": [(7 * p) % 1100 for p in range(512)]},
+                note="1024x768, 512 runtime positions: only rows the last position reads",
+                element=r"grad x\[\d+,\d+\]"),
     LargeMutant("reduce_sum vjp broadcasts along the wrong axis", "rule", _big_reduce_sum,
                 _rule("reduce_sum", "vjp_rule", _reduce_sum_vjp_wrong_axis),
                 note="512x768, reshaped to fit", element=r"grad x\[\d+,\d+\]"),

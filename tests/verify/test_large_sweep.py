@@ -186,11 +186,6 @@ EXCLUDED: dict[str, str] = {}
 #: ``method="tensor"``, 60 s budget per attempt, on the 2-core machine, 2026-11-24). Pinned
 #: (strict xfail): the test fails when the gap closes. They run under :data:`GAP_BUDGET_S`.
 LARGE_UNDECIDED: dict[str, str] = {
-    "gather_rows_nat[1024x768]": "compiled vjp (grad x): the scatter-add over a runtime index "
-    "vector of 512 symbolic positions is not proved (9 positions or more: gather_rows_nat[3x2] "
-    "with 9 positions is undecided too; 8 verify, the 8-positions row)",
-    "gather_vec_nat[4096]": "compiled vjp (grad x): as gather_rows_nat, an index vector of "
-    "1024 positions (more than 8)",
     "max_pool2d_pad[64x32x32]": "forward = sym and compiled fwd: not proved; compiled jvp and "
     "vjp: the budget runs out (undecided at the op table's 2x4x4 too, and at 2x5x5)",
     "max_pool[16x16x16x16-3d]": "forward = sym: not proved; compiled jvp and vjp: the budget "

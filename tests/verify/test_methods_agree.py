@@ -42,8 +42,6 @@ ROWS_UNDECIDED_AT_TENSOR: dict[str, str] = {}
 MUTANTS_UNDECIDED_AT_TENSOR: dict[str, str] = {
     "gradient to an out-of-range gather index": "the mutated vjp rule converts the index to "
     "NumPy, so it does not run on tensor terms",
-    "gather lowered vjp clips indices": "compiled vjp: not proved, and no counterexample among "
-    "the 6 concrete elements tried (the bug needs an index value of 3 or more)",
 }
 
 #: Checked in every run (a few seconds); every other row and mutant is ``slow``.
