@@ -574,25 +574,114 @@ class _Reals:
         return None
 
 
-#: Memo of :func:`_covers`: (earlier conditions, candidate) -> proved.
+#: Memo of :func:`_covers`: (earlier conditions, candidate) -> proved. A pure function of the
+#: conditions, so the memo is exact.
 _COVERS: dict[tuple, bool] = {}
+#: Memo of :func:`_complete_chains`: (got, expected, unroll) -> the completed pair. The result
+#: is a function of the terms alone (normal forms are memoised on the term the same way).
+_CHAINS: dict[tuple, tuple[Any, Any]] = {}
+#: The memos above are cleared past this many entries (memory; a miss only recomputes).
+CHAIN_MEMO_MAX = 100000
+
+
+class _RealPoint:
+    """The conditions of :class:`_Reals` evaluated exactly (rationals) at one point: each
+    unknown of :class:`_Reals` (a non-numeric subterm) at a value drawn from ``rng`` the first
+    time it is met. ``None`` where :class:`_Reals` has no formula."""
+
+    def __init__(self, rng: random.Random) -> None:
+        self.rng = rng
+        self.values: dict[Any, Fraction] = {}
+
+    def term(self, e: Any) -> Fraction | None:
+        if isinstance(e, se.Integer | se.Rational):
+            return Fraction(str(e))
+        if isinstance(e, se.Number) or e in (se.oo, -se.oo, se.zoo, se.nan):
+            return None
+        if isinstance(e, se.Add):
+            args = [self.term(a) for a in e.args]
+            return None if any(a is None for a in args) else sum(args, Fraction(0))  # type: ignore[arg-type]
+        if isinstance(e, se.Mul) and isinstance(e.args[0], se.Integer | se.Rational):
+            rest = self.term(se.Mul(*e.args[1:]))
+            return None if rest is None else Fraction(str(e.args[0])) * rest
+        if T.has_infinity(e):
+            return None
+        v = self.values.get(e)
+        if v is None:
+            v = self.values[e] = Fraction(self.rng.randrange(-64, 64), 1 + self.rng.randrange(4))
+        return v
+
+    def cond(self, c: Any) -> bool | None:
+        if c == se.true:
+            return True
+        if isinstance(c, se.And | se.Or):
+            args = [self.cond(a) for a in c.args]
+            if any(a is None for a in args):
+                return None
+            return all(args) if isinstance(c, se.And) else any(args)
+        if isinstance(c, se.LessThan | se.StrictLessThan | se.Equality):
+            a, b = (self.term(x) for x in c.args)
+            if a is None or b is None:
+                return None
+            if isinstance(c, se.LessThan):
+                return a <= b
+            return a < b if isinstance(c, se.StrictLessThan) else a == b
+        return None
+
+
+#: Points tried by :func:`_uncovered_at_a_point` before z3 is asked.
+COVER_POINTS = 4
+
+
+def _uncovered_at_a_point(conds: tuple) -> bool:
+    """Whether a point of the unknowns of :class:`_Reals` makes every condition of ``conds``
+    false (exact rationals): a witness that they do not cover every value, so z3 would find
+    the negation of their disjunction satisfiable. A quick refutation only: ``False`` proves
+    nothing (z3 decides)."""
+    rng = random.Random(0)
+    for _ in range(COVER_POINTS):
+        at = _RealPoint(rng)
+        values = [at.cond(x) for x in conds]
+        if any(v is None for v in values):
+            return False
+        if not any(values):
+            return True
+    return False
 
 
 def _covers(conds: tuple, c: Any) -> bool:
-    """Whether ``c_1 or ... or c_n or c`` holds for all reals (z3, exact)."""
-    key = (conds, c)
+    """Whether ``c_1 or ... or c_n or c`` holds for all reals (z3, exact; a point where none
+    holds answers no first)."""
+    if _uncovered_at_a_point((*conds, c)):
+        return False
+    r = _Reals()
+    zs = [r.cond(x) for x in (*conds, c)]
+    if any(z is None for z in zs):
+        return False
+    solver = r.z3.Solver()
+    solver.set("timeout", 5000)
+    solver.add(r.z3.Not(r.z3.Or(*zs)))
+    return bool(solver.check() == r.z3.unsat)
+
+
+def _covers_memo(prior: tuple, c: Any) -> bool:
+    """:func:`_covers`, memoised: the conditions of one window's chains recur in every case of
+    a split and in both passes."""
+    key = (prior, c)
     hit = _COVERS.get(key)
     if hit is None:
-        hit = False
-        r = _Reals()
-        zs = [r.cond(x) for x in (*conds, c)]
-        if all(z is not None for z in zs):
-            solver = r.z3.Solver()
-            solver.set("timeout", 5000)
-            solver.add(r.z3.Not(r.z3.Or(*zs)))
-            hit = solver.check() == r.z3.unsat
+        hit = _covers(prior, c)
+        if len(_COVERS) > CHAIN_MEMO_MAX:
+            _COVERS.clear()
         _COVERS[key] = hit
     return hit
+
+
+def _negations(c: Any) -> frozenset:
+    """The negations of the order conjuncts of ``c`` (:func:`verify._terms._negated`): ``c``
+    and ``d`` are disjoint in the sense of :func:`verify._terms.disjoint` exactly when this
+    meets the conjuncts of ``d``."""
+    return frozenset(n for n in map(T._negated, T._literals(c)) if n is not None)
 
 
 def _complete_chains(g: Any, x: Any, unroll: bool) -> tuple[Any, Any]:
@@ -603,25 +692,42 @@ def _complete_chains(g: Any, x: Any, unroll: bool) -> tuple[Any, Any]:
     then meets the reference's one-hot ``(1, c_5), (0, True)`` (normal forms drop the branches
     disjoint from ``c_5``). Candidates are the conditions over the chain's own symbols that
     are syntactically disjoint from every earlier one (:func:`verify._terms.disjoint`), so the
-    chain does simplify."""
+    chain does simplify. Memoised on the pair (the same normal forms meet again in the
+    shifted and plain passes and in the first case of a split)."""
+    key = (g, x, unroll)
+    hit = _CHAINS.get(key)
+    if hit is None:
+        hit = _completed_chains(g, x, unroll)
+        if len(_CHAINS) > CHAIN_MEMO_MAX:
+            _CHAINS.clear()
+        _CHAINS[key] = hit
+    return hit
+
+
+def _completed_chains(g: Any, x: Any, unroll: bool) -> tuple[Any, Any]:
+    """:func:`_complete_chains`, not memoised."""
     pws = _piecewises(g, x)
     if not pws:
         return g, x
     conds = sorted({p.args[i] for p in pws for i in range(1, len(p.args), 2)} - {se.true},
                    key=str)  # fmt: skip
+    scopes = {c: c.free_symbols for c in conds}
+    negations = {c: _negations(c) for c in conds}
+    literals = {c: frozenset(T._literals(c)) for c in conds}
     repl: dict[Any, Any] = {}
     for p in pws:
         pairs = [(p.args[i], p.args[i + 1]) for i in range(0, len(p.args), 2)]
         if len(pairs) < 2 or pairs[-1][1] != se.true:
             continue
         prior = tuple(c for _, c in pairs[:-1])
+        prior_literals = [literals.get(d) or frozenset(T._literals(d)) for d in prior]
         scope = p.free_symbols
         for c in conds:
-            if c in prior or not c.free_symbols <= scope:
+            if c in prior or not scopes[c] <= scope:
                 continue  # (a condition from another sum's body reads its bound variables)
-            if not all(T.disjoint(c, d) for d in prior):
-                continue
-            if _covers(prior, c):
+            if not all(negations[c] & lits for lits in prior_literals):
+                continue  # not disjoint from an earlier condition: the chain would not shrink
+            if _covers_memo(prior, c):
                 repl[p] = se.Piecewise(*pairs[:-1], (pairs[-1][0], c), (T.ZERO, True))
                 break
     if not repl:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 
 import numpy as np
+import pytest
 import symengine as se
 
 from verify import _terms as T
@@ -154,3 +155,29 @@ def test_residue_classes_partition_the_range_exactly() -> None:
             assert all(lo <= v < hi and v % d == r for v in vals)
             seen += vals
         assert sorted(seen) == list(range(lo, hi)), (lo, hi, d)
+
+
+def test_a_cover_is_refuted_at_a_point_before_z3_and_proved_only_by_z3(monkeypatch) -> None:
+    """``_covers`` answers "no" at a point where no condition holds without asking z3 (the
+    quick refutation of most candidates of a chain); "yes" still comes from z3 alone, and the
+    point never says "yes"."""
+    from verify import _tdecide as D
+
+    a_first, b_first = se.Lt(B, A), se.Le(A, B)  # a first maximum of (a, b), b the other
+    not_covering = (se.Lt(A, B), se.And(se.Le(B, A), se.Le(C, A)))  # c > a > b: neither
+
+    def no_z3(*args, **kwargs):
+        raise AssertionError("z3 asked")
+
+    monkeypatch.setattr(D, "_Reals", no_z3)
+    assert D._uncovered_at_a_point(not_covering)
+    assert D._covers(not_covering[:1], not_covering[1]) is False
+    with pytest.raises(AssertionError, match="z3 asked"):
+        D._covers((a_first,), b_first)
+    monkeypatch.undo()
+    assert not D._uncovered_at_a_point((a_first, b_first))
+    assert D._covers((a_first,), b_first) is True
+    # every ordering of (a, b, c) satisfies a condition exactly when z3 says they cover
+    for conds in [(a_first, b_first), not_covering, (se.Lt(A, B), se.Lt(B, A))]:
+        covered = all(any(bool(_value(x, p)) for x in conds) for p in _orderings())
+        assert D._covers(conds[:-1], conds[-1]) is covered, conds
