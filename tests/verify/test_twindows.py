@@ -181,3 +181,22 @@ def test_a_cover_is_refuted_at_a_point_before_z3_and_proved_only_by_z3(monkeypat
     for conds in [(a_first, b_first), not_covering, (se.Lt(A, B), se.Lt(B, A))]:
         covered = all(any(bool(_value(x, p)) for x in conds) for p in _orderings())
         assert D._covers(conds[:-1], conds[-1]) is covered, conds
+
+
+def test_index_simplification_under_narrowed_ranges_is_memoised_per_range(monkeypatch) -> None:
+    """Inside a product, its brackets narrow the ranges its floors are simplified under
+    (``[q >= 8] x(floor(q / 8))`` is ``[q >= 8] x(1)`` for ``q < 16``); that simplification is
+    memoised with the narrowed ranges in the key: computed once per range, and a floor under
+    one range is never reused under another."""
+    (q,) = T.free_vars((16,))
+    x = T.leaf_read("x", (se.floor(q / 8),), (2,))
+    calls = []
+    inner = T._simplify_index
+    monkeypatch.setattr(T, "_simplify_index", lambda e: calls.append(e) or inner(e))
+    high, low = T.ge(q - 8) * x, T.ge(7 - q) * x
+    assert T._refine(high) == T.ge(q - 8) * T.leaf_read("x", (1,), (2,))
+    n = len(calls)
+    assert n and T._refine(high) == T.ge(q - 8) * T.leaf_read("x", (1,), (2,))
+    assert len(calls) == n  # the second time from the memo
+    assert T._refine(low) == T.ge(7 - q) * T.leaf_read("x", (0,), (2,))
+    assert T.simplify_index(se.floor(q / 8)) == se.floor(q / 8)  # no narrowing outside
