@@ -202,12 +202,6 @@ LARGE_UNDECIDED: dict[str, str] = {
     "at 64 channels on a length of 8 and at 2 channels on 1024 too; the op table's verify)",
     "conv_transpose[16x16x2x2x2_16_16x16x16x16-3d]": "vjp = adjoint and compiled vjp, grad W: "
     "as conv_transpose2d",
-    "max_pool2d_pad[64x32x32]": "forward = sym and compiled fwd: not proved; compiled jvp and "
-    "vjp: the budget runs out (undecided at the op table's 2x4x4 too, and at 2x5x5)",
-    "max_pool[16x16x16x16-3d]": "forward = sym: not proved; compiled jvp and vjp: the budget "
-    "runs out (undecided at the op table's 1x3x4x3 too)",
-    "smooth_max_pool[64x1024-1d]": "vjp = adjoint (grad x, windows over the padding): not "
-    "proved (undecided at the op table's 2x6 too)",
     "rand_uniform[-2M]": "compiled fwd: the 2^21 draws are past the 2^20 cells a table read is "
     "materialised over (verify._tdecide.TABLE_CELLS_MAX); 1024x1024 verifies",
     "bernoulli_mask[s-2M]": "compiled fwd: as rand_uniform, 2^21 draws",
