@@ -586,14 +586,24 @@ CHAIN_MEMO_MAX = 100000
 
 class _RealPoint:
     """The conditions of :class:`_Reals` evaluated exactly (rationals) at one point: each
-    unknown of :class:`_Reals` (a non-numeric subterm) at a value drawn from ``rng`` the first
-    time it is met. ``None`` where :class:`_Reals` has no formula."""
+    unknown of :class:`_Reals` (a non-numeric subterm) at a value drawn from a seeded generator
+    the first time it is met, then fixed. ``None`` where :class:`_Reals` has no formula. Any
+    such assignment is a point of the unknowns, so a point is kept across queries (values of
+    terms and conditions memoised)."""
 
-    def __init__(self, rng: random.Random) -> None:
-        self.rng = rng
-        self.values: dict[Any, Fraction] = {}
+    def __init__(self, seed: int) -> None:
+        self.rng = random.Random(seed)
+        self.values: dict[Any, Fraction | None] = {}
+        self.truths: dict[Any, bool | None] = {}
 
     def term(self, e: Any) -> Fraction | None:
+        if e in self.values:
+            return self.values[e]
+        v = self._term(e)
+        self.values[e] = v
+        return v
+
+    def _term(self, e: Any) -> Fraction | None:
         if isinstance(e, se.Integer | se.Rational):
             return Fraction(str(e))
         if isinstance(e, se.Number) or e in (se.oo, -se.oo, se.zoo, se.nan):
@@ -606,12 +616,16 @@ class _RealPoint:
             return None if rest is None else Fraction(str(e.args[0])) * rest
         if T.has_infinity(e):
             return None
-        v = self.values.get(e)
-        if v is None:
-            v = self.values[e] = Fraction(self.rng.randrange(-64, 64), 1 + self.rng.randrange(4))
-        return v
+        return Fraction(self.rng.randrange(-64, 64), 1 + self.rng.randrange(4))  # an unknown
 
     def cond(self, c: Any) -> bool | None:
+        if c in self.truths:
+            return self.truths[c]
+        v = self._cond(c)
+        self.truths[c] = v
+        return v
+
+    def _cond(self, c: Any) -> bool | None:
         if c == se.true:
             return True
         if isinstance(c, se.And | se.Or):
@@ -631,6 +645,9 @@ class _RealPoint:
 
 #: Points tried by :func:`_uncovered_at_a_point` before z3 is asked.
 COVER_POINTS = 4
+#: The points (:class:`_RealPoint`), made again when they hold more than
+#: :data:`CHAIN_MEMO_MAX` values.
+_POINTS: list[_RealPoint] = []
 
 
 def _uncovered_at_a_point(conds: tuple) -> bool:
@@ -638,9 +655,9 @@ def _uncovered_at_a_point(conds: tuple) -> bool:
     false (exact rationals): a witness that they do not cover every value, so z3 would find
     the negation of their disjunction satisfiable. A quick refutation only: ``False`` proves
     nothing (z3 decides)."""
-    rng = random.Random(0)
-    for _ in range(COVER_POINTS):
-        at = _RealPoint(rng)
+    if not _POINTS or sum(len(p.values) + len(p.truths) for p in _POINTS) > CHAIN_MEMO_MAX:
+        _POINTS[:] = [_RealPoint(seed) for seed in range(COVER_POINTS)]
+    for at in _POINTS:
         values = [at.cond(x) for x in conds]
         if any(v is None for v in values):
             return False

@@ -159,8 +159,9 @@ def test_residue_classes_partition_the_range_exactly() -> None:
 
 def test_a_cover_is_refuted_at_a_point_before_z3_and_proved_only_by_z3(monkeypatch) -> None:
     """``_covers`` answers "no" at a point where no condition holds without asking z3 (the
-    quick refutation of most candidates of a chain); "yes" still comes from z3 alone, and the
-    point never says "yes"."""
+    quick refutation of most candidates of a chain; the points are kept across queries, each
+    condition evaluated once at each); "yes" still comes from z3 alone, and the point never
+    says "yes"."""
     from verify import _tdecide as D
 
     a_first, b_first = se.Lt(B, A), se.Le(A, B)  # a first maximum of (a, b), b the other
@@ -171,6 +172,11 @@ def test_a_cover_is_refuted_at_a_point_before_z3_and_proved_only_by_z3(monkeypat
 
     monkeypatch.setattr(D, "_Reals", no_z3)
     assert D._uncovered_at_a_point(not_covering)
+    evaluated = []
+    inner = D._RealPoint._cond
+    monkeypatch.setattr(D._RealPoint, "_cond", lambda at, c: evaluated.append(c) or inner(at, c))
+    assert D._uncovered_at_a_point(not_covering)
+    assert not evaluated  # the points are kept, with their conditions' values
     assert D._covers(not_covering[:1], not_covering[1]) is False
     with pytest.raises(AssertionError, match="z3 asked"):
         D._covers((a_first,), b_first)
