@@ -668,9 +668,12 @@ def _uncovered_at_a_point(conds: tuple) -> bool:
 
 def _covers(conds: tuple, c: Any) -> bool:
     """Whether ``c_1 or ... or c_n or c`` holds for all reals (z3, exact; a point where none
-    holds answers no first)."""
+    holds answers no first, and the first-max conditions of a totally ordered set answer yes:
+    :func:`_first_max_family`)."""
     if _uncovered_at_a_point((*conds, c)):
         return False
+    if _first_max_family((*conds, c)):
+        return True
     r = _Reals()
     zs = [r.cond(x) for x in (*conds, c)]
     if any(z is None for z in zs):
@@ -803,6 +806,68 @@ def _first_max_term(t: Any) -> tuple[Any, dict[Any, bool]] | None:
     return (v, others) if others else None
 
 
+def _total_first_max(members: Mapping[Any, Mapping[Any, bool]]) -> bool:
+    """Whether the conditions ``{v: {u: strict}}`` (``v`` is the first maximum: ``u < v`` for
+    the strict ``u``, ``u <= v`` for the others) are the first-max conditions of the set ``S``
+    of the ``v`` under a total order: each compares its ``v`` with every other element of
+    ``S``, and "``u`` before ``v``" (strict in ``v``'s condition) holds for exactly one of
+    ``u, v`` and ranks ``S`` (its counts are ``0, 1, ..., n - 1``: a transitive tournament).
+    Then for any real values exactly one condition holds, the first maximum's: every element
+    before it is smaller, every one after it at most as large, and any other element has the
+    first maximum either after it and larger or before it and not smaller."""
+    group = set(members)
+    if len(group) < 2:
+        return False
+    before = {v: {u for u, strict in others.items() if strict} for v, others in members.items()}
+    ok = all(set(others) == group - {v} for v, others in members.items()) and all(
+        (u in before[v]) != (v in before[u]) for u in group for v in group if u != v
+    )
+    return ok and sorted(len(b) for b in before.values()) == list(range(len(group)))
+
+
+def _first_max_condition(c: Any) -> tuple[Any, dict[Any, bool]] | None:
+    """``(v, {u: strict})`` for a condition ``u_1 (<|<=) v and ...`` (one right side ``v``,
+    finite terms), else ``None``."""
+    lits = T._literals(c)
+    if not isinstance(lits[0], se.LessThan | se.StrictLessThan):
+        return None
+    v = lits[0].args[1]
+    if T.has_infinity(v):
+        return None
+    others: dict[Any, bool] = {}
+    for lit in lits:
+        if not isinstance(lit, se.LessThan | se.StrictLessThan) or lit.args[1] != v:
+            return None
+        u = lit.args[0]
+        if u in others or u == v or T.has_infinity(u):
+            return None
+        others[u] = isinstance(lit, se.StrictLessThan)
+    return v, others
+
+
+def _first_max_family(conds: tuple) -> bool:
+    """Whether some of ``conds`` are the complete first-max conditions of a set under a total
+    order (:func:`_total_first_max`): then one of them holds for any real values, so ``conds``
+    cover every value (the chain of a window's argmax with its last cell's condition; z3 may
+    take seconds on 27 cells)."""
+    groups: dict[frozenset, dict[Any, dict[Any, bool]]] = {}
+    doubled: set[frozenset] = set()  # two conditions for one element: not such a family
+    for c in conds:
+        fm = _first_max_condition(c)
+        if fm is None:
+            continue
+        v, others = fm
+        group = frozenset([v, *others])
+        members = groups.setdefault(group, {})
+        if v in members:
+            doubled.add(group)
+        members[v] = others
+    return any(
+        group not in doubled and len(members) == len(group) and _total_first_max(members)
+        for group, members in groups.items()
+    )
+
+
 def _one_hot_maxima(e: Any) -> Any:
     """``e`` (expanded) with each complete set of first-max terms summed into ``Max``:
     ``sum_{v in S} v [v is the first maximum of S]`` is ``Max(S)`` when every ``v`` in ``S``
@@ -821,11 +886,7 @@ def _one_hot_maxima(e: Any) -> Any:
     for group, members in found.items():
         if len(members) != len(group) or len({v for _, v, _ in members}) != len(group):
             continue
-        before = {v: {u for u, strict in others.items() if strict} for _, v, others in members}
-        ok = all(set(others) == group - {v} for _, v, others in members) and all(
-            (u in before[v]) != (v in before[u]) for u in group for v in group if u != v
-        )
-        if not ok or sorted(len(b) for b in before.values()) != list(range(len(group))):
+        if not _total_first_max({v: others for _, v, others in members}):
             continue  # not a total order: a tie may satisfy no condition, or two
         used.update(i for i, _, _ in members)
         maxima.append(se.Max(*group))
