@@ -232,3 +232,23 @@ def test_index_simplification_under_narrowed_ranges_is_memoised_per_range(monkey
     assert len(calls) == n  # the second time from the memo
     assert T._refine(low) == T.ge(7 - q) * T.leaf_read("x", (0,), (2,))
     assert T.simplify_index(se.floor(q / 8)) == se.floor(q / 8)  # no narrowing outside
+
+
+def test_a_27_cell_argmax_chain_meets_its_one_hot_without_z3(monkeypatch) -> None:
+    """The argmax chain of a 3x3x3 window (a padded 3-D max pool's compiled JVP) against the
+    one-hot of its last cell: completed by the first-max argument (z3 timed out on it), and
+    the chain missing one cell's condition is not."""
+    from verify import _tdecide as D
+
+    def no_z3(*args, **kwargs):
+        raise AssertionError("z3 asked")
+
+    monkeypatch.setattr(D, "_Reals", no_z3)
+    vals = se.symbols("v0:27")
+    g, x = _complete_chains(T.normalize(_chain(vals, 26)), _one_hot(vals, 26), unroll=True)
+    assert g == x == _one_hot(vals, 26)
+    pairs = [(0, _first_max(vals, i)) for i in range(26) if i != 13]
+    holed = se.Piecewise(*pairs, (1, True))  # cell 13's condition missing: not a family
+    monkeypatch.undo()
+    g, x = _complete_chains(T.normalize(holed), _one_hot(vals, 26), unroll=True)
+    assert g != x
