@@ -656,25 +656,134 @@ class _Reals:
         return None
 
 
-#: Memo of :func:`_covers`: (earlier conditions, candidate) -> proved.
+#: Memo of :func:`_covers`: (earlier conditions, candidate) -> proved. A pure function of the
+#: conditions, so the memo is exact.
 _COVERS: dict[tuple, bool] = {}
+#: Memo of :func:`_complete_chains`: (got, expected, unroll) -> the completed pair. The result
+#: is a function of the terms alone (normal forms are memoised on the term the same way).
+_CHAINS: dict[tuple, tuple[Any, Any]] = {}
+#: The memos above are cleared past this many entries (memory; a miss only recomputes).
+CHAIN_MEMO_MAX = 100000
+
+
+class _RealPoint:
+    """The conditions of :class:`_Reals` evaluated exactly (rationals) at one point: each
+    unknown of :class:`_Reals` (a non-numeric subterm) at a value drawn from a seeded generator
+    the first time it is met, then fixed. ``None`` where :class:`_Reals` has no formula. Any
+    such assignment is a point of the unknowns, so a point is kept across queries (values of
+    terms and conditions memoised)."""
+
+    def __init__(self, seed: int) -> None:
+        self.rng = random.Random(seed)
+        self.values: dict[Any, Fraction | None] = {}
+        self.truths: dict[Any, bool | None] = {}
+
+    def term(self, e: Any) -> Fraction | None:
+        if e in self.values:
+            return self.values[e]
+        v = self._term(e)
+        self.values[e] = v
+        return v
+
+    def _term(self, e: Any) -> Fraction | None:
+        if isinstance(e, se.Integer | se.Rational):
+            return Fraction(str(e))
+        if isinstance(e, se.Number) or e in (se.oo, -se.oo, se.zoo, se.nan):
+            return None
+        if isinstance(e, se.Add):
+            args = [self.term(a) for a in e.args]
+            return None if any(a is None for a in args) else sum(args, Fraction(0))  # type: ignore[arg-type]
+        if isinstance(e, se.Mul) and isinstance(e.args[0], se.Integer | se.Rational):
+            rest = self.term(se.Mul(*e.args[1:]))
+            return None if rest is None else Fraction(str(e.args[0])) * rest
+        if T.has_infinity(e):
+            return None
+        return Fraction(self.rng.randrange(-64, 64), 1 + self.rng.randrange(4))  # an unknown
+
+    def cond(self, c: Any) -> bool | None:
+        if c in self.truths:
+            return self.truths[c]
+        v = self._cond(c)
+        self.truths[c] = v
+        return v
+
+    def _cond(self, c: Any) -> bool | None:
+        if c == se.true:
+            return True
+        if isinstance(c, se.And | se.Or):
+            args = [self.cond(a) for a in c.args]
+            if any(a is None for a in args):
+                return None
+            return all(args) if isinstance(c, se.And) else any(args)
+        if isinstance(c, se.LessThan | se.StrictLessThan | se.Equality):
+            a, b = (self.term(x) for x in c.args)
+            if a is None or b is None:
+                return None
+            if isinstance(c, se.LessThan):
+                return a <= b
+            return a < b if isinstance(c, se.StrictLessThan) else a == b
+        return None
+
+
+#: Points tried by :func:`_uncovered_at_a_point` before z3 is asked.
+COVER_POINTS = 4
+#: The points (:class:`_RealPoint`), made again when they hold more than
+#: :data:`CHAIN_MEMO_MAX` values.
+_POINTS: list[_RealPoint] = []
+
+
+def _uncovered_at_a_point(conds: tuple) -> bool:
+    """Whether a point of the unknowns of :class:`_Reals` makes every condition of ``conds``
+    false (exact rationals): a witness that they do not cover every value, so z3 would find
+    the negation of their disjunction satisfiable. A quick refutation only: ``False`` proves
+    nothing (z3 decides)."""
+    if not _POINTS or sum(len(p.values) + len(p.truths) for p in _POINTS) > CHAIN_MEMO_MAX:
+        _POINTS[:] = [_RealPoint(seed) for seed in range(COVER_POINTS)]
+    for at in _POINTS:
+        values = [at.cond(x) for x in conds]
+        if any(v is None for v in values):
+            return False
+        if not any(values):
+            return True
+    return False
 
 
 def _covers(conds: tuple, c: Any) -> bool:
-    """Whether ``c_1 or ... or c_n or c`` holds for all reals (z3, exact)."""
-    key = (conds, c)
+    """Whether ``c_1 or ... or c_n or c`` holds for all reals (z3, exact; a point where none
+    holds answers no first, and the first-max conditions of a totally ordered set answer yes:
+    :func:`_first_max_family`)."""
+    if _uncovered_at_a_point((*conds, c)):
+        return False
+    if _first_max_family((*conds, c)):
+        return True
+    r = _Reals()
+    zs = [r.cond(x) for x in (*conds, c)]
+    if any(z is None for z in zs):
+        return False
+    solver = r.z3.Solver()
+    solver.set("timeout", 5000)
+    solver.add(r.z3.Not(r.z3.Or(*zs)))
+    return bool(solver.check() == r.z3.unsat)
+
+
+def _covers_memo(prior: tuple, c: Any) -> bool:
+    """:func:`_covers`, memoised: the conditions of one window's chains recur in every case of
+    a split and in both passes."""
+    key = (prior, c)
     hit = _COVERS.get(key)
     if hit is None:
-        hit = False
-        r = _Reals()
-        zs = [r.cond(x) for x in (*conds, c)]
-        if all(z is not None for z in zs):
-            solver = r.z3.Solver()
-            solver.set("timeout", 5000)
-            solver.add(r.z3.Not(r.z3.Or(*zs)))
-            hit = solver.check() == r.z3.unsat
+        hit = _covers(prior, c)
+        if len(_COVERS) > CHAIN_MEMO_MAX:
+            _COVERS.clear()
         _COVERS[key] = hit
     return hit
+
+
+def _negations(c: Any) -> frozenset:
+    """The negations of the order conjuncts of ``c`` (:func:`verify._terms._negated`): ``c``
+    and ``d`` are disjoint in the sense of :func:`verify._terms.disjoint` exactly when this
+    meets the conjuncts of ``d``."""
+    return frozenset(n for n in map(T._negated, T._literals(c)) if n is not None)
 
 
 def _complete_chains(g: Any, x: Any, unroll: bool) -> tuple[Any, Any]:
@@ -685,25 +794,42 @@ def _complete_chains(g: Any, x: Any, unroll: bool) -> tuple[Any, Any]:
     then meets the reference's one-hot ``(1, c_5), (0, True)`` (normal forms drop the branches
     disjoint from ``c_5``). Candidates are the conditions over the chain's own symbols that
     are syntactically disjoint from every earlier one (:func:`verify._terms.disjoint`), so the
-    chain does simplify."""
+    chain does simplify. Memoised on the pair (the same normal forms meet again in the
+    shifted and plain passes and in the first case of a split)."""
+    key = (g, x, unroll)
+    hit = _CHAINS.get(key)
+    if hit is None:
+        hit = _completed_chains(g, x, unroll)
+        if len(_CHAINS) > CHAIN_MEMO_MAX:
+            _CHAINS.clear()
+        _CHAINS[key] = hit
+    return hit
+
+
+def _completed_chains(g: Any, x: Any, unroll: bool) -> tuple[Any, Any]:
+    """:func:`_complete_chains`, not memoised."""
     pws = _piecewises(g, x)
     if not pws:
         return g, x
     conds = sorted({p.args[i] for p in pws for i in range(1, len(p.args), 2)} - {se.true},
                    key=str)  # fmt: skip
+    scopes = {c: c.free_symbols for c in conds}
+    negations = {c: _negations(c) for c in conds}
+    literals = {c: frozenset(T._literals(c)) for c in conds}
     repl: dict[Any, Any] = {}
     for p in pws:
         pairs = [(p.args[i], p.args[i + 1]) for i in range(0, len(p.args), 2)]
         if len(pairs) < 2 or pairs[-1][1] != se.true:
             continue
         prior = tuple(c for _, c in pairs[:-1])
+        prior_literals = [literals.get(d) or frozenset(T._literals(d)) for d in prior]
         scope = p.free_symbols
         for c in conds:
-            if c in prior or not c.free_symbols <= scope:
+            if c in prior or not scopes[c] <= scope:
                 continue  # (a condition from another sum's body reads its bound variables)
-            if not all(T.disjoint(c, d) for d in prior):
-                continue
-            if _covers(prior, c):
+            if not all(negations[c] & lits for lits in prior_literals):
+                continue  # not disjoint from an earlier condition: the chain would not shrink
+            if _covers_memo(prior, c):
                 repl[p] = se.Piecewise(*pairs[:-1], (pairs[-1][0], c), (T.ZERO, True))
                 break
     if not repl:
@@ -762,6 +888,68 @@ def _first_max_term(t: Any) -> tuple[Any, dict[Any, bool]] | None:
     return (v, others) if others else None
 
 
+def _total_first_max(members: Mapping[Any, Mapping[Any, bool]]) -> bool:
+    """Whether the conditions ``{v: {u: strict}}`` (``v`` is the first maximum: ``u < v`` for
+    the strict ``u``, ``u <= v`` for the others) are the first-max conditions of the set ``S``
+    of the ``v`` under a total order: each compares its ``v`` with every other element of
+    ``S``, and "``u`` before ``v``" (strict in ``v``'s condition) holds for exactly one of
+    ``u, v`` and ranks ``S`` (its counts are ``0, 1, ..., n - 1``: a transitive tournament).
+    Then for any real values exactly one condition holds, the first maximum's: every element
+    before it is smaller, every one after it at most as large, and any other element has the
+    first maximum either after it and larger or before it and not smaller."""
+    group = set(members)
+    if len(group) < 2:
+        return False
+    before = {v: {u for u, strict in others.items() if strict} for v, others in members.items()}
+    ok = all(set(others) == group - {v} for v, others in members.items()) and all(
+        (u in before[v]) != (v in before[u]) for u in group for v in group if u != v
+    )
+    return ok and sorted(len(b) for b in before.values()) == list(range(len(group)))
+
+
+def _first_max_condition(c: Any) -> tuple[Any, dict[Any, bool]] | None:
+    """``(v, {u: strict})`` for a condition ``u_1 (<|<=) v and ...`` (one right side ``v``,
+    finite terms), else ``None``."""
+    lits = T._literals(c)
+    if not isinstance(lits[0], se.LessThan | se.StrictLessThan):
+        return None
+    v = lits[0].args[1]
+    if T.has_infinity(v):
+        return None
+    others: dict[Any, bool] = {}
+    for lit in lits:
+        if not isinstance(lit, se.LessThan | se.StrictLessThan) or lit.args[1] != v:
+            return None
+        u = lit.args[0]
+        if u in others or u == v or T.has_infinity(u):
+            return None
+        others[u] = isinstance(lit, se.StrictLessThan)
+    return v, others
+
+
+def _first_max_family(conds: tuple) -> bool:
+    """Whether some of ``conds`` are the complete first-max conditions of a set under a total
+    order (:func:`_total_first_max`): then one of them holds for any real values, so ``conds``
+    cover every value (the chain of a window's argmax with its last cell's condition; z3 may
+    take seconds on 27 cells)."""
+    groups: dict[frozenset, dict[Any, dict[Any, bool]]] = {}
+    doubled: set[frozenset] = set()  # two conditions for one element: not such a family
+    for c in conds:
+        fm = _first_max_condition(c)
+        if fm is None:
+            continue
+        v, others = fm
+        group = frozenset([v, *others])
+        members = groups.setdefault(group, {})
+        if v in members:
+            doubled.add(group)
+        members[v] = others
+    return any(
+        group not in doubled and len(members) == len(group) and _total_first_max(members)
+        for group, members in groups.items()
+    )
+
+
 def _one_hot_maxima(e: Any) -> Any:
     """``e`` (expanded) with each complete set of first-max terms summed into ``Max``:
     ``sum_{v in S} v [v is the first maximum of S]`` is ``Max(S)`` when every ``v`` in ``S``
@@ -780,11 +968,7 @@ def _one_hot_maxima(e: Any) -> Any:
     for group, members in found.items():
         if len(members) != len(group) or len({v for _, v, _ in members}) != len(group):
             continue
-        before = {v: {u for u, strict in others.items() if strict} for _, v, others in members}
-        ok = all(set(others) == group - {v} for _, v, others in members) and all(
-            (u in before[v]) != (v in before[u]) for u in group for v in group if u != v
-        )
-        if not ok or sorted(len(b) for b in before.values()) != list(range(len(group))):
+        if not _total_first_max({v: others for _, v, others in members}):
             continue  # not a total order: a tie may satisfy no condition, or two
         used.update(i for i, _, _ in members)
         maxima.append(se.Max(*group))

@@ -479,6 +479,8 @@ def interval(e: Any, facts: bool = False) -> tuple[Fraction | None, Fraction | N
 
 #: Narrowed ranges that hold inside one product (from its brackets), see :func:`_refine`.
 _OVERRIDE: dict[Any, tuple[int, int | None]] = {}
+#: :data:`_OVERRIDE` as a hashable key (set with it), for the memo of :func:`simplify_index`.
+_OVERRIDE_KEY: list[frozenset] = [frozenset()]
 
 #: Ranges of nat tensors read inside index expressions (by the read's name).
 NAT_RANGES: dict[str, tuple[int, int | None]] = {}
@@ -501,19 +503,19 @@ def simplify_index(e: Any) -> Any:
     """Remove the floors of an index expression that the ranges of its symbols allow:
     ``floor((d * a + r) / d) = a + floor(r / d)`` and ``floor(r / d) = m`` when ``r`` stays in
     ``[m d, (m + 1) d)``; ``Max`` / ``Min`` decided by intervals likewise. Memoised (ranges of
-    symbols never change), except under the narrowed ranges of :func:`_refine`."""
+    symbols never change); under the narrowed ranges of :func:`_refine`, keyed by them too
+    (the result is a function of the term and the ranges it reads)."""
     if isinstance(e, se.Number | se.Symbol) or not isinstance(e, se.Basic):
         return e
     if not e.args:
         return e
-    if _OVERRIDE:
-        return _simplify_index(e)
-    hit = _SIMPLIFY.get(e)
+    key = (e, _OVERRIDE_KEY[0]) if _OVERRIDE else e
+    hit = _SIMPLIFY.get(key)
     if hit is None:
         hit = _simplify_index(e)
         if len(_SIMPLIFY) > 200000:
             _SIMPLIFY.clear()
-        _SIMPLIFY[e] = hit
+        _SIMPLIFY[key] = hit
     return hit
 
 
@@ -1611,8 +1613,9 @@ def _refine(t: Any) -> Any:
         narrowed[v] = (lo, hi)
     if not narrowed:
         return t
-    saved = dict(_OVERRIDE)
+    saved, saved_key = dict(_OVERRIDE), _OVERRIDE_KEY[0]
     _OVERRIDE.update(narrowed)
+    _OVERRIDE_KEY[0] = frozenset(_OVERRIDE.items())
     try:
         memo: dict[Any, Any] = {}
         out = [f if is_bracket(f) and _single_var_bracket(f) else _resimplify(f, memo)
@@ -1620,6 +1623,7 @@ def _refine(t: Any) -> Any:
     finally:
         _OVERRIDE.clear()
         _OVERRIDE.update(saved)
+        _OVERRIDE_KEY[0] = saved_key
     return se.Mul(*out)
 
 

@@ -186,10 +186,6 @@ EXCLUDED: dict[str, str] = {}
 #: ``method="tensor"``, 60 s budget per attempt, on the 2-core machine, 2026-11-24). Pinned
 #: (strict xfail): the test fails when the gap closes. They run under :data:`GAP_BUDGET_S`.
 LARGE_UNDECIDED: dict[str, str] = {
-    "max_pool2d_pad[64x32x32]": "forward = sym and compiled fwd: not proved; compiled jvp and "
-    "vjp: the budget runs out (undecided at the op table's 2x4x4 too, and at 2x5x5)",
-    "max_pool[16x16x16x16-3d]": "forward = sym: not proved; compiled jvp and vjp: the budget "
-    "runs out (undecided at the op table's 1x3x4x3 too)",
 }
 
 #: A pinned row that may also raise, besides failing the assertion (see its reason).

@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 
 import numpy as np
+import pytest
 import symengine as se
 
 from verify import _terms as T
@@ -154,3 +155,100 @@ def test_residue_classes_partition_the_range_exactly() -> None:
             assert all(lo <= v < hi and v % d == r for v in vals)
             seen += vals
         assert sorted(seen) == list(range(lo, hi)), (lo, hi, d)
+
+
+def test_a_cover_is_refuted_at_a_point_before_z3_and_proved_by_z3_or_a_first_max_family(
+    monkeypatch,
+) -> None:
+    """``_covers`` answers "no" at a point where no condition holds without asking z3 (the
+    quick refutation of most candidates of a chain; the points are kept across queries, each
+    condition evaluated once at each); "yes" comes from the first-max conditions of a totally
+    ordered set (an argmax chain with its last cell's condition) or from z3, never from a
+    point; ties left uncovered are never claimed."""
+    from verify import _tdecide as D
+
+    a_first, b_first = se.Lt(B, A), se.Le(A, B)  # a first maximum of (a, b), b the other
+    not_covering = (se.Lt(A, B), se.And(se.Le(B, A), se.Le(C, A)))  # c > a > b: neither
+    either = (se.Le(A, B), se.Le(B, A))  # covers, but not as a first-max family
+    no_tie = (se.Lt(A, B), se.Lt(B, A))  # both strict: a tie satisfies neither
+
+    def no_z3(*args, **kwargs):
+        raise AssertionError("z3 asked")
+
+    monkeypatch.setattr(D, "_Reals", no_z3)
+    assert D._uncovered_at_a_point(not_covering)
+    evaluated = []
+    inner = D._RealPoint._cond
+    monkeypatch.setattr(D._RealPoint, "_cond", lambda at, c: evaluated.append(c) or inner(at, c))
+    assert D._uncovered_at_a_point(not_covering)
+    assert not evaluated  # the points are kept, with their conditions' values
+    assert D._covers(not_covering[:1], not_covering[1]) is False
+    assert D._covers((a_first,), b_first) is True  # a first-max family: no z3
+    with pytest.raises(AssertionError, match="z3 asked"):
+        D._covers(either[:1], either[1])
+    monkeypatch.undo()
+    assert not D._uncovered_at_a_point((a_first, b_first))
+    assert not D._first_max_family(either) and not D._first_max_family(no_tie)
+    # every ordering of (a, b, c) satisfies a condition exactly when they are said to cover
+    for conds in [(a_first, b_first), not_covering, either, no_tie]:
+        covered = all(any(bool(_value(x, p)) for x in conds) for p in _orderings())
+        assert D._covers(conds[:-1], conds[-1]) is covered, conds
+
+
+def test_first_max_families_cover_every_ordering_and_only_complete_ones_are_claimed() -> None:
+    """The first-max conditions of (a, b, c) (earlier cells strictly smaller) are a family:
+    exactly one holds at every ordering, ties included; without one cell's condition, with
+    the strictness the wrong way for one pair, or with one cell twice, they are not claimed."""
+    from verify._tdecide import _first_max_family
+
+    family = tuple(_first_max(VALUES, j) for j in range(3))
+    assert _first_max_family(family)
+    for point in _orderings():
+        assert sum(bool(_value(c, point)) for c in family) == 1
+    assert not _first_max_family(family[:2])
+    all_strict = tuple(se.And(*[se.Lt(u, v) for u in VALUES if u != v]) for v in VALUES)
+    assert not _first_max_family(all_strict)
+    cycle = (se.And(se.Lt(B, A), se.Le(C, A)), se.And(se.Lt(C, B), se.Le(A, B)),
+             se.And(se.Lt(A, C), se.Le(B, C)))  # fmt: skip
+    assert not _first_max_family(cycle)  # "before" is a cycle, not an order
+    assert any(not any(bool(_value(c, p)) for c in cycle) for p in _orderings())
+    assert not _first_max_family((*family[:2], family[0]))  # cell 2's condition missing
+
+
+def test_index_simplification_under_narrowed_ranges_is_memoised_per_range(monkeypatch) -> None:
+    """Inside a product, its brackets narrow the ranges its floors are simplified under
+    (``[q >= 8] x(floor(q / 8))`` is ``[q >= 8] x(1)`` for ``q < 16``); that simplification is
+    memoised with the narrowed ranges in the key: computed once per range, and a floor under
+    one range is never reused under another."""
+    (q,) = T.free_vars((16,))
+    x = T.leaf_read("x", (se.floor(q / 8),), (2,))
+    calls = []
+    inner = T._simplify_index
+    monkeypatch.setattr(T, "_simplify_index", lambda e: calls.append(e) or inner(e))
+    high, low = T.ge(q - 8) * x, T.ge(7 - q) * x
+    assert T._refine(high) == T.ge(q - 8) * T.leaf_read("x", (1,), (2,))
+    n = len(calls)
+    assert n and T._refine(high) == T.ge(q - 8) * T.leaf_read("x", (1,), (2,))
+    assert len(calls) == n  # the second time from the memo
+    assert T._refine(low) == T.ge(7 - q) * T.leaf_read("x", (0,), (2,))
+    assert T.simplify_index(se.floor(q / 8)) == se.floor(q / 8)  # no narrowing outside
+
+
+def test_a_27_cell_argmax_chain_meets_its_one_hot_without_z3(monkeypatch) -> None:
+    """The argmax chain of a 3x3x3 window (a padded 3-D max pool's compiled JVP) against the
+    one-hot of its last cell: completed by the first-max argument (z3 timed out on it), and
+    the chain missing one cell's condition is not."""
+    from verify import _tdecide as D
+
+    def no_z3(*args, **kwargs):
+        raise AssertionError("z3 asked")
+
+    monkeypatch.setattr(D, "_Reals", no_z3)
+    vals = se.symbols("v0:27")
+    g, x = _complete_chains(T.normalize(_chain(vals, 26)), _one_hot(vals, 26), unroll=True)
+    assert g == x == _one_hot(vals, 26)
+    pairs = [(0, _first_max(vals, i)) for i in range(26) if i != 13]
+    holed = se.Piecewise(*pairs, (1, True))  # cell 13's condition missing: not a family
+    monkeypatch.undo()
+    g, x = _complete_chains(T.normalize(holed), _one_hot(vals, 26), unroll=True)
+    assert g != x
