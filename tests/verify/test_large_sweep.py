@@ -162,7 +162,12 @@ CASES: list[Large] = [
         {"kernel": (3,), "stride": (1,), "padding": (1,), "beta": 2.0},
         label="1d",
     ),
-    # (a 2-D padded smooth_max_pool, 64x32x32, is undecided too; left out for CI time)
+    Large(
+        "smooth_max_pool",
+        ((64, 32, 32),),
+        {"kernel": (2, 2), "stride": (2, 2), "padding": (1, 1), "beta": -1.5},
+        label="neg-beta",
+    ),
     Large("smooth_max_pool2d", ((64, 32, 32),), {"kernel": (2, 2), "stride": 1, "beta": 3.0}),
     Large("global_avg_pool2d", ((64, 32, 32),)),
     # -- normalisation, attention --------------------------------------------------------------

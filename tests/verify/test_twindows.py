@@ -143,6 +143,38 @@ def test_tables_read_at_shifted_indices_are_materialised_per_case() -> None:
     assert d.equal is False and d.element == (3,)
 
 
+def test_a_table_constant_along_an_axis_is_read_at_its_first_slice() -> None:
+    """A mask broadcast over 64 channels read at ``(c, i)`` and the same mask read at
+    ``(0, i)`` are one table (a softmax atom's and the reference's masks of a padded pool);
+    a table that differs along the axis keeps its index."""
+    c, i = T.free_vars((64, 9))
+    a = T.leaf_read("a", (c, i), (64, 9))
+    mask = np.array([0, 1, 1, 1, 1, 1, 1, 1, 0])
+    wide = np.broadcast_to(mask, (64, 9))
+    one = mask.reshape(1, 9)
+    assert T.table_read(wide, (c, i)) == T.table_read(one, (se.Integer(0), i))
+    assert decide_tensor(T.table_read(wide, (c, i)) * a, T.table_read(one, (0, i)) * a,
+                         [c, i]).equal is True  # fmt: skip
+    varied = np.array(wide)
+    varied[5, 4] = 0  # channel 5 differs
+    assert T.name_of(T.table_read(varied, (c, i))) != T.name_of(T.table_read(one, (0, i)))
+    d = decide_tensor(T.table_read(varied, (c, i)) * a, T.table_read(one, (0, i)) * a, [c, i])
+    assert d.equal is False and d.element == (5, 4)
+
+
+def test_a_table_materialised_over_a_narrowed_range_is_read_at_the_index_itself() -> None:
+    """``T(r - 1)`` with ``r`` over ``[2, 5)`` materialised as ``U(r)``: ``U[r]`` is the value at
+    ``r`` (a later case that fixes ``r`` reads that cell), not the value at ``r - 2``."""
+    from verify._tdecide import _tables
+
+    a = np.array([10.0, 20.0, 30.0, 40.0, 50.0, 60.0])
+    r = T.fresh("_r", 2, 5, bound=False)
+    u = _tables(T.table_read(a, (r - 1,)))
+    assert T.name_of(u).startswith("_T") and u.args == (r,)
+    table = T.TABLES[T.name_of(u)]
+    assert [table[v] for v in range(2, 5)] == [20.0, 30.0, 40.0]
+
+
 def test_residue_classes_partition_the_range_exactly() -> None:
     # (5, 7, 578): no value of the range in most classes (it raised StopIteration before)
     from verify._tdecide import residue_class
@@ -176,6 +208,7 @@ def test_a_cover_is_refuted_at_a_point_before_z3_and_proved_by_z3_or_a_first_max
         raise AssertionError("z3 asked")
 
     monkeypatch.setattr(D, "_Reals", no_z3)
+    monkeypatch.setattr(D, "_POINTS", [])  # fresh points: earlier tests may have filled them
     assert D._uncovered_at_a_point(not_covering)
     evaluated = []
     inner = D._RealPoint._cond
