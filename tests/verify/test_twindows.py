@@ -285,3 +285,30 @@ def test_a_27_cell_argmax_chain_meets_its_one_hot_without_z3(monkeypatch) -> Non
     monkeypatch.undo()
     g, x = _complete_chains(T.normalize(holed), _one_hot(vals, 26), unroll=True)
     assert g != x
+
+
+@pytest.mark.parametrize("wrong", ["sign of beta dropped", "padded cells in the normaliser"])
+def test_a_wrong_padded_smooth_max_pool_jvp_is_not_proved(monkeypatch, wrong: str) -> None:
+    """The padded 2-D smooth max (a smooth min at negative beta) with a wrong JVP rule: the
+    weights a softmax of ``|beta| x``, or one over every window cell (padded ones too). Its
+    mask is broadcast over the channels (a table read at its first slice) and must still not
+    meet the reference's."""
+    import torchlean_ir as tl
+    import verify
+    from torchlean_ir.ops import pool
+
+    right = pool._smooth_weights
+
+    def weights(B, x, g, beta):
+        if wrong == "sign of beta dropped":
+            return right(B, x, g, abs(beta))
+        return B.softmax(g.windows(B, x) * beta, axis=-1)
+
+    monkeypatch.setattr(pool, "_smooth_weights", weights)
+    b = tl.GraphBuilder("f64")
+    x = b.param("a0", (2, 4, 4))
+    attrs = {"kernel": (2, 2), "stride": (2, 2), "padding": (1, 1), "beta": -1.5}
+    y = b.apply("smooth_max_pool", x, **attrs)
+    report = verify.verify_graph(b.build(b.sum(y * y)), method="tensor", end_to_end="never")
+    jvp = [c for c in report.nodes[0].checks if c.name == "jvp = derivative"]
+    assert jvp and jvp[0].result != "pass", jvp
