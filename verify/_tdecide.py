@@ -540,7 +540,8 @@ def _materialised(x: Any) -> Any:
     syms = sorted({s for a in read.args for s in a.free_symbols}, key=str)
     if c == 1 and list(read.args) == syms:
         return None  # already the plain read
-    if any(s in T.BOUND or s not in T.RANGES or T.RANGES[s][1] is None for s in syms):
+    if any(s in T.BOUND or s not in T.RANGES or T.RANGES[s][1] is None or T.RANGES[s][0] < 0
+           for s in syms):  # fmt: skip
         return None
     if any(not isinstance(f, se.floor) and T.is_read(f) for a in read.args
            for f in T.fn_atoms(a)):  # fmt: skip
@@ -575,7 +576,19 @@ def _materialised(x: Any) -> Any:
         np.abs(scaled[nonzero]) < tiny
     ).any():  # fmt: skip
         return None  # overflow or a subnormal: the scaling would round
-    return T.table_read(scaled, syms)
+    return T.table_read(_absolute(scaled, [T.RANGES[s][0] for s in syms]), syms)
+
+
+def _absolute(values: np.ndarray, lows: Sequence[int]) -> np.ndarray:
+    """``values`` (one cell per index value ``lo, lo + 1, ...`` of each axis) as a table read
+    at the index itself: ``lo`` cells in front of each axis, copies of its first slice. The
+    new table ``U`` is read as ``U(q)`` with ``q`` over ``[lo, hi)``, so ``U[q]`` must be the
+    value at ``q``, not at ``q - lo`` (a later case that fixes ``q`` reads that cell); the
+    cells in front are never read, and copying the first slice keeps a table that is uniform
+    (or constant along an axis) over the range uniform (constant along it)."""
+    if not any(lows):
+        return values
+    return np.pad(values, [(int(lo), 0) for lo in lows], mode="edge")
 
 
 def _retabled(e: Any, unroll: bool) -> Any:
@@ -1080,9 +1093,17 @@ class _Splitter:
         found = {f for side in (g, x) for f in T.fn_atoms(side)
                  if _is_index_bracket(f, allowed) and not _nested(f)}  # fmt: skip
         brackets = sorted(found, key=str)
-        if self._equal(g, x, facts, scalar=not brackets):
+        limit = depth >= MAX_DEPTH or self.cases > MAX_REGIONS
+        # 0. brackets on floors of free indices (a reshape's quasi-affine indices): split an
+        # index by its residue first, so that what z3 meets (regions, reads) is affine
+        res = None if limit else _bracket_residue(brackets, allowed)
+        if res is not None:
+            ok, point = self._residue_first(g, x, facts, depth, res)
+            if ok is not None:
+                return ok, point
+        elif self._equal(g, x, facts, scalar=not brackets):
             return True, None
-        if depth >= MAX_DEPTH or self.cases > MAX_REGIONS:
+        if limit:
             self.limited = True
             if brackets and self._equal(g, x, facts):
                 return True, None
@@ -1108,6 +1129,23 @@ class _Splitter:
             if res is not None:
                 return self._by_residue(g, x, facts, depth, *res)
         return False, self._point(facts)
+
+    def _residue_first(self, g: Any, x: Any, facts: list[tuple[Any, int]], depth: int,
+                       res: tuple[Any, int]) -> tuple[bool | None, dict | None]:  # fmt: skip
+        """Step 0 of :meth:`prove`: identical canonical forms, else the residue split of
+        ``res``; ``None`` when that split did not prove it (the caller goes on as without
+        step 0: the brackets as they are), with ``self.limited`` as it was."""
+        cg, cx = canonical(g), canonical(x)
+        if cg == cx or se.expand(cg - cx) == 0:
+            return True, None
+        limited, cases = self.limited, self.cases
+        ok, point = self._by_residue(g, x, facts, depth, *res)
+        if ok or not self.unroll:
+            return ok, point
+        self.limited, self.cases = limited, cases
+        if self._equal(g, x, facts, scalar=False):
+            return True, None
+        return None, None
 
     def _by_brackets(self, g: Any, x: Any, facts: list[tuple[Any, int]], depth: int,
                      brackets: list[Any]) -> tuple[bool, dict | None]:  # fmt: skip
@@ -1326,6 +1364,18 @@ def _residue_split(f: Any, allowed: set) -> tuple[Any, int] | None:
             m = den // math.gcd(a, den)
             if m > 1:
                 return v, m
+    return None
+
+
+def _bracket_residue(brackets: list[Any], allowed: set) -> tuple[Any, int] | None:
+    """A free index and modulus (:func:`_residue_split`) of a floor inside one of
+    ``brackets``."""
+    floors = sorted({f for b in brackets for f in T.floor_atoms(b)
+                     if _index_atoms(f) <= allowed}, key=str)  # fmt: skip
+    for f in floors:
+        res = _residue_split(f, allowed)
+        if res is not None:
+            return res
     return None
 
 

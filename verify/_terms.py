@@ -890,7 +890,49 @@ def table_read(a: np.ndarray, idx: Sequence[Any]) -> Any:
         return exact_scalar(a.reshape(-1)[0])
     if all(isinstance(i, se.Integer) for i in idx):
         return exact_scalar(a[tuple(int(i) for i in idx)])
+    a, idx = _uniform_axes_dropped(a, idx)
+    if all(isinstance(i, se.Integer) for i in idx):
+        return exact_scalar(a[tuple(int(i) for i in idx)])
     return se.Function(table_name(a))(*canonical_index(idx, a.shape))
+
+
+#: Per table name, the axes along which the table is constant (every slice equal to the first).
+_UNIFORM_AXES: dict[str, tuple[int, ...]] = {}
+
+
+def _uniform_axes(a: np.ndarray) -> tuple[int, ...]:
+    name = table_name(a)
+    hit = _UNIFORM_AXES.get(name)
+    if hit is None:
+        hit = tuple(ax for ax, d in enumerate(a.shape)
+                    if d > 1 and bool(np.all(a == a.take([0], axis=ax))))  # fmt: skip
+        _UNIFORM_AXES[name] = hit
+    return hit
+
+
+def _uniform_axes_dropped(a: np.ndarray, idx: Sequence[Any]) -> tuple[np.ndarray, tuple]:
+    """``a[idx]`` as a read of the table with each axis along which ``a`` is constant cut to
+    its first slice, read there at 0, where that axis's index is proved in range.
+
+    Exact: when ``a[..., i, ...]`` equals ``a[..., 0, ...]`` for every ``i`` of the axis, a read
+    at any in-range index expression ``e`` has the value of the read at 0, and the index is
+    rewritten only where its interval over the ranges of its symbols lies in ``[0, d)``. So a
+    mask broadcast along the channels (a softmax atom's) and the same mask read at channel 0
+    (the reference's) are one table."""
+    idx = tuple(idx)
+    axes = [ax for ax in _uniform_axes(a) if _within(idx[ax], a.shape[ax])]
+    if not axes:
+        return a, idx
+    for ax in axes:
+        a = a.take([0], axis=ax)
+    idx = tuple(ZERO if ax in axes else i for ax, i in enumerate(idx))
+    return np.ascontiguousarray(a), idx
+
+
+def _within(i: Any, d: int) -> bool:
+    """Whether the index expression ``i`` lies in ``[0, d)`` for every value of its symbols."""
+    lo, hi = interval(simplify_index(i))
+    return lo is not None and hi is not None and lo >= 0 and hi <= d - 1
 
 
 def exact_scalar(v: Any) -> Any:

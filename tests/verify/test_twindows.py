@@ -143,6 +143,38 @@ def test_tables_read_at_shifted_indices_are_materialised_per_case() -> None:
     assert d.equal is False and d.element == (3,)
 
 
+def test_a_table_constant_along_an_axis_is_read_at_its_first_slice() -> None:
+    """A mask broadcast over 64 channels read at ``(c, i)`` and the same mask read at
+    ``(0, i)`` are one table (a softmax atom's and the reference's masks of a padded pool);
+    a table that differs along the axis keeps its index."""
+    c, i = T.free_vars((64, 9))
+    a = T.leaf_read("a", (c, i), (64, 9))
+    mask = np.array([0, 1, 1, 1, 1, 1, 1, 1, 0])
+    wide = np.broadcast_to(mask, (64, 9))
+    one = mask.reshape(1, 9)
+    assert T.table_read(wide, (c, i)) == T.table_read(one, (se.Integer(0), i))
+    assert decide_tensor(T.table_read(wide, (c, i)) * a, T.table_read(one, (0, i)) * a,
+                         [c, i]).equal is True  # fmt: skip
+    varied = np.array(wide)
+    varied[5, 4] = 0  # channel 5 differs
+    assert T.name_of(T.table_read(varied, (c, i))) != T.name_of(T.table_read(one, (0, i)))
+    d = decide_tensor(T.table_read(varied, (c, i)) * a, T.table_read(one, (0, i)) * a, [c, i])
+    assert d.equal is False and d.element == (5, 4)
+
+
+def test_a_table_materialised_over_a_narrowed_range_is_read_at_the_index_itself() -> None:
+    """``T(r - 1)`` with ``r`` over ``[2, 5)`` materialised as ``U(r)``: ``U[r]`` is the value at
+    ``r`` (a later case that fixes ``r`` reads that cell), not the value at ``r - 2``."""
+    from verify._tdecide import _tables
+
+    a = np.array([10.0, 20.0, 30.0, 40.0, 50.0, 60.0])
+    r = T.fresh("_r", 2, 5, bound=False)
+    u = _tables(T.table_read(a, (r - 1,)))
+    assert T.name_of(u).startswith("_T") and u.args == (r,)
+    table = T.TABLES[T.name_of(u)]
+    assert [table[v] for v in range(2, 5)] == [20.0, 30.0, 40.0]
+
+
 def test_residue_classes_partition_the_range_exactly() -> None:
     # (5, 7, 578): no value of the range in most classes (it raised StopIteration before)
     from verify._tdecide import residue_class
@@ -255,3 +287,30 @@ def test_a_27_cell_argmax_chain_meets_its_one_hot_without_z3(monkeypatch) -> Non
     monkeypatch.undo()
     g, x = _complete_chains(T.normalize(holed), _one_hot(vals, 26), unroll=True)
     assert g != x
+
+
+@pytest.mark.parametrize("wrong", ["sign of beta dropped", "padded cells in the normaliser"])
+def test_a_wrong_padded_smooth_max_pool_jvp_is_not_proved(monkeypatch, wrong: str) -> None:
+    """The padded 2-D smooth max (a smooth min at negative beta) with a wrong JVP rule: the
+    weights a softmax of ``|beta| x``, or one over every window cell (padded ones too). Its
+    mask is broadcast over the channels (a table read at its first slice) and must still not
+    meet the reference's."""
+    import torchlean_ir as tl
+    import verify
+    from torchlean_ir.ops import pool
+
+    right = pool._smooth_weights
+
+    def weights(B, x, g, beta):
+        if wrong == "sign of beta dropped":
+            return right(B, x, g, abs(beta))
+        return B.softmax(g.windows(B, x) * beta, axis=-1)
+
+    monkeypatch.setattr(pool, "_smooth_weights", weights)
+    b = tl.GraphBuilder("f64")
+    x = b.param("a0", (2, 4, 4))
+    attrs = {"kernel": (2, 2), "stride": (2, 2), "padding": (1, 1), "beta": -1.5}
+    y = b.apply("smooth_max_pool", x, **attrs)
+    report = verify.verify_graph(b.build(b.sum(y * y)), method="tensor", end_to_end="never")
+    jvp = [c for c in report.nodes[0].checks if c.name == "jvp = derivative"]
+    assert jvp and jvp[0].result != "pass", jvp
