@@ -35,6 +35,7 @@ import torchlean_ir as tl
 
 from . import _f32
 from . import _terms as T
+from ._dims import SizeDependent
 from ._report import Check, Counterexample
 from ._rules import conventional, fmt_value
 from ._sig import Signature
@@ -62,6 +63,9 @@ class TSetup:
     index_text: list[str] = field(default_factory=list)
     #: The static index inputs' values as a counterexample shows them (``index i`` -> ``"6"``).
     static_shown: dict[str, str] = field(default_factory=dict)
+    #: The size symbols of symbolic argument shapes (:mod:`verify._certify`): quantified over
+    #: like free indices; a check that is not proved is then undecided, never refuted here.
+    sizes: list[Any] = field(default_factory=list)
 
 
 def nat_scalar(name: str, hi: int | None) -> tuple[TArray, Any]:
@@ -74,16 +78,19 @@ def nat_vector(name: str, n: int, hi: int | None) -> TArray:
     return leaf(name, (n,), "i")
 
 
-def setup(sig: Signature, *, index_hi: int | None = None, tag: str = "nat") -> TSetup:
+def setup(sig: Signature, *, index_hi: int | None = None, tag: str = "nat",
+          shapes: list[tuple[Any, ...]] | None = None) -> TSetup:  # fmt: skip
     """Leaves ``name(i...)`` for the arguments, ``d<name>`` for the tangents of the
     differentiable ones, and symbolic index inputs over ``[0, index_hi)`` (all naturals when
-    ``index_hi`` is ``None``)."""
+    ``index_hi`` is ``None``). ``shapes`` replaces the arguments' shapes (symbolic sizes,
+    :mod:`verify._certify`)."""
     op = tl.get_op(sig.op)
     names = [op.arg_name(p) + (str(p) if op.variadic else "") for p in range(len(sig.arg_types))]
-    X = [leaf(n, t.shape) for n, t in zip(names, sig.arg_types, strict=True)]
+    shp = [t.shape for t in sig.arg_types] if shapes is None else shapes
+    X = [leaf(n, d) for n, d in zip(names, shp, strict=True)]
     diff = [p for p in range(len(X)) if op.is_diff_arg(p)]
-    Tn = [leaf("d" + n, t.shape) if p in diff else TENSOR.zeros(t.shape)
-          for p, (n, t) in enumerate(zip(names, sig.arg_types, strict=True))]  # fmt: skip
+    Tn = [leaf("d" + n, d) if p in diff else TENSOR.zeros(d)
+          for p, (n, d) in enumerate(zip(names, shp, strict=True))]  # fmt: skip
     params: dict[str, Any] = dict(sig.attrs)
     nats: list[Any] = []
     texts = []
@@ -116,6 +123,8 @@ def _run(fn: Callable[..., Any] | None, what: str, *args: Any, **kw: Any) -> Any
         raise NotTensor(f"the op has no {what} rule")
     try:
         return fn(*args, **kw)
+    except SizeDependent:
+        raise  # for verify._certify, which may prove again with that size concrete
     except (T.TermError, TypeError, ValueError, IndexError, AttributeError, NotImplementedError,
             KeyError) as e:  # fmt: skip
         raise NotTensor(f"the {what} rule does not run on tensor terms: "
@@ -208,7 +217,9 @@ def compare(out: TOutcome, label: str, got: Any, expected: Any, st: TSetup,
     except T.TermError as e:
         raise NotTensor(f"{label}: {e}") from None
     try:
-        d = decide_tensor(ge, xe, q, domains=st.domains, nat_symbols=st.nat_symbols, seed=seed)
+        d = decide_tensor(ge, xe, [*q, *st.sizes], domains=st.domains,
+                          nat_symbols=st.nat_symbols, seed=seed,
+                          counterexamples=not st.sizes)  # fmt: skip
     except T.TermError as e:
         d = TDecision(None, f"term error: {e}")
     out.add(label, d, st, fixed)
@@ -245,23 +256,33 @@ def jvp_expected(F: TArray, st: TSetup) -> TArray:
     return TArray(F.shape, lambda idx: T.jvp_term(F.at(idx), tangent, conventional), "f")
 
 
-def check_signature_tensor(sig: Signature, *, kinks: bool = True) -> list[Check]:
+def check_signature_tensor(sig: Signature, *, kinks: bool = True,
+                           shapes: list[tuple[Any, ...]] | None = None,
+                           sizes: list[Any] | None = None) -> list[Check]:  # fmt: skip
     """The rule-soundness checks of one signature at tensor level. Raises :class:`NotTensor`
     when the method does not apply; a check it could not decide is returned ``None``-free:
     the caller gets only decided checks and the names of the undecided ones in
-    :attr:`undecided_checks` of the raised :class:`Partial`."""
+    :attr:`undecided_checks` of the raised :class:`Partial`.
+
+    With ``shapes`` (argument shapes with symbolic sizes, the symbols ``sizes``), the checks
+    quantify over the sizes too and the kinks check is not run; the caller compares the
+    forward's shape with the shape rule at each concrete shape (:mod:`verify._certify`)."""
     op = tl.get_op(sig.op)
-    st = setup(sig)
+    st = setup(sig, shapes=shapes)
+    st.sizes = list(sizes or [])
+    if shapes is not None:
+        kinks = False
     names = (["forward = sym"] if op.sym_rule is not None else []) + [
         "jvp = derivative", "vjp = adjoint"] + (
         ["kinks"] if kinks and op.kinks_rule is not None else [])  # fmt: skip
     outs = {n: TOutcome("rule", n) for n in names}
     seed = 0
     F = as_t(_run(op.symbolic, "symbolic forward", TENSOR, *st.X, **st.params))
-    out_type = op.infer_type(sig.arg_types, sig.index_types, sig.attrs)
-    if F.shape != out_type.shape:
-        raise NotTensor(f"the symbolic forward has shape {F.shape}, the shape rule says "
-                        f"{out_type.shape}")  # fmt: skip
+    if shapes is None:
+        out_type = op.infer_type(sig.arg_types, sig.index_types, sig.attrs)
+        if F.shape != out_type.shape:
+            raise NotTensor(f"the symbolic forward has shape {F.shape}, the shape rule says "
+                            f"{out_type.shape}")  # fmt: skip
     if "forward = sym" in outs:
         fwd = _run(op.forward_rule, "forward", TENSOR, *st.X, **st.params)
         compare(outs["forward = sym"], "out", fwd, F, st, seed=seed)
@@ -276,7 +297,7 @@ def check_signature_tensor(sig: Signature, *, kinks: bool = True) -> list[Check]
         o.error = f"the vjp returned {len(G)} cotangents for {len(st.X)} arguments"
     else:
         for p in st.diff_args:
-            shape = sig.arg_types[p].shape
+            shape = sig.arg_types[p].shape if shapes is None else shapes[p]
             want = adjoint_expected(Jx, "ct", F.shape, "d" + st.names[p], shape)
             got = G[p] if G[p] is not None else TENSOR.zeros(shape)
             compare(o, f"grad {st.names[p]}", got, want, st, seed=seed)

@@ -331,6 +331,9 @@ class _Z3:
                 self.facts.append(v >= lo)
             if hi is not None:
                 self.facts.append(v < hi)
+            up = T.UPPER.get(s)
+            if up is not None and not (self.facts_only and s in T.BOUND):
+                self.facts.append(v < self.term(up))
         return v
 
     def term(self, e: Any) -> Any:

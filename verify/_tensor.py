@@ -33,6 +33,7 @@ from torchlean_ir._attrs import ConstArray
 from torchlean_ir.backends._sym import FLOAT_CONSTANTS, cast_floats, weak_float
 
 from . import _terms as T
+from ._dims import Dim, SizeDependent, as_term, is_one, is_symbolic
 
 Index = tuple[Any, ...]
 Fn = Callable[[Index], Any]
@@ -45,7 +46,7 @@ class TArray:
     __array_ufunc__ = None  # NumPy defers to our reflected operators
 
     def __init__(self, shape: Sequence[int], fn: Fn, kind: str = "f") -> None:
-        self.shape = tuple(int(d) for d in shape)
+        self.shape = tuple(d if isinstance(d, Dim) else int(d) for d in shape)
         self.fn = fn
         self.kind = kind
         self._memo: dict[Index, Any] = {}
@@ -164,7 +165,7 @@ class TArray:
 
 def leaf(name: str, shape: Sequence[int], kind: str = "f") -> TArray:
     """The array of reads of leaf ``name``, by flat index (:func:`verify._terms.leaf_read`)."""
-    shape = tuple(int(d) for d in shape)
+    shape = tuple(d if isinstance(d, Dim) else int(d) for d in shape)
     return TArray(shape, lambda idx: T.leaf_read(name, idx, shape), kind)
 
 
@@ -241,6 +242,9 @@ def asarray(value: Any) -> TArray:
     value = weak_float(value)  # a float32 compilation's constants (verify/_f32.py)
     if isinstance(value, ConstArray):
         value = value.to_numpy()
+    if isinstance(value, Dim):  # a symbolic size used as a value (a mean's count)
+        e = value.expr
+        return TArray((), lambda idx: e, "i")
     if isinstance(value, se.Basic):
         return TArray((), lambda idx: value, "f")
     if isinstance(value, bool | np.bool_):
@@ -256,17 +260,34 @@ def asarray(value: Any) -> TArray:
 # -- elementwise -------------------------------------------------------------------------------
 
 
-def _bshape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
-    try:
-        return tuple(np.broadcast_shapes(*shapes))
-    except ValueError:
-        raise T.TermError(f"shapes {shapes} do not broadcast") from None
+def _bshape(*shapes: tuple[Any, ...]) -> tuple[Any, ...]:
+    if not any(is_symbolic(s) for s in shapes):
+        try:
+            return tuple(np.broadcast_shapes(*shapes))
+        except ValueError:
+            raise T.TermError(f"shapes {shapes} do not broadcast") from None
+    # NumPy's rule with symbolic sizes: an axis of length 1 takes the other's; two symbolic
+    # axes must be the same size for every size (else the comparison is refused)
+    ndim = max(len(s) for s in shapes)
+    out: list[Any] = []
+    for ax in range(ndim):
+        d: Any = 1
+        for s in shapes:
+            e = s[ax - ndim + len(s)] if ax - ndim + len(s) >= 0 else 1
+            if is_one(e):
+                continue
+            if is_one(d):
+                d = e
+            elif d != e:
+                raise T.TermError(f"shapes {shapes} do not broadcast")
+        out.append(d)
+    return tuple(out)
 
 
 def _bidx(idx: Index, shape: tuple[int, ...]) -> Index:
     """The index into an operand of ``shape`` broadcast to an output indexed by ``idx``."""
     off = len(idx) - len(shape)
-    return tuple(T.ZERO if d == 1 else idx[off + i] for i, d in enumerate(shape))
+    return tuple(T.ZERO if is_one(d) else idx[off + i] for i, d in enumerate(shape))
 
 
 def _kind_of(*arrays: TArray) -> str:
@@ -450,6 +471,9 @@ def einsum(subscripts: str, *operands: Any) -> TArray:
         if len(t) != o.ndim:
             raise T.TermError(f"einsum {subscripts!r}: operand of shape {o.shape}")
         for c, d in zip(t, o.shape, strict=True):
+            if c in sizes and not is_one(sizes[c]) and not is_one(d) and sizes[c] != d:
+                raise T.TermError(f"einsum {subscripts!r}: index {c!r} of sizes {sizes[c]} "
+                                  f"and {d}")  # fmt: skip
             sizes[c] = d
     summed = [c for c in dict.fromkeys("".join(terms)) if c not in out]
 
@@ -514,13 +538,35 @@ def transpose(x: Any, axes: Sequence[int] | None) -> TArray:
 def reshape(x: Any, shape: Sequence[int]) -> TArray:
     X = asarray(x)
     shape = list(shape)
-    if -1 in shape:
-        known = math.prod(d for d in shape if d != -1)
+    if any(isinstance(d, int | np.integer) and d == -1 for d in shape):
+        known = math.prod(d for d in shape if not (isinstance(d, int | np.integer) and d == -1))
         shape[shape.index(-1)] = X.size // known if known else 0
     if math.prod(shape) != X.size:
         raise T.TermError(f"cannot reshape {X.shape} to {tuple(shape)}")
-    if tuple(shape) == X.shape:
+    if _same_shape(tuple(shape), X.shape):
         return X
+    symbolic = is_symbolic(shape) or is_symbolic(X.shape)
+    kept = tuple(d for d in shape if not is_one(d))
+    if symbolic and _same_shape(kept, tuple(d for d in X.shape if not is_one(d))):
+        # axes of length 1 inserted or removed: the other indices map one to one (the
+        # row-major flat index is the same), whatever the sizes
+        src_axes = [a for a, d in enumerate(X.shape) if not is_one(d)]
+        out_axes = [a for a, d in enumerate(shape) if not is_one(d)]
+
+        def squeezed(idx: Index) -> Any:
+            src: list[Any] = [T.ZERO] * X.ndim
+            for a, b in zip(src_axes, out_axes, strict=True):
+                src[a] = idx[b]
+            return X.at(tuple(src))
+
+        return TArray(shape, squeezed, X.kind)
+    if symbolic:
+        split = _fixed_block(X.shape, tuple(shape))
+        if split is not None:
+            return _reshape_block(X, tuple(shape), *split)
+        raise SizeDependent(
+            f"a reshape of {X.shape} to {tuple(shape)} with symbolic sizes", *X.shape, *shape
+        )
 
     def fn(idx: Index) -> Any:
         flat = T.ZERO
@@ -532,6 +578,62 @@ def reshape(x: Any, shape: Sequence[int]) -> TArray:
         for d in X.shape:
             stride = stride // d if d else 0
             src.append(T.mod(T.floor_div(flat, stride), d) if stride else T.ZERO)
+        return X.at(tuple(src))
+
+    return TArray(shape, fn, X.kind)
+
+
+def _same(a: Any, b: Any) -> bool:
+    """The same shape entry (structurally: a symbolic size only equals itself)."""
+    if isinstance(a, Dim) or isinstance(b, Dim):
+        return isinstance(a, Dim) and isinstance(b, Dim) and se.expand(a.expr - b.expr) == 0
+    return int(a) == int(b)
+
+
+def _same_shape(a: tuple, b: tuple) -> bool:
+    return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+
+
+def _fixed_block(src: tuple, dst: tuple) -> tuple[int, int, int] | None:
+    """``(p, s_src, s_dst)`` when ``src`` and ``dst`` share their first ``p`` and last entries
+    and what lies between (``src[p:s_src]``, ``dst[p:s_dst]``) has one size and is concrete but
+    for its first entry on each side: a reshape of that block whose flat index is affine with
+    integer strides; else ``None``."""
+    p = 0
+    while p < min(len(src), len(dst)) and _same(src[p], dst[p]):
+        p += 1
+    a, b = len(src), len(dst)
+    while a > p and b > p and _same(src[a - 1], dst[b - 1]):
+        a, b = a - 1, b - 1
+    mid_src, mid_dst = src[p:a], dst[p:b]
+    if not mid_src or not mid_dst:
+        return None
+    if any(isinstance(d, Dim) for d in (*mid_src[1:], *mid_dst[1:])):
+        return None
+    size_src = as_term(mid_src[0]) * math.prod(mid_src[1:])
+    size_dst = as_term(mid_dst[0]) * math.prod(mid_dst[1:])
+    if se.expand(size_src - size_dst) != 0:
+        return None
+    return p, a, b
+
+
+def _reshape_block(X: TArray, shape: tuple, p: int, a: int, b: int) -> TArray:
+    """A row-major reshape that keeps ``X``'s first ``p`` and last axes and reshapes the block
+    between (:func:`_fixed_block`): the block's flat index is the same on both sides; its
+    outermost source index is ``floor(flat / stride)``, in range without a modulo."""
+    mid_src, mid_dst = X.shape[p:a], shape[p:b]
+
+    def fn(idx: Index) -> Any:
+        flat = T.ZERO
+        for j, i in enumerate(idx[p:b]):
+            flat = flat + i * math.prod(mid_dst[j + 1 :])
+        flat = se.expand(flat)
+        src = list(idx[:p])
+        for j, d in enumerate(mid_src):
+            stride = math.prod(mid_src[j + 1 :])
+            q = T.floor_div(flat, stride) if stride != 1 else flat
+            src.append(q if j == 0 else T.mod(q, d))
+        src.extend(idx[b:])
         return X.at(tuple(src))
 
     return TArray(shape, fn, X.kind)
@@ -592,7 +694,7 @@ def concatenate(xs: Sequence[Any], axis: int = 0) -> TArray:
             if br == 0:
                 continue
             sub = list(idx)
-            sub[ax] = se.expand(i - off)
+            sub[ax] = se.expand(i - as_term(off))
             out = out + br * X.at(tuple(sub))
         return out
 
@@ -605,8 +707,10 @@ def stack(xs: Sequence[Any], axis: int = 0) -> TArray:
 
 def pad(x: Any, widths: Sequence[tuple[int, int]], value: float = 0.0) -> TArray:
     X = asarray(x)
-    widths = [tuple(int(v) for v in w) for w in widths]
+    widths = [tuple(v if isinstance(v, Dim) else int(v) for v in w) for w in widths]
     shape = [d + lo + hi for d, (lo, hi) in zip(X.shape, widths, strict=True)]
+    if any(d < 0 for d in shape):
+        raise T.TermError(f"negative padding past the array: {X.shape} padded by {widths}")
     fill = T.exact_scalar(value)
 
     def fn(idx: Index) -> Any:
@@ -614,7 +718,7 @@ def pad(x: Any, widths: Sequence[tuple[int, int]], value: float = 0.0) -> TArray
         src = []
         for i, d, (lo, _) in zip(idx, X.shape, widths, strict=True):
             inside = inside * T.range_brackets(i, lo, lo + d)
-            src.append(se.expand(i - lo))
+            src.append(se.expand(i - as_term(lo)))
         if inside == 0:
             return fill
         if inside == 1:
@@ -657,16 +761,24 @@ def getitem(x: TArray, key: Any) -> TArray:
             plan.append(("new", None))
             continue
         d = x.shape[src_axis]
-        if isinstance(k, int | np.integer):
+        if isinstance(k, int | np.integer) and not isinstance(d, Dim):
             i = int(k) + (d if k < 0 else 0)
             if not 0 <= i < d:
                 raise IndexError(f"index {k} out of range for axis of size {d}")
             plan.append(("int", i))
-        elif isinstance(k, slice):
+        elif isinstance(k, slice) and not (isinstance(d, Dim) or any(
+                isinstance(v, Dim) for v in (k.start, k.stop, k.step))):  # fmt: skip
             start, stop, step = k.indices(d)
             n = len(range(start, stop, step))
             out_shape.append(n)
             plan.append(("slice", (start, step)))
+        elif isinstance(k, int | np.integer | slice):
+            entry = _symbolic_index(k, d)
+            if entry[0] == "int":
+                plan.append(entry)
+            else:
+                out_shape.append(entry[1][2])
+                plan.append(("slice", entry[1][:2]))
         else:
             raise T.TermError(f"unsupported index {k!r}")
         src_axis += 1
@@ -681,10 +793,35 @@ def getitem(x: TArray, key: Any) -> TArray:
                 src.append(se.Integer(v))
             else:
                 start, step = v
-                src.append(se.expand(start + step * next(it)))
+                src.append(se.expand(as_term(start) + step * next(it)))
         return x.at(tuple(src))
 
     return TArray(out_shape, fn, x.kind)
+
+
+def _symbolic_index(k: Any, d: Any) -> tuple[str, Any]:
+    """An integer or a slice with nonnegative bounds on an axis of length ``d`` where a size is
+    symbolic, as ``("int", i)`` or ``("slice", (start, step, length))``: Python's clipping of
+    the bounds decided for every size (:class:`verify._dims.Dim` comparisons), else refused."""
+    if isinstance(k, int | np.integer):
+        if k < 0 or not k < d:
+            raise SizeDependent(f"index {k} on an axis of symbolic length {d}", d)
+        return ("int", int(k))
+    step = 1 if k.step is None else k.step
+    if not isinstance(step, int | np.integer) or step < 1:
+        raise SizeDependent(f"slice step {step} on an axis of symbolic length {d}", d)
+    start = 0 if k.start is None else k.start
+    stop = d if k.stop is None else k.stop
+    for v in (start, stop):
+        if not isinstance(v, Dim) and v < 0:
+            raise SizeDependent(f"a negative slice bound on an axis of length {d}", d)
+    start = start if start <= d else d  # Python clips both bounds to the axis
+    stop = stop if stop <= d else d
+    n = stop - start
+    if n <= 0:
+        return ("slice", (start, int(step), 0))
+    length = n if step == 1 else (n + step - 1) // step
+    return ("slice", (start, int(step), length))
 
 
 def take(x: Any, indices: Sequence[int], axis: int = 0) -> TArray:

@@ -39,6 +39,9 @@ from typing import Any
 import numpy as np
 import symengine as se
 
+from ._dims import Dim, SizeDependent, as_term, is_one, size_expr
+from ._dims import register as register_size
+
 # -- atoms -----------------------------------------------------------------------------------
 
 SUM = se.Function("_SUM")
@@ -267,7 +270,7 @@ def leaf_read(name: str, idx: Sequence[Any], shape: Sequence[int]) -> Any:
     """The read of leaf ``name`` (of ``shape``) at ``idx``. Indices with floors (a reshape)
     are rewritten from the flat index when that is affine: ``(floor(f / 3), f mod 3)`` of a
     ``(2, 3)`` array is canonical whichever way the reshapes were composed."""
-    shape = tuple(int(d) for d in shape)
+    shape = tuple(d if isinstance(d, Dim) else int(d) for d in shape)
     LEAF_SHAPES[name] = shape
     return se.Function(name)(*canonical_index(idx, shape))
 
@@ -276,6 +279,8 @@ def canonical_index(idx: Sequence[Any], shape: Sequence[int]) -> tuple[Any, ...]
     idx = tuple(simplify_index(i) for i in idx)
     if not any(getattr(i, "atoms", None) and i.atoms(se.floor) for i in idx):
         return idx
+    if any(isinstance(d, Dim) for d in shape):
+        return idx  # a symbolic size: the reads are compared as they are
     flat = flat_index(idx, shape)
     if flat.atoms(se.floor) or not _in_range(idx, shape):
         return idx
@@ -333,6 +338,13 @@ def rebuild(e: Any, args: Sequence[Any]) -> Any:
 
 #: Every index symbol's range ``[lo, hi)`` (``hi`` may be ``None``: unbounded above).
 RANGES: dict[Any, tuple[int, int | None]] = {}
+#: The exclusive upper bound of an index symbol over an axis of symbolic length (an expression
+#: in size symbols, :mod:`verify._dims`); its :data:`RANGES` entry then says ``hi = None``, so
+#: everything that reads ranges numerically treats it as unbounded (fewer facts, never wrong),
+#: and z3 (:func:`_sign_facts`, ``verify._tdecide._Z3``) gets the bound as a fact.
+UPPER: dict[Any, Any] = {}
+#: The size symbols (each a positive integer, range ``[1, oo)``, a fact like a free index's).
+SIZES: set[Any] = set()
 #: The bound (summation) variables among them: their range is also written as brackets in the
 #: body of their sum, and only those brackets say it (a bracket is never dropped because of a
 #: bound variable's registered range; the range only serves to simplify floors and to unroll).
@@ -340,13 +352,33 @@ BOUND: set[Any] = set()
 _COUNTER = itertools.count()
 
 
-def fresh(prefix: str, lo: int, hi: int | None, *, bound: bool = True) -> Any:
-    """A new integer symbol ranging over ``[lo, hi)``."""
+def fresh(prefix: str, lo: int, hi: Any, *, bound: bool = True) -> Any:
+    """A new integer symbol ranging over ``[lo, hi)`` (``hi`` may be a symbolic size, a
+    :class:`verify._dims.Dim` or its expression: see :data:`UPPER`)."""
     s = se.Symbol(f"{prefix}{next(_COUNTER)}")
-    RANGES[s] = (int(lo), None if hi is None else int(hi))
+    if hi is not None and not isinstance(hi, int | np.integer | se.Integer):
+        RANGES[s] = (int(lo), None)
+        UPPER[s] = size_expr(hi)
+    else:
+        RANGES[s] = (int(lo), None if hi is None else int(hi))
     if bound:
         BOUND.add(s)
     return s
+
+
+def size_symbol(name: str, lo: int = 1) -> Any:
+    """The size symbol ``name`` (an integer ``>= lo >= 1``; the same symbol for the same
+    name, which must always come with the same ``lo``)."""
+    s = se.Symbol(name)
+    register_size(s, lo)
+    RANGES[s] = (int(lo), None)
+    SIZES.add(s)
+    return s
+
+
+def _symbolic_bound(e: Any) -> bool:
+    """Whether ``e`` mentions a size symbol or an index bounded by one."""
+    return bool(SIZES or UPPER) and any(v in SIZES or v in UPPER for v in e.free_symbols)
 
 
 def rename_bound(e: Any) -> Any:
@@ -371,7 +403,7 @@ def rename_bound(e: Any) -> Any:
 def free_vars(shape: Sequence[int], prefix: str = "_q") -> tuple[Any, ...]:
     """Fresh element indices for an array of ``shape`` (free: their range is a fact); an axis
     of size 1 has the index 0."""
-    return tuple(ZERO if n == 1 else fresh(prefix, 0, n, bound=False) for n in shape)
+    return tuple(ZERO if is_one(n) else fresh(prefix, 0, n, bound=False) for n in shape)
 
 
 def is_index_symbol(s: Any) -> bool:
@@ -677,7 +709,7 @@ def _sign_facts(e: Any, facts: bool = True) -> tuple[bool, bool, bool]:
     """For an index expression with floors: is it always >= 0, always < 0, always == 0 over the
     ranges that are facts (or, with ``facts=False``, over every symbol's range)? (z3, cached;
     ``False`` when unknown)."""
-    if not e.atoms(se.floor):
+    if not e.atoms(se.floor) and not _symbolic_bound(e):
         return False, False, False
     hit = _SIGN_CACHE.get((e, facts))
     if hit is not None:
@@ -811,7 +843,8 @@ def bracket(cond: Any) -> Any:
 
 
 def range_brackets(k: Any, lo: Any, hi: Any) -> Any:
-    """``[lo <= k < hi]``."""
+    """``[lo <= k < hi]`` (bounds may be symbolic sizes)."""
+    lo, hi = as_term(lo), as_term(hi)
     return ge(k - lo) * ge(hi - 1 - k)
 
 
@@ -955,9 +988,14 @@ def exact_scalar(v: Any) -> Any:
 # -- sums --------------------------------------------------------------------------------------
 
 
-def ssum(body: Callable[[Any], Any], lo: int, hi: int, prefix: str = "_k") -> Any:
-    """``sum_{lo <= k < hi} body(k)``, normalised."""
-    if hi <= lo:
+def ssum(body: Callable[[Any], Any], lo: int, hi: Any, prefix: str = "_k") -> Any:
+    """``sum_{lo <= k < hi} body(k)``, normalised (``hi`` may be a symbolic size, which is
+    at least 1)."""
+    if isinstance(hi, Dim):
+        if lo != 0:
+            raise SizeDependent(f"a sum over [{lo}, {hi})", hi)
+        hi = hi.expr
+    elif hi <= lo:
         return ZERO
     k = fresh(prefix, lo, hi)
     return sum_over(k, normalize(body(k) * range_brackets(k, lo, hi)))
@@ -968,7 +1006,11 @@ def smax(body: Callable[[Any], Any], lo: int, hi: int) -> Any:
     taken out, ``max_k (a_k + c) = max_k a_k + c``: the maximum of values already shifted by
     their maximum (the JAX backend's second shift) is then exactly 0 (short ranges) or a plain
     maximum (long ones), and the shifts stay common factors."""
-    if hi - lo <= UNROLL_MAX:
+    if isinstance(hi, Dim):
+        if lo != 0:
+            raise SizeDependent(f"a maximum over [{lo}, {hi})", hi)
+        hi = hi.expr  # at least 1 value, never unrolled
+    elif hi - lo <= UNROLL_MAX:
         values = [body(se.Integer(v)) for v in range(lo, hi)]
         common = {t for t in set(_add_terms(values[0])).intersection(*map(_add_terms, values[1:]))
                   if t not in (se.oo, -se.oo, se.zoo, se.nan)}  # fmt: skip
@@ -977,7 +1019,8 @@ def smax(body: Callable[[Any], Any], lo: int, hi: int) -> Any:
     k = fresh("_m", lo, hi)
     b = body(k)
     c = se.Add(*[t for t in _add_terms(b) if k not in t.free_symbols])
-    return MAXR(b - c, k, se.Integer(lo), se.Integer(hi)) + c
+    return MAXR(b - c, k, se.Integer(lo), size_expr(hi) if isinstance(hi, se.Basic | Dim)
+                else se.Integer(hi)) + c  # fmt: skip
 
 
 def _add_terms(e: Any) -> tuple[Any, ...]:
@@ -1507,7 +1550,7 @@ def finite(e: Any) -> bool:
             return finite(e.args[0])
         if n == "_MAXR":
             body, k, lo, hi = e.args
-            if int(hi) <= int(lo):
+            if ge(se.expand(hi - lo - 1)) != ONE:  # empty (or a symbolic size not known > 0)
                 return False
             if finite(body):
                 return True

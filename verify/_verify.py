@@ -46,7 +46,10 @@ _LOWER_CACHE: dict[tuple, list[Check]] = {}
 
 
 def clear_caches() -> None:
-    """Forget every cached check result."""
+    """Forget every cached check result (rule certificates included)."""
+    from . import _certify
+
+    _certify.clear()
     _RULE_CACHE.clear()
     _CALL_CACHE.clear()
     _LOWER_CACHE.clear()

@@ -60,10 +60,14 @@ def test_verify_graph_reuses_the_certificate_at_any_shape() -> None:
         report = verify.verify_graph(_mul_graph(shape), method="tensor", end_to_end="never")
         assert report.verdict == "verified"
         rules = [c for c in report.all_checks if c.link == "rule"]
-        tanh = [c for c in rules if "certificate" in c.how]
-        assert tanh and all((c.result, c.method, c.level) == ("pass", "exact", "tensor")
-                            for c in tanh)  # fmt: skip
-        assert all("for every shape" in c.how for c in tanh)
+        certified = [c for c in rules if "certificate" in c.how]
+        assert certified and all((c.result, c.method, c.level) == ("pass", "exact", "tensor")
+                                 for c in certified)  # fmt: skip
+        # tanh and mul: elementwise; the sum: proved with symbolic sizes (test_sized_certify)
+        every_shape = [c for c in certified if "for every shape" in c.how]
+        sized = [c for c in certified if "proved with symbolic sizes" in c.how]
+        assert every_shape and sized
+        assert len(every_shape) + len(sized) == len(certified)
 
 
 def test_a_proxy_refuses_everything_but_elementwise_use() -> None:

@@ -1,0 +1,247 @@
+"""Rule certificates with symbolic sizes (``verify/_certify.py``, ``verify/_dims.py``): a
+symbolic size answers only what holds for every size; which ops are proved for every size; a
+wrong rule, a rule that looks at a size's value and a rule wrong only at some sizes get no
+certificate; verify_graph reuses a certificate at every size of the pattern."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+from typing import Any
+
+import pytest
+import symengine as se
+
+import torchlean_ir as tl
+import verify
+from tests.op_cases import CASES
+from verify import _certify as K
+from verify import _terms as T
+from verify._dims import Dim, SizeDependent
+from verify._sig import Signature
+
+#: The registry ops whose rules are proved with symbolic sizes at some op-table signature
+#: (docs/verification.md lists them): a change of this set, either way, fails here.
+SIZED = {"add", "avg_pool", "avg_pool2d", "avg_pool2d_pad", "batchnorm_channel_first",
+         "batchnorm_eval", "bmm", "concat", "concat_vectors", "conv", "conv2d", "conv_transpose2d",
+         "detach", "exp", "gather_row", "gather_scalar", "gelu", "global_avg_pool2d", "inv",
+         "layer_norm", "linear", "log", "log_softmax", "matmul", "mse_loss", "mul",
+         "multi_head_attention", "reduce_mean", "reduce_sum", "safe_log", "scale",
+         "scatter_add_row", "scatter_add_vec", "sigmoid", "silu", "slice", "softmax", "softplus",
+         "sub", "sum", "swap_adjacent_at_depth", "tanh", "transpose2d",
+         "transpose3d_first_to_last", "transpose3d_last_to_first",
+         "transpose3d_last_two"}  # fmt: skip
+
+
+def _signatures() -> dict[str, list[Signature]]:
+    out: dict[str, list[Signature]] = {}
+    for case in CASES:
+        g = case.graph()
+        for j in range(len(g.nodes)):
+            sig = Signature.of(g, j)
+            out.setdefault(sig.op, []).append(sig)
+    return out
+
+
+# -- symbolic sizes ------------------------------------------------------------------------------
+
+
+def test_a_size_answers_only_what_holds_for_every_size() -> None:
+    n, m = Dim(T.size_symbol("_Nt0")), Dim(T.size_symbol("_Nt1"))
+    assert n == n and n * m == m * n and n + 1 != n and n != 0 and bool(n)
+    assert n >= 1 and n > 0 and not n < 1 and n * m >= n and not n + 1 <= n
+    assert (n * m) // m == n and 3 * n // 3 == n
+    for use in (lambda: n == 1, lambda: n > 1, lambda: n == m, lambda: n <= m,
+                lambda: n * m == n, lambda: int(n), lambda: range(n), lambda: [0, 1][n],
+                lambda: n // 2, lambda: (n + 1) // n, lambda: n % 2, lambda: float(n)):  # fmt: skip
+        with pytest.raises(SizeDependent):
+            use()
+
+
+def test_a_size_pattern_shares_a_symbol_between_equal_sizes_and_keeps_ones() -> None:
+    b = tl.GraphBuilder("f64")
+    W, x = b.param("W", (4, 3)), b.param("x", (3, 1))
+    g = b.build(b.sum(b.apply("matmul", W, x)))
+    pattern, values = K.size_pattern(Signature.of(g, 0))  # type: ignore[misc]
+    assert pattern == (("n0", "n1"), ("n1", 1)) and values == {"n0": 4, "n1": 3}
+
+
+# -- which ops ------------------------------------------------------------------------------------
+
+
+def test_the_ops_proved_with_symbolic_sizes_are_the_ones_listed() -> None:
+    got = {op for op, sigs in _signatures().items()
+           if any(not isinstance(K.sized_certificate(s), str) for s in sigs)}  # fmt: skip
+    assert got == SIZED
+
+
+@pytest.mark.parametrize(
+    ("op", "why"),
+    [("relu", "a kinks rule"), ("gather_scalar_nat", "index inputs"),
+     ("reshape", "the rules depend on the values of n0, n1"),
+     ("broadcast_to", "the rules depend on the values of n0")],
+)  # fmt: skip
+def test_a_sized_certificate_is_refused_with_its_reason(op: str, why: str) -> None:
+    reasons = [K.sized_certificate(s) for s in _signatures()[op]]
+    assert all(isinstance(r, str) for r in reasons)
+    assert any(why in r for r in reasons), reasons
+
+
+def test_every_check_of_a_sized_certificate_passed_exactly() -> None:
+    sig = _signatures()["linear"][0]
+    cert = K.sized_certificate(sig)
+    assert not isinstance(cert, str)
+    assert [c.name for c in cert.checks] == ["jvp = derivative", "vjp = adjoint"]
+    assert all((c.result, c.method, c.level) == ("pass", "exact", "tensor") for c in cert.checks)
+    assert cert.out == (se.Symbol("_N0"),)
+
+
+# -- wrong rules ----------------------------------------------------------------------------------
+
+
+@contextmanager
+def _vjp(op_name: str, rule: Any) -> Iterator[None]:
+    op = tl.get_op(op_name)
+    saved = op.vjp_rule
+    object.__setattr__(op, "vjp_rule", rule)
+    K._SIZED.clear()
+    try:
+        yield
+    finally:
+        object.__setattr__(op, "vjp_rule", saved)
+        K._SIZED.clear()
+
+
+def _mean_graph(shape: tuple[int, int]) -> tl.GraphData:
+    b = tl.GraphBuilder("f64")
+    x = b.param("x", shape)
+    return b.build(b.sum(b.apply("reduce_mean", x, axis=1)))
+
+
+def _mean_sig(shape: tuple[int, int] = (3, 5)) -> Signature:
+    return Signature.of(_mean_graph(shape), 0)
+
+
+def test_the_right_mean_rule_is_certified() -> None:
+    assert not isinstance(K.sized_certificate(_mean_sig()), str)
+
+
+def test_a_mean_vjp_that_divides_by_n_plus_1_is_not_certified() -> None:
+    def wrong(B: Any, args: tuple, out: Any, ct: Any, axis: int) -> tuple:
+        n = args[0].shape[axis]
+        return (B.broadcast_to(B.expand_dims(ct / (n + 1), axis), args[0].shape),)
+
+    with _vjp("reduce_mean", wrong):
+        why = K.sized_certificate(_mean_sig())
+        assert isinstance(why, str) and ("did not pass" in why or "not proved" in why), why
+
+
+def test_a_mean_vjp_wrong_only_past_a_size_gets_a_certificate_for_its_own_size_only() -> None:
+    def branchy(B: Any, args: tuple, out: Any, ct: Any, axis: int) -> tuple:
+        n = args[0].shape[axis]
+        scale = n if n <= 1000 else n + 1  # wrong only for rows longer than 1000
+        return (B.broadcast_to(B.expand_dims(ct / scale, axis), args[0].shape),)
+
+    with _vjp("reduce_mean", branchy):
+        # the branch on the row length fixes it: a certificate for rows of 5 only
+        cert = K.sized_certificate(_mean_sig())
+        assert not isinstance(cert, str)
+        assert dict(cert.plan) == {"n0": ("ge", 1), "n1": ("eq", 5)}
+        assert cert.covers({"n0": 7, "n1": 5}) and not cert.covers({"n0": 2, "n1": 1001})
+        # at 3x5 the rule is right, at 3x1001 wrong: each shape's own proof says so
+        ok = verify.verify_graph(_mean_graph((3, 5)), method="tensor", end_to_end="never")
+        bad = verify.verify_graph(_mean_graph((2, 1001)), method="tensor", end_to_end="never")
+        assert ok.verdict == "verified" and bad.verdict == "mismatch"
+
+
+def test_a_matmul_vjp_with_a_wrong_transpose_is_not_certified() -> None:
+    # right for square matrices only; with distinct size symbols the shapes disagree
+    def wrong(B: Any, args: tuple, out: Any, ct: Any) -> tuple:
+        a, b = args
+        return (B.matmul(ct, b), B.matmul(B.transpose(a, (1, 0)), ct))
+
+    b = tl.GraphBuilder("f64")
+    A, Bm = b.param("a", (4, 3)), b.param("b", (3, 2))
+    sig = Signature.of(b.build(b.sum(b.apply("matmul", A, Bm))), 0)
+    with _vjp("matmul", wrong):
+        assert isinstance(K.sized_certificate(sig), str)
+
+
+# -- reuse ----------------------------------------------------------------------------------------
+
+
+def test_verify_graph_reuses_one_sized_certificate_at_every_size() -> None:
+    K._SIZED.clear()
+    for n, d in [(16, 16), (4096, 4096), (3, 7)]:
+        b = tl.GraphBuilder("f64")
+        W, bias, x = b.param("W", (n, d)), b.param("b", (n,)), b.param("x", (d,))
+        report = verify.verify_graph(b.build(b.sum(b.apply("linear", W, bias, x))),
+                                     method="tensor", end_to_end="never")  # fmt: skip
+        assert report.verdict == "verified"
+        pattern = "(n0,n0) (n0) (n0)" if n == d else "(n0,n1) (n0) (n1)"
+        lin = [c for c in report.all_checks if c.link == "rule" and pattern in c.how]
+        assert len(lin) == 2  # jvp = derivative, vjp = adjoint
+        assert all("proved with symbolic sizes" in c.how and f"n0={n}" in c.how for c in lin)
+    # (16, 16) shares one symbol between the two sizes, the others do not: two certificates
+    assert len(K._SIZED) >= 2
+
+
+def test_the_forward_shape_is_compared_at_each_reuse() -> None:
+    sig = _mean_sig((3, 5))
+    cert = K.sized_certificate(sig)
+    assert not isinstance(cert, str)
+    assert K._reuse_sized(sig, kinks=True) is not None
+    broken = replace(cert, out=(cert.out[0] + 1,))
+    key = next(k for k, v in K._SIZED.items() if v is cert)
+    K._SIZED[key] = broken
+    try:
+        assert K._reuse_sized(sig, kinks=True) is None
+    finally:
+        K._SIZED[key] = cert
+
+
+# -- strides: sizes of one residue ----------------------------------------------------------------
+
+
+def test_floor_division_of_a_size_is_a_polynomial_only_where_it_is_for_every_size() -> None:
+    n = Dim(T.size_symbol("_Nt2"))
+    assert (2 * n + 3) // 2 == n + 1 and (4 * n - 1) // 2 == 2 * n - 1 and (2 * n + 1) % 2 == 1
+    with pytest.raises(SizeDependent) as e:
+        (n + 2) // 2
+    assert e.value.divisor == 2 and e.value.symbols == {se.Symbol("_Nt2")}
+
+
+def _conv_sig(c_in: int, c_out: int, h: int, w: int, stride: int) -> Signature:
+    b = tl.GraphBuilder("f64")
+    W, bias = b.param("W", (c_out, c_in, 3, 3)), b.param("b", (c_out,))
+    x = b.param("x", (c_in, h, w))
+    y = b.apply("conv2d", W, bias, x, stride=stride, padding=1)
+    return Signature.of(b.build(b.sum(y)), 0)
+
+
+def test_a_strided_conv_is_proved_for_every_size_of_its_residues_and_reused() -> None:
+    K._SIZED.clear()
+    small = _conv_sig(2, 4, 9, 8, stride=2)
+    cert = K.sized_certificate(small)
+    assert not isinstance(cert, str)
+    plan = dict(cert.plan)
+    # channels for every size, the kernel fixed, each spatial size of its residue mod 2
+    assert plan["n0"] == ("ge", 1) and plan["n1"] == ("ge", 1) and plan["n2"] == ("eq", 3)
+    assert plan["n3"][:3] == ("mod", 2, 1) and plan["n4"][:3] == ("mod", 2, 0)
+    assert all((c.result, c.method) == ("pass", "exact") for c in cert.checks)
+    big = _conv_sig(16, 8, 33, 32, stride=2)
+    proofs = len(K._SIZED)
+    checks = K.reuse(big)
+    assert checks is not None and len(K._SIZED) == proofs  # no new proof: the same certificate
+    assert all("proved with symbolic sizes" in c.how and "n3=33" in c.how for c in checks)
+    # another residue is another proof
+    assert K.sized_certificate(_conv_sig(16, 8, 32, 32, stride=2)) is not cert
+
+
+def test_a_conv_vjp_without_the_stride_dilation_is_certified_at_stride_1_only() -> None:
+    from .mutants import _conv2d_vjp_undilated
+
+    with _vjp("conv2d", _conv2d_vjp_undilated):
+        assert isinstance(K.sized_certificate(_conv_sig(2, 4, 9, 8, stride=2)), str)
+        assert not isinstance(K.sized_certificate(_conv_sig(2, 4, 9, 8, stride=1)), str)
