@@ -193,6 +193,9 @@ class Dim:
     def __int__(self) -> int:
         raise SizeDependent(f"the rule uses the size {self} as a Python integer", self)
 
+    def __array__(self, *args: Any, **kwargs: Any) -> Any:
+        raise SizeDependent(f"the rule makes a NumPy array of the size {self}", self)
+
     def __float__(self) -> float:
         raise SizeDependent(f"the rule uses the size {self} as a float", self)
 
@@ -228,18 +231,26 @@ class Dim:
         q = floordiv(self.expr, _expr(o))
         return dim(self.expr - _expr(o) * _expr(q))
 
+    def value(self) -> Any:
+        """The size as a real value (a mean's count), which must be positive for every size
+        (so that no division by it is a division by zero the proof would not see)."""
+        if _sign(self.expr) != "+":
+            raise SizeDependent(f"the size {self} used as a value may be 0 or less", self)
+        return self.expr
+
     def __truediv__(self, o: Any) -> Any:
         """A real value (a mean's ``1 / n``), not a size."""
         if isinstance(o, Dim | int) and not isinstance(o, bool):
-            return self.expr / _expr(o)
+            den = o.value() if isinstance(o, Dim) else _expr(o)
+            return self.expr / den
         return NotImplemented
 
     def __rtruediv__(self, o: Any) -> Any:
         if isinstance(o, float) and math.isfinite(o):
             f = Fraction(o)  # exactly the float's value, as every constant of a term
-            return se.Rational(f.numerator, f.denominator) / self.expr
+            return se.Rational(f.numerator, f.denominator) / self.value()
         if isinstance(o, Dim | int) and not isinstance(o, bool):
-            return _expr(o) / self.expr
+            return _expr(o) / self.value()
         return NotImplemented
 
 

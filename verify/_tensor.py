@@ -243,7 +243,7 @@ def asarray(value: Any) -> TArray:
     if isinstance(value, ConstArray):
         value = value.to_numpy()
     if isinstance(value, Dim):  # a symbolic size used as a value (a mean's count)
-        e = value.expr
+        e = value.value()
         return TArray((), lambda idx: e, "i")
     if isinstance(value, se.Basic):
         return TArray((), lambda idx: value, "f")

@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 import symengine as se
 
-from ._dims import Dim, SizeDependent, as_term, is_one, size_expr
+from ._dims import Dim, SizeDependent, as_term, floordiv, is_one, size_expr
 from ._dims import register as register_size
 
 # -- atoms -----------------------------------------------------------------------------------
@@ -1169,10 +1169,16 @@ def _split_residues(k: Any, dep: Sequence[Any], split: tuple[int, int], unroll: 
     values it takes on ``k``'s range."""
     m, r0 = split
     lo, hi = RANGES.get(k, (None, None))
-    if lo is None or hi is None:
+    if hi is None and k in UPPER and lo is not None:
+        # a symbolic bound: u < floor((hi - 1 - r0) / m) + 1, a polynomial in the sizes where
+        # it is one for every size (else the sizes are made less general, verify/_certify.py)
+        hi_u: Any = size_expr(floordiv(se.expand(UPPER[k] - 1 - r0), se.Integer(m))) + 1
+    elif lo is None or hi is None:
         raise TermError(f"cannot split {k} without a range")
+    else:
+        hi_u = (hi - 1 - r0) // m + 1
     r = fresh("_k", r0, r0 + m)
-    u = fresh("_k", (lo - r0) // m, (hi - 1 - r0) // m + 1)
+    u = fresh("_k", (lo - r0) // m, hi_u)
     value = se.expand(m * u + r)
     parts = [normalize(g.xreplace({k: value}), unroll) for g in dep]
     inner = sum_over(u, se.Mul(*parts) * range_brackets(r, r0, r0 + m), unroll)

@@ -24,7 +24,8 @@ from verify._sig import Signature
 #: The registry ops whose rules are proved with symbolic sizes at some op-table signature
 #: (docs/verification.md lists them): a change of this set, either way, fails here.
 SIZED = {"add", "avg_pool", "avg_pool2d", "avg_pool2d_pad", "batchnorm_channel_first",
-         "batchnorm_eval", "bmm", "concat", "concat_vectors", "conv", "conv2d", "conv_transpose2d",
+         "batchnorm_eval", "bmm", "concat", "concat_vectors", "conv", "conv2d", "conv_transpose",
+         "conv_transpose2d",
          "detach", "exp", "gather_row", "gather_scalar", "gelu", "global_avg_pool2d", "inv",
          "layer_norm", "linear", "log", "log_softmax", "matmul", "mse_loss", "mul",
          "multi_head_attention", "reduce_mean", "reduce_sum", "safe_log", "scale",
@@ -245,3 +246,22 @@ def test_a_conv_vjp_without_the_stride_dilation_is_certified_at_stride_1_only() 
     with _vjp("conv2d", _conv2d_vjp_undilated):
         assert isinstance(K.sized_certificate(_conv_sig(2, 4, 9, 8, stride=2)), str)
         assert not isinstance(K.sized_certificate(_conv_sig(2, 4, 9, 8, stride=1)), str)
+
+
+def test_a_size_used_as_a_value_must_be_positive_for_every_size() -> None:
+    n = Dim(T.size_symbol("_Nt3"))
+    assert 1 / n == 1 / se.Symbol("_Nt3") and (n * 2).value() == 2 * se.Symbol("_Nt3")
+    for use in (lambda: 1.0 / (n - 1), lambda: (n - 1).value(), lambda: n / (n - 1)):
+        with pytest.raises(SizeDependent):
+            use()
+
+
+def test_a_rule_dividing_by_n_minus_1_is_certified_only_where_that_is_positive() -> None:
+    def unbiased(B: Any, args: tuple, out: Any, ct: Any, axis: int) -> tuple:
+        n = args[0].shape[axis]  # right for n >= 2; 0 / 0 at n = 1, where it cancels formally
+        g = ct / n * (n - 1) / (n - 1)
+        return (B.broadcast_to(B.expand_dims(g, axis), args[0].shape),)
+
+    with _vjp("reduce_mean", unbiased):
+        cert = K.sized_certificate(_mean_sig((3, 5)))
+        assert not isinstance(cert, str) and dict(cert.plan)["n1"] == ("ge", 5)
