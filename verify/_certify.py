@@ -445,8 +445,6 @@ def sized_certificate(sig: Signature) -> SizedCertificate | str:
     op = tl.get_op(sig.op)
     if op.index_args or op.needs_position:
         return "index inputs or a position-dependent rule"
-    if op.kinks_rule is not None:
-        return "a kinks rule (its points are drawn at a concrete shape)"
     pat = size_pattern(sig)
     if pat is None:
         return "an empty axis"
@@ -542,7 +540,20 @@ def _reuse_sized(sig: Signature, kinks: bool) -> list[Check] | None:
     shapes = " ".join("(" + ",".join(map(str, row)) + ")" for row in cert.pattern)
     note = (f"certificate: proved with symbolic sizes, argument shapes {shapes} for every "
             f"{cert.describe()} (here {here})")  # fmt: skip
-    return [replace(c, how=f"{c.how}; {note}", seconds=0.0) for c in cert.checks]
+    checks = [replace(c, how=f"{c.how}; {note}", seconds=0.0) for c in cert.checks]
+    if kinks and tl.get_op(sig.op).kinks_rule is not None:
+        # kink points are drawn at a concrete shape: that check runs at this one
+        from ._methods import _tensor_attempt
+        from ._tchecks import NotTensor, kinks_check_tensor
+
+        try:
+            kink = _tensor_attempt(sig, "tensor", kinks_check_tensor, sig)
+        except NotTensor:
+            return None
+        if kink is None:
+            return None
+        checks.append(kink)
+    return checks
 
 
 __all__ = [

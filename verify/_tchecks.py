@@ -319,6 +319,17 @@ def check_signature_tensor(sig: Signature, *, kinks: bool = True,
     return checks
 
 
+def kinks_check_tensor(sig: Signature) -> Check | None:
+    """The kinks check alone, at ``sig``'s own shape (a certificate proved with symbolic sizes
+    covers the other rule checks; kink points are drawn at a concrete shape); ``None`` when the
+    tensor level did not decide it."""
+    op = tl.get_op(sig.op)
+    st = setup(sig)
+    out = TOutcome("rule", "kinks")
+    coverage = _kinks(op, sig, st, out)
+    return out.check(_coverage(coverage, st))
+
+
 def _coverage(text: str, st: TSetup) -> str:
     return "; ".join([text, *st.index_text]) if st.index_text else text
 

@@ -561,9 +561,9 @@ def reshape(x: Any, shape: Sequence[int]) -> TArray:
 
         return TArray(shape, squeezed, X.kind)
     if symbolic:
-        split = _fixed_block(X.shape, tuple(shape))
-        if split is not None:
-            return _reshape_block(X, tuple(shape), *split)
+        groups = _groups(X.shape, tuple(shape))
+        if groups is not None:
+            return _reshape_groups(X, tuple(shape), groups)
         raise SizeDependent(
             f"a reshape of {X.shape} to {tuple(shape)} with symbolic sizes", *X.shape, *shape
         )
@@ -594,46 +594,73 @@ def _same_shape(a: tuple, b: tuple) -> bool:
     return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
 
 
-def _fixed_block(src: tuple, dst: tuple) -> tuple[int, int, int] | None:
-    """``(p, s_src, s_dst)`` when ``src`` and ``dst`` share their first ``p`` and last entries
-    and what lies between (``src[p:s_src]``, ``dst[p:s_dst]``) has one size and is concrete but
-    for its first entry on each side: a reshape of that block whose flat index is affine with
-    integer strides; else ``None``."""
-    p = 0
-    while p < min(len(src), len(dst)) and _same(src[p], dst[p]):
-        p += 1
-    a, b = len(src), len(dst)
-    while a > p and b > p and _same(src[a - 1], dst[b - 1]):
-        a, b = a - 1, b - 1
-    mid_src, mid_dst = src[p:a], dst[p:b]
-    if not mid_src or not mid_dst:
-        return None
-    if any(isinstance(d, Dim) for d in (*mid_src[1:], *mid_dst[1:])):
-        return None
-    size_src = as_term(mid_src[0]) * math.prod(mid_src[1:])
-    size_dst = as_term(mid_dst[0]) * math.prod(mid_dst[1:])
-    if se.expand(size_src - size_dst) != 0:
-        return None
-    return p, a, b
+def _groups(src: tuple, dst: tuple) -> list[tuple[int, int, int, int]] | None:
+    """``src`` and ``dst`` cut into consecutive groups of one size each, ``(i0, i1, j0, j1)``
+    for ``src[i0:i1]`` and ``dst[j0:j1]``, where only a group's first entry on each side may be
+    symbolic: a row-major reshape is then one reshape per group (the cumulative sizes agree at
+    every cut), each with integer strides. ``None`` when the shapes do not cut so."""
+    out: list[tuple[int, int, int, int]] = []
+    i = j = 0
+    while i < len(src) or j < len(dst):
+        if i == len(src) or j == len(dst):
+            if all(is_one(d) for d in (*src[i:], *dst[j:])) and out:
+                i0, _, j0, _ = out.pop()
+                out.append((i0, len(src), j0, len(dst)))  # trailing axes of length 1
+                break
+            return None
+        if is_one(src[i]) != is_one(dst[j]):  # an axis of length 1 on one side only
+            out.append((i, i + 1, j, j) if is_one(src[i]) else (i, i, j, j + 1))
+            i, j = (i + 1, j) if is_one(src[i]) else (i, j + 1)
+            continue
+        i0, j0 = i, j
+        ps, pd = as_term(src[i]), as_term(dst[j])
+        i, j = i + 1, j + 1
+        while True:
+            q = _integer_ratio(ps, pd)
+            if q == 1:
+                break
+            if q is not None and q > 1 and j < len(dst) and not isinstance(dst[j], Dim):
+                pd, j = pd * int(dst[j]), j + 1
+            elif (r := _integer_ratio(pd, ps)) is not None and r > 1 and i < len(src) and (
+                    not isinstance(src[i], Dim)):  # fmt: skip
+                ps, i = ps * int(src[i]), i + 1
+            else:
+                return None
+        out.append((i0, i, j0, j))
+    return out
 
 
-def _reshape_block(X: TArray, shape: tuple, p: int, a: int, b: int) -> TArray:
-    """A row-major reshape that keeps ``X``'s first ``p`` and last axes and reshapes the block
-    between (:func:`_fixed_block`): the block's flat index is the same on both sides; its
-    outermost source index is ``floor(flat / stride)``, in range without a modulo."""
-    mid_src, mid_dst = X.shape[p:a], shape[p:b]
+def _integer_ratio(a: Any, b: Any) -> int | None:
+    """The integer ``c`` with ``a = c b`` identically in the size symbols, if there is one (the
+    candidate read at a point, then checked by expansion)."""
+    point = {s: se.Integer(7 + n) for n, s in enumerate(sorted(
+        (a.free_symbols | b.free_symbols), key=str))}  # fmt: skip
+    bv = se.expand(b.xreplace(point))
+    if bv == 0:
+        return None
+    c = se.expand(a.xreplace(point)) / bv
+    if not isinstance(c, se.Integer):
+        return None
+    return int(c) if se.expand(a - c * b) == 0 else None
+
+
+def _reshape_groups(X: TArray, shape: tuple, groups: list[tuple[int, int, int, int]]) -> TArray:
+    """A row-major reshape by groups (:func:`_groups`): in each, the flat index is the same on
+    both sides; the outermost source index is ``floor(flat / stride)``, in range without a
+    modulo."""
 
     def fn(idx: Index) -> Any:
-        flat = T.ZERO
-        for j, i in enumerate(idx[p:b]):
-            flat = flat + i * math.prod(mid_dst[j + 1 :])
-        flat = se.expand(flat)
-        src = list(idx[:p])
-        for j, d in enumerate(mid_src):
-            stride = math.prod(mid_src[j + 1 :])
-            q = T.floor_div(flat, stride) if stride != 1 else flat
-            src.append(q if j == 0 else T.mod(q, d))
-        src.extend(idx[b:])
+        src: list[Any] = []
+        for i0, i1, j0, j1 in groups:
+            mid_src, mid_dst = X.shape[i0:i1], shape[j0:j1]
+            flat = T.ZERO
+            for k, i in enumerate(idx[j0:j1]):
+                flat = flat + i * math.prod(mid_dst[k + 1 :])
+            flat = se.expand(flat)
+            for k, d in enumerate(mid_src):
+                stride = math.prod(mid_src[k + 1 :])
+                q = T.floor_div(flat, stride) if stride != 1 else flat
+                src.append(q if k == 0 else T.mod(q, d))
         return X.at(tuple(src))
 
     return TArray(shape, fn, X.kind)

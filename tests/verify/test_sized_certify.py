@@ -23,14 +23,14 @@ from verify._sig import Signature
 
 #: The registry ops whose rules are proved with symbolic sizes at some op-table signature
 #: (docs/verification.md lists them): a change of this set, either way, fails here.
-SIZED = {"add", "avg_pool", "avg_pool2d", "avg_pool2d_pad", "batchnorm_channel_first",
-         "batchnorm_eval", "bmm", "concat", "concat_vectors", "conv", "conv2d", "conv_transpose",
-         "conv_transpose2d",
-         "detach", "exp", "gather_row", "gather_scalar", "gelu", "global_avg_pool2d", "inv",
-         "layer_norm", "linear", "log", "log_softmax", "matmul", "mse_loss", "mul",
-         "multi_head_attention", "reduce_mean", "reduce_sum", "safe_log", "scale",
+SIZED = {"abs", "add", "avg_pool", "avg_pool2d", "avg_pool2d_pad", "batchnorm_channel_first",
+         "batchnorm_eval", "bmm", "clamp", "concat", "concat_vectors", "conv", "conv2d",
+         "conv_transpose", "conv_transpose2d", "detach", "exp", "gather_row", "gather_scalar",
+         "gelu", "global_avg_pool2d", "inv", "layer_norm", "linear", "log", "log_softmax",
+         "matmul", "max", "max_pool", "max_pool2d", "max_pool2d_pad", "min", "mse_loss", "mul",
+         "multi_head_attention", "reduce_mean", "reduce_sum", "relu", "safe_log", "scale",
          "scatter_add_row", "scatter_add_vec", "sigmoid", "silu", "slice", "softmax", "softplus",
-         "sub", "sum", "swap_adjacent_at_depth", "tanh", "transpose2d",
+         "sqrt", "sub", "sum", "swap_adjacent_at_depth", "tanh", "transpose2d",
          "transpose3d_first_to_last", "transpose3d_last_to_first",
          "transpose3d_last_two"}  # fmt: skip
 
@@ -79,7 +79,7 @@ def test_the_ops_proved_with_symbolic_sizes_are_the_ones_listed() -> None:
 
 @pytest.mark.parametrize(
     ("op", "why"),
-    [("relu", "a kinks rule"), ("gather_scalar_nat", "index inputs"),
+    [("gather_scalar_nat", "index inputs"),
      ("reshape", "the rules depend on the values of n0, n1"),
      ("broadcast_to", "the rules depend on the values of n0")],
 )  # fmt: skip
@@ -265,3 +265,67 @@ def test_a_rule_dividing_by_n_minus_1_is_certified_only_where_that_is_positive()
     with _vjp("reduce_mean", unbiased):
         cert = K.sized_certificate(_mean_sig((3, 5)))
         assert not isinstance(cert, str) and dict(cert.plan)["n1"] == ("ge", 5)
+
+
+# -- reshapes with symbolic sizes -----------------------------------------------------------------
+
+
+def test_a_symbolic_reshape_reads_the_cell_numpy_does_at_every_size_tried() -> None:
+    import itertools
+
+    import numpy as np
+
+    from verify._tensor import leaf, reshape
+
+    u, v = T.size_symbol("_Nt4"), T.size_symbol("_Nt5")
+    U, V = Dim(u), Dim(v)
+    cases = [((2 * U,), (U, 2)), ((U, 2), (2 * U,)), ((3, 2 * U, 2 * V), (3, U, 2, V, 2)),
+             ((1, U), (U,)), ((U,), (1, U, 1)), ((U, 2, 3), (U, 6)), ((U, 6), (U, 3, 2)),
+             ((U, V, 2), (U, 2 * V))]  # fmt: skip
+
+    def at(shape: tuple, sub: dict) -> list[int]:
+        return [int(se.expand(d.expr.xreplace(sub))) if isinstance(d, Dim) else d for d in shape]
+
+    for src, dst in cases:
+        Y = reshape(leaf("x", src), dst)
+        for uv in [(2, 3), (3, 1), (1, 2)]:
+            sub = {u: se.Integer(uv[0]), v: se.Integer(uv[1])}
+            cs, cd = at(src, sub), at(dst, sub)
+            ref = np.arange(int(np.prod(cs))).reshape(cs).reshape(cd)
+            for idx in itertools.product(*[range(n) for n in cd]):
+                t = Y.at(tuple(se.Integer(i) for i in idx)).xreplace(sub)
+                cell = [int(se.expand(a)) for a in t.args]
+                assert int(np.ravel_multi_index(cell, cs)) == ref[idx], (src, dst, uv, idx)
+
+
+def test_a_reshape_that_mixes_two_symbolic_sizes_is_refused() -> None:
+    from verify._tensor import leaf, reshape
+
+    U, V = Dim(T.size_symbol("_Nt4")), Dim(T.size_symbol("_Nt5"))
+    with pytest.raises(SizeDependent):
+        reshape(leaf("x", (U, V)), (V, U))
+
+
+def test_an_op_with_kinks_reuses_its_certificate_and_checks_its_kinks_at_each_shape() -> None:
+    b = tl.GraphBuilder("f64")
+    x = b.param("x", (8, 6, 10))
+    g = b.build(b.sum(b.apply("max_pool2d", x, kernel=(2, 2), stride=2)))
+    K._SIZED.clear()
+    checks = K.reuse(Signature.of(g, 0))
+    assert checks is not None
+    names = [c.name for c in checks]
+    assert names == ["forward = sym", "jvp = derivative", "vjp = adjoint", "kinks"]
+    assert all((c.result, c.method) == ("pass", "exact") for c in checks)
+    assert "proved with symbolic sizes" in checks[0].how and "n1 = 2 u + 0" in checks[0].how
+    assert "proved with symbolic sizes" not in checks[3].how  # the kinks: at this shape
+
+
+def test_a_kink_only_mutant_is_certified_but_refuted_by_its_kinks_check() -> None:
+    from .mutants import MUTANTS, applied
+
+    mutant = next(m for m in MUTANTS if m.name == "relu'(0) = 1")
+    with applied(mutant):
+        report = verify.verify_graph(mutant.graph(), method="tensor", end_to_end="never")
+        assert report.verdict == "mismatch"
+        failed = [c for c in report.all_checks if c.result == "fail"]
+        assert any(c.name == "kinks" for c in failed)
