@@ -675,13 +675,29 @@ def _assemble(coeffs: Mapping[Any, int], const: int) -> Any:
 
 def _sign_facts(e: Any, facts: bool = True) -> tuple[bool, bool, bool]:
     """For an index expression with floors: is it always >= 0, always < 0, always == 0 over the
-    ranges that are facts (or, with ``facts=False``, over every symbol's range)? (z3, cached;
-    ``False`` when unknown)."""
+    ranges that are facts (or, with ``facts=False``, over every symbol's range)? (Cached; by
+    exhaustion over a small box of values, :mod:`verify._tgrid`, else z3, ``False`` when
+    unknown.)"""
     if not e.atoms(se.floor):
         return False, False, False
     hit = _SIGN_CACHE.get((e, facts))
     if hit is not None:
         return hit
+    from . import _tgrid
+
+    try:
+        out = _tgrid.sign_facts(e, facts)  # by exhaustion over a small box: exact, no timeout
+    except _tgrid.NotGridded:
+        out = _sign_facts_z3(e, facts)
+    if len(_SIGN_CACHE) > 100000:
+        _SIGN_CACHE.clear()
+    _SIGN_CACHE[(e, facts)] = out
+    return out
+
+
+def _sign_facts_z3(e: Any, facts: bool) -> tuple[bool, bool, bool]:
+    """:func:`_sign_facts` by z3 (``False`` where z3 does not answer in time). A budget that
+    runs out meanwhile is raised, not cached as "unknown" for the rest of the process."""
     out = (False, False, False)
     try:
         import z3
@@ -697,11 +713,10 @@ def _sign_facts(e: Any, facts: bool = True) -> tuple[bool, bool, bool]:
         neg = s.check(t >= 0) == z3.unsat
         zero = s.check(t != 0) == z3.unsat
         out = (nonneg, neg, zero)
+    except OutOfTime:
+        raise
     except Exception:
         pass
-    if len(_SIGN_CACHE) > 100000:
-        _SIGN_CACHE.clear()
-    _SIGN_CACHE[(e, facts)] = out
     return out
 
 
