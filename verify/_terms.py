@@ -1632,9 +1632,26 @@ def _lift(t: Any) -> Any:
         return normalize(t.xreplace({b: nb}), True)
     on = normalize(t.xreplace({b: ONE}), True)
     off = normalize(t.xreplace({b: ZERO}), True)
-    if has_infinity(on) or has_infinity(off):  # 0 * -oo is nan, not 0: keep the choice a Piecewise
+    if _may_be_infinite(on) or _may_be_infinite(off):
+        # 0 * -oo is nan, not 0: keep the choice a Piecewise
         return se.Piecewise((on, se.Eq(b, 1)), (off, True))
     return _idempotent_brackets(se.expand(b * on + (1 - b) * off))
+
+
+def _may_be_infinite(e: Any) -> bool:
+    """Whether ``e`` holds an infinity, or divides by an expression with a bracket or a table
+    read (``1 / [c]``, ``1 / (a [c] + b [d])``): that is infinite where the brackets are 0, and
+    a case split substitutes their values later, so a bracket multiplied into it
+    (``[b] on + (1 - [b]) off``) would turn into ``0 * zoo``, NaN, where it should be 0."""
+    if has_infinity(e):
+        return True
+    for p in e.atoms(se.Pow) if isinstance(e, se.Basic) else ():
+        base, ex = p.args
+        if base == se.E or not (isinstance(ex, se.Number) and ex < 0):
+            continue
+        if any(is_bracket(f) or is_table(f) for f in fn_atoms(base)):
+            return True
+    return False
 
 
 def has_infinity(e: Any) -> bool:
