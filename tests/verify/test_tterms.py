@@ -57,7 +57,7 @@ def test_a_lifted_bracket_is_not_multiplied_into_a_division_by_a_bracket() -> No
     # symbols' names, so the padded 2-D smooth_max_pool (neg beta) verified or not depending on
     # how many fresh variables earlier checks had made. The choice is a Piecewise now.
     q = _terms.fresh("_q", -3, 8, bound=False)
-    x, y = _terms.fn("x"), _terms.fn("y")
+    x, y = _terms.fn("lift_x"), _terms.fn("lift_y")  # leaf names no other test registers
     b, c = _terms.GE(q - 1), _terms.GE(-q)
     t = 1 / (se.exp(x(b)) * b + se.exp(y(q)) * c)
     n = _terms.normalize(t, unroll=True)
