@@ -1383,7 +1383,14 @@ def _bracket_residue(brackets: list[Any], allowed: set) -> tuple[Any, int] | Non
 
 
 def _regions_of(brackets: list[Any], facts: list[tuple[Any, int]]) -> list[dict] | None:
-    """The feasible 0/1 assignments of ``brackets`` under ``facts`` (z3)."""
+    """The feasible 0/1 assignments of ``brackets`` under ``facts``: by exhaustion over a small
+    box of index values (:mod:`verify._tgrid`, exact and the same in every process), else z3."""
+    from . import _tgrid
+
+    try:
+        return _tgrid.regions(brackets, facts, MAX_REGIONS)
+    except _tgrid.NotGridded:
+        pass
     try:
         z = _Z3()
         conds = [z.bracket(b) for b in brackets]

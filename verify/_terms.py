@@ -707,13 +707,29 @@ def _assemble(coeffs: Mapping[Any, int], const: int) -> Any:
 
 def _sign_facts(e: Any, facts: bool = True) -> tuple[bool, bool, bool]:
     """For an index expression with floors: is it always >= 0, always < 0, always == 0 over the
-    ranges that are facts (or, with ``facts=False``, over every symbol's range)? (z3, cached;
-    ``False`` when unknown)."""
+    ranges that are facts (or, with ``facts=False``, over every symbol's range)? (Cached; by
+    exhaustion over a small box of values, :mod:`verify._tgrid`, else z3, ``False`` when
+    unknown; z3 alone where a symbolic size bounds a symbol, :data:`UPPER`.)"""
     if not e.atoms(se.floor) and not _symbolic_bound(e):
         return False, False, False
     hit = _SIGN_CACHE.get((e, facts))
     if hit is not None:
         return hit
+    from . import _tgrid
+
+    try:
+        out = _tgrid.sign_facts(e, facts)  # by exhaustion over a small box: exact, no timeout
+    except _tgrid.NotGridded:
+        out = _sign_facts_z3(e, facts)
+    if len(_SIGN_CACHE) > 100000:
+        _SIGN_CACHE.clear()
+    _SIGN_CACHE[(e, facts)] = out
+    return out
+
+
+def _sign_facts_z3(e: Any, facts: bool) -> tuple[bool, bool, bool]:
+    """:func:`_sign_facts` by z3 (``False`` where z3 does not answer in time). A budget that
+    runs out meanwhile is raised, not cached as "unknown" for the rest of the process."""
     out = (False, False, False)
     try:
         import z3
@@ -729,11 +745,10 @@ def _sign_facts(e: Any, facts: bool = True) -> tuple[bool, bool, bool]:
         neg = s.check(t >= 0) == z3.unsat
         zero = s.check(t != 0) == z3.unsat
         out = (nonneg, neg, zero)
+    except OutOfTime:
+        raise
     except Exception:
         pass
-    if len(_SIGN_CACHE) > 100000:
-        _SIGN_CACHE.clear()
-    _SIGN_CACHE[(e, facts)] = out
     return out
 
 
@@ -1666,9 +1681,26 @@ def _lift(t: Any) -> Any:
         return normalize(t.xreplace({b: nb}), True)
     on = normalize(t.xreplace({b: ONE}), True)
     off = normalize(t.xreplace({b: ZERO}), True)
-    if has_infinity(on) or has_infinity(off):  # 0 * -oo is nan, not 0: keep the choice a Piecewise
+    if _may_be_infinite(on) or _may_be_infinite(off):
+        # 0 * -oo is nan, not 0: keep the choice a Piecewise
         return se.Piecewise((on, se.Eq(b, 1)), (off, True))
     return _idempotent_brackets(se.expand(b * on + (1 - b) * off))
+
+
+def _may_be_infinite(e: Any) -> bool:
+    """Whether ``e`` holds an infinity, or divides by an expression with a bracket or a table
+    read (``1 / [c]``, ``1 / (a [c] + b [d])``): that is infinite where the brackets are 0, and
+    a case split substitutes their values later, so a bracket multiplied into it
+    (``[b] on + (1 - [b]) off``) would turn into ``0 * zoo``, NaN, where it should be 0."""
+    if has_infinity(e):
+        return True
+    for p in e.atoms(se.Pow) if isinstance(e, se.Basic) else ():
+        base, ex = p.args
+        if base == se.E or not (isinstance(ex, se.Number) and ex < 0):
+            continue
+        if any(is_bracket(f) or is_table(f) for f in fn_atoms(base)):
+            return True
+    return False
 
 
 def has_infinity(e: Any) -> bool:

@@ -190,13 +190,7 @@ EXCLUDED: dict[str, str] = {}
 #: Rows with a check the tensor level does not decide at their shape, and why (measured with
 #: ``method="tensor"``, 60 s budget per attempt, on the 2-core machine, 2026-11-24). Pinned
 #: (strict xfail): the test fails when the gap closes. They run under :data:`GAP_BUDGET_S`.
-LARGE_UNDECIDED: dict[str, str] = {
-    "smooth_max_pool[64x32x32-neg-beta]": (
-        "decided alone (every check exact at tensor level, about 12-24 s, 2026-11-26), but "
-        "not in one process after the other pooling rows: the compiled vjp's grad x then ran "
-        "past 600 s (state left by earlier rows changes the case split; not yet found)"
-    ),
-}
+LARGE_UNDECIDED: dict[str, str] = {}
 
 #: A pinned row that may also raise, besides failing the assertion (see its reason).
 LARGE_RAISES: dict[str, tuple[type[BaseException], ...]] = {}

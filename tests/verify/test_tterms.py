@@ -48,3 +48,23 @@ def test_log_sums_of_different_lengths_are_not_proved_equal() -> None:
     expected = se.log(_row_sum(q, 15)) * x(q, 0)
     d = _tdecide.decide_tensor(got, expected, [q], counterexamples=False)
     assert d.equal is not True, d
+
+
+def test_a_lifted_bracket_is_not_multiplied_into_a_division_by_a_bracket() -> None:
+    # ``1 / (e^x([q >= 1]) [q >= 1] + e^y(q) [q <= 0])`` lifted on the nested ``[q >= 1]`` as
+    # ``[b] on + (1 - [b]) off`` had ``off = e^-y(q) / [q <= 0]``: at q >= 1 that is
+    # ``0 * zoo``, NaN, where the term is e^-x(1). Which bracket was lifted first followed the
+    # symbols' names, so the padded 2-D smooth_max_pool (neg beta) verified or not depending on
+    # how many fresh variables earlier checks had made. The choice is a Piecewise now.
+    q = _terms.fresh("_q", -3, 8, bound=False)
+    x, y = _terms.fn("lift_x"), _terms.fn("lift_y")  # leaf names no other test registers
+    b, c = _terms.GE(q - 1), _terms.GE(-q)
+    t = 1 / (se.exp(x(b)) * b + se.exp(y(q)) * c)
+    n = _terms.normalize(t, unroll=True)
+    for v in range(-3, 8):
+        at = _terms.normalize(n.xreplace({q: se.Integer(v)}), unroll=True)
+        assert at == (se.exp(-x(1)) if v >= 1 else se.exp(-y(se.Integer(v)))), (v, at)
+    right = b * se.exp(-x(1)) + c * se.exp(-y(q))
+    wrong = b * se.exp(-x(1)) + c * se.exp(-y(q + 1))
+    assert _tdecide.decide_tensor(t, right, [q]).equal is True
+    assert _tdecide.decide_tensor(t, wrong, [q]).equal is not True
