@@ -314,7 +314,7 @@ def clear() -> None:
 #: CPU seconds the proofs with symbolic sizes of one signature may take together (once per op,
 #: attributes, size pattern and plan); past it there is no certificate and the signature is
 #: proved at its own shape.
-SIZED_BUDGET_S = 10.0
+SIZED_BUDGET_S = 30.0
 
 
 #: How one named size is proved: ``("ge", lo)`` every size ``>= lo``; ``("mod", m, r, lo)``

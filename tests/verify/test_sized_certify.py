@@ -12,6 +12,8 @@ from typing import Any
 
 import pytest
 import symengine as se
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import torchlean_ir as tl
 import verify
@@ -329,3 +331,45 @@ def test_a_kink_only_mutant_is_certified_but_refuted_by_its_kinks_check() -> Non
         assert report.verdict == "mismatch"
         failed = [c for c in report.all_checks if c.result == "fail"]
         assert any(c.name == "kinks" for c in failed)
+
+
+# -- the answers of a size hold at every size -----------------------------------------------------
+
+_polys = st.lists(st.tuples(st.integers(-6, 6), st.integers(0, 2), st.integers(0, 2)),
+                  min_size=1, max_size=4)  # fmt: skip
+
+
+def _poly(terms: list[tuple[int, int, int]], a: Any, b: Any) -> Any:
+    return se.expand(se.Add(*[c * a**i * b**j for c, i, j in terms]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(p=_polys, q=_polys, lo_a=st.integers(1, 4), lo_b=st.integers(1, 4),
+       d=st.integers(1, 4))  # fmt: skip
+def test_every_decided_comparison_and_division_holds_at_every_size(
+    p: list, q: list, lo_a: int, lo_b: int, d: int
+) -> None:
+    import operator
+
+    a = T.size_symbol(f"_Nh_a{lo_a}", lo_a)
+    b = T.size_symbol(f"_Nh_b{lo_b}", lo_b)
+    P, Q = Dim(_poly(p, a, b)), Dim(_poly(q, a, b))
+    grid = [{a: se.Integer(x), b: se.Integer(y)} for x in range(lo_a, lo_a + 6)
+            for y in range(lo_b, lo_b + 6)]  # fmt: skip
+
+    def val(e: Any, pt: dict) -> int:
+        return int(se.expand(e.xreplace(pt)))
+
+    for name in ("eq", "ne", "lt", "le", "gt", "ge"):
+        try:
+            answer = getattr(P, f"__{name}__")(Q)
+        except SizeDependent:
+            continue
+        cmp = getattr(operator, name)
+        assert all(cmp(val(P.expr, pt), val(Q.expr, pt)) == answer for pt in grid), name
+    try:
+        r = P // d
+    except SizeDependent:
+        return
+    r_expr = r.expr if isinstance(r, Dim) else se.Integer(r)
+    assert all(val(r_expr, pt) == val(P.expr, pt) // d for pt in grid)
