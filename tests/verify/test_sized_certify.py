@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 import torchlean_ir as tl
 import verify
 from tests.op_cases import CASES
-from verify import _certify as K
+from verify import _certify as C
+from verify import _sizecert as K
 from verify import _terms as T
 from verify._dims import Dim, SizeDependent
 from verify._sig import Signature
@@ -194,12 +195,12 @@ def test_the_forward_shape_is_compared_at_each_reuse() -> None:
     sig = _mean_sig((3, 5))
     cert = K.sized_certificate(sig)
     assert not isinstance(cert, str)
-    assert K._reuse_sized(sig, kinks=True) is not None
+    assert K.reuse_sized(sig, kinks=True) is not None
     broken = replace(cert, out=(cert.out[0] + 1,))
     key = next(k for k, v in K._SIZED.items() if v is cert)
     K._SIZED[key] = broken
     try:
-        assert K._reuse_sized(sig, kinks=True) is None
+        assert K.reuse_sized(sig, kinks=True) is None
     finally:
         K._SIZED[key] = cert
 
@@ -235,7 +236,7 @@ def test_a_strided_conv_is_proved_for_every_size_of_its_residues_and_reused() ->
     assert all((c.result, c.method) == ("pass", "exact") for c in cert.checks)
     big = _conv_sig(16, 8, 33, 32, stride=2)
     proofs = len(K._SIZED)
-    checks = K.reuse(big)
+    checks = C.reuse(big)
     assert checks is not None and len(K._SIZED) == proofs  # no new proof: the same certificate
     assert all("proved with symbolic sizes" in c.how and "n3=33" in c.how for c in checks)
     # another residue is another proof
@@ -313,7 +314,7 @@ def test_an_op_with_kinks_reuses_its_certificate_and_checks_its_kinks_at_each_sh
     x = b.param("x", (8, 6, 10))
     g = b.build(b.sum(b.apply("max_pool2d", x, kernel=(2, 2), stride=2)))
     K._SIZED.clear()
-    checks = K.reuse(Signature.of(g, 0))
+    checks = C.reuse(Signature.of(g, 0))
     assert checks is not None
     names = [c.name for c in checks]
     assert names == ["forward = sym", "jvp = derivative", "vjp = adjoint", "kinks"]

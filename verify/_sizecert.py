@@ -1,0 +1,276 @@
+"""Rule certificates with symbolic sizes: an op's rules proved for every size of a pattern.
+
+The rules run at tensor level on argument shapes whose sizes are symbols
+(:class:`verify._dims.Dim`), and the rule checks (``forward = sym``, ``jvp = derivative``,
+``vjp = adjoint``) quantify over the size symbols as over the element indices. A rule that
+looks at a size's value raises :class:`verify._dims.SizeDependent`; that size is then made less
+general (every size of one residue when the rule divided it, at least the signature's, then
+fixed) and the proof runs again. The certificate is keyed by op, attributes, dtypes, the rules'
+fingerprint (:func:`verify._certify._rules_fingerprint`) and the size pattern, and covers every
+signature its plan allows; kink points are drawn per shape, so an op's ``kinks`` check runs at
+each signature. ``docs/verification.md`` ("For every size: symbolic sizes") says what is proved
+and trusted.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+from typing import Any
+
+import symengine as se
+
+import torchlean_ir as tl
+
+from ._certify import _attrs_key, _rules_fingerprint
+from ._report import Check
+from ._sig import Signature
+
+#: CPU seconds the proofs with symbolic sizes of one signature may take together (once per op,
+#: attributes, size pattern and plan); past it there is no certificate and the signature is
+#: proved at its own shape.
+SIZED_BUDGET_S = 30.0
+
+
+#: How one named size is proved: ``("ge", lo)`` every size ``>= lo``; ``("mod", m, r, lo)``
+#: every size ``m u + r`` with ``u >= lo`` (a rule divides it by a stride ``m``); ``("eq", v)``
+#: the size ``v`` only.
+Mode = tuple[Any, ...]
+
+
+def _covers(mode: Mode, value: int) -> bool:
+    if mode[0] == "ge":
+        return value >= mode[1]
+    if mode[0] == "mod":
+        _, m, r, lo = mode
+        return value % m == r and value // m >= lo
+    return value == mode[1]
+
+
+def _symbol(name: str, mode: Mode) -> Any:
+    """The size symbol of ``name`` under ``mode`` (``None`` for a fixed size); its name carries
+    the mode, so a symbol always means one range."""
+    from . import _terms as T
+
+    base = f"_N{name[1:]}"
+    if mode[0] == "ge":
+        return T.size_symbol(base + ("" if mode[1] == 1 else f"_ge{mode[1]}"), mode[1])
+    if mode[0] == "mod":
+        _, m, r, lo = mode
+        return T.size_symbol(f"{base}_m{m}r{r}" + ("" if lo == 1 else f"_ge{lo}"), lo)
+    return None
+
+
+def _size(name: str, mode: Mode) -> Any:
+    """The shape entry of ``name`` under ``mode``: a :class:`verify._dims.Dim` or an int."""
+    from ._dims import Dim
+
+    if mode[0] == "eq":
+        return mode[1]
+    u = _symbol(name, mode)
+    return Dim(u) if mode[0] == "ge" else Dim(mode[1] * u + mode[2])
+
+
+def _value_of_symbol(mode: Mode, value: int) -> int:
+    """The value of ``name``'s symbol when the size is ``value``."""
+    return value if mode[0] == "ge" else (value - mode[2]) // mode[1]
+
+
+def _generalise_less(mode: Mode, value: int, divisor: int | None) -> Mode | None:
+    """The next, less general mode for a size whose value a rule depended on (``divisor``:
+    it divided the size by that); ``None`` when it is already fixed."""
+    if divisor is not None and divisor > 1 and mode[0] == "ge" and value // divisor >= 1:
+        return ("mod", divisor, value % divisor, 1)
+    if divisor is not None and divisor > 1 and mode[0] == "mod" and divisor % mode[1] == 0 and (
+            divisor != mode[1]) and value // divisor >= 1:  # fmt: skip
+        return ("mod", divisor, value % divisor, 1)
+    if mode[0] == "ge" and mode[1] < value:
+        return ("ge", value)
+    if mode[0] == "mod" and mode[3] < value // mode[1]:
+        return ("mod", mode[1], mode[2], value // mode[1])
+    if mode[0] != "eq":
+        return ("eq", value)
+    return None
+
+
+@dataclass(frozen=True)
+class SizedCertificate:
+    """The rule checks of ``op`` with ``attrs`` proved with symbolic sizes: for the argument
+    shapes ``pattern`` (each entry ``1`` or a size's name), every size each name's mode in
+    ``plan`` allows (:data:`Mode`)."""
+
+    op: str
+    attrs: tuple
+    rules: str
+    pattern: tuple[tuple[Any, ...], ...]
+    plan: tuple[tuple[str, Mode], ...]
+    out: tuple[Any, ...]  # the forward's shape in the size symbols
+    checks: tuple[Check, ...]
+
+    def covers(self, values: dict[str, int]) -> bool:
+        """Whether the sizes ``values`` (by name) are among those proved."""
+        return all(_covers(mode, values[n]) for n, mode in self.plan)
+
+    def describe(self) -> str:
+        parts = []
+        for n, mode in self.plan:
+            if mode[0] == "ge":
+                parts.append(f"{n} >= {mode[1]}")
+            elif mode[0] == "mod":
+                _, m, r, lo = mode
+                parts.append(f"{n} = {m} u + {r} (u >= {lo})")
+            else:
+                parts.append(f"{n} = {mode[1]}")
+        return ", ".join(parts)
+
+
+#: Proof attempts with symbolic sizes at most, per signature: each one a size's value decided
+#: makes that size less general (:func:`_generalise_less`) for the next.
+SIZED_ATTEMPTS = 8
+
+#: Certificates, reasons there is none, or the sizes a rule depended on, by key and plan.
+_SIZED: dict[tuple, Any] = {}
+
+
+def size_pattern(sig: Signature) -> tuple[tuple[tuple[Any, ...], ...], dict[str, int]] | None:
+    """The argument shapes with every size other than 1 replaced by a size's name (one name per
+    distinct value, in order of appearance), and the values; ``None`` for an empty axis. Sizes
+    equal here share a name, so the proof covers this signature and every other whose equal
+    sizes are equal."""
+    names: dict[int, str] = {}
+    out = []
+    for t in sig.arg_types:
+        row: list[Any] = []
+        for d in t.shape:
+            if d == 0:
+                return None
+            if d == 1:
+                row.append(1)
+                continue
+            if d not in names:
+                names[d] = f"n{len(names)}"
+            row.append(names[d])
+        out.append(tuple(row))
+    return tuple(out), {n: d for d, n in names.items()}
+
+
+def sized_certificate(sig: Signature) -> SizedCertificate | str:
+    """A certificate that covers ``sig``'s sizes, proved with symbolic sizes for its op,
+    attributes and size pattern (once per plan), or why there is none."""
+    op = tl.get_op(sig.op)
+    if op.index_args or op.needs_position:
+        return "index inputs or a position-dependent rule"
+    pat = size_pattern(sig)
+    if pat is None:
+        return "an empty axis"
+    pattern, values = pat
+    if not values:
+        return "no size other than 1"
+    key = (sig.op, _attrs_key(sig.attrs), _rules_fingerprint(op),
+           tuple(t.dtype for t in sig.arg_types), pattern)  # fmt: skip
+    for (k, _), hit in _SIZED.items():
+        if k == key and isinstance(hit, SizedCertificate) and hit.covers(values):
+            return hit
+    modes: dict[str, Mode] = {n: ("ge", 1) for n in values}
+    why = "no attempt"
+    end = time.process_time() + SIZED_BUDGET_S  # for all the attempts together
+    for _ in range(SIZED_ATTEMPTS):
+        left = end - time.process_time()
+        if left <= 0:
+            why = f"no proof with symbolic sizes within {SIZED_BUDGET_S:g} s"
+            break
+        if all(m[0] == "eq" for m in modes.values()):
+            break  # every size fixed: a proof at this shape, not for every size
+        plan = tuple(sorted(modes.items()))
+        found = _SIZED.get((key, plan))
+        if found is None:
+            found = _prove_sized(op, sig, key, pattern, plan, left)
+            if not (isinstance(found, str) and "within" in found):
+                _SIZED[(key, plan)] = found  # (a proof cut short may fit another time)
+        if not isinstance(found, tuple):
+            return found
+        # the rules looked at these sizes' values: prove again with them less general
+        symbols, divisor = found
+        names = [n for n, m in plan if m[0] != "eq" and _symbol(n, m) in symbols]
+        if not names:
+            break
+        for n in names:
+            nxt = _generalise_less(modes[n], values[n], divisor)
+            if nxt is not None:
+                modes[n] = nxt
+        why = f"the rules depend on the values of {', '.join(names)}"
+    return f"not proved with symbolic sizes: {why}"
+
+
+Attempt = SizedCertificate | str | tuple[frozenset, int | None]
+
+
+def _prove_sized(op: tl.Op, sig: Signature, key: tuple, pattern: tuple, plan: tuple,
+                 seconds: float) -> Attempt:  # fmt: skip
+    """The certificate under ``plan``, why there is none, or the size symbols whose values a
+    rule depended on with the divisor it used (the caller makes them less general)."""
+    from . import _terms as T
+    from ._dims import Dim, SizeDependent
+    from ._tchecks import NotTensor, Partial, _run, as_t, check_signature_tensor, setup
+    from ._tensor import TENSOR
+
+    entry = {n: _size(n, mode) for n, mode in plan}
+    syms = [_symbol(n, mode) for n, mode in plan if mode[0] != "eq"]
+    shapes = [tuple(entry[d] if isinstance(d, str) else d for d in row) for row in pattern]
+    try:
+        with T.budget(seconds):
+            checks = check_signature_tensor(sig, kinks=False, shapes=shapes, sizes=syms)
+            st = setup(sig, shapes=shapes)
+            F = as_t(_run(op.symbolic, "symbolic forward", TENSOR, *st.X, **st.params))
+    except SizeDependent as e:
+        return e.symbols, e.divisor
+    except (NotTensor, Partial) as e:
+        return f"not proved with symbolic sizes: {e}"
+    except T.OutOfTime:
+        return f"not proved with symbolic sizes within {seconds:.3g} s"
+    except Exception as e:  # the rules or the algebra refused the symbolic sizes
+        return f"not proved with symbolic sizes: {type(e).__name__}: {e}"
+    for c in checks:
+        if (c.result, c.method) != ("pass", "exact"):
+            return f"{c.name} did not pass exactly with symbolic sizes"
+    out = tuple(d.expr if isinstance(d, Dim) else se.Integer(d) for d in F.shape)
+    return SizedCertificate(sig.op, key[1], key[2], pattern, plan, out, tuple(checks))
+
+
+def reuse_sized(sig: Signature, kinks: bool) -> list[Check] | None:
+    """The rule checks of ``sig`` from a certificate proved with symbolic sizes that covers it
+    (the kinks check, if any, run at this shape), or ``None``."""
+    cert = sized_certificate(sig)
+    if isinstance(cert, str):
+        return None
+    _, values = size_pattern(sig)  # type: ignore[misc]
+    sub = {_symbol(n, m): se.Integer(_value_of_symbol(m, values[n]))
+           for n, m in cert.plan if m[0] != "eq"}  # fmt: skip
+    try:
+        want = tl.get_op(sig.op).infer_type(sig.arg_types, sig.index_types, sig.attrs).shape
+    except Exception:
+        return None
+    got = tuple(se.expand(e.xreplace(sub)) for e in cert.out)
+    if got != tuple(se.Integer(d) for d in want):
+        return None  # the forward's shape is not the shape rule's here: prove at this shape
+    here = ", ".join(f"{n}={values[n]}" for n, m in cert.plan if m[0] != "eq")
+    shapes = " ".join("(" + ",".join(map(str, row)) + ")" for row in cert.pattern)
+    note = (f"certificate: proved with symbolic sizes, argument shapes {shapes} for every "
+            f"{cert.describe()} (here {here})")  # fmt: skip
+    checks = [replace(c, how=f"{c.how}; {note}", seconds=0.0) for c in cert.checks]
+    if kinks and tl.get_op(sig.op).kinks_rule is not None:
+        # kink points are drawn at a concrete shape: that check runs at this one
+        from ._methods import _tensor_attempt
+        from ._tchecks import NotTensor, kinks_check_tensor
+
+        try:
+            kink = _tensor_attempt(sig, "tensor", kinks_check_tensor, sig)
+        except NotTensor:
+            return None
+        if kink is None:
+            return None
+        checks.append(kink)
+    return checks
+
+
+__all__ = ["Mode", "SizedCertificate", "reuse_sized", "size_pattern", "sized_certificate"]
