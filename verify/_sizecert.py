@@ -47,6 +47,38 @@ def _covers(mode: Mode, value: int) -> bool:
     return value == mode[1]
 
 
+AttrPattern = tuple[tuple[str, tuple[Any, ...]], ...]
+
+
+def shape_attrs(sig: Signature, values: dict[str, int]
+                ) -> tuple[AttrPattern, dict[str, int]] | None:  # fmt: skip
+    """The attributes of kind ``shape`` (a target shape) with each size other than 1 (and -1,
+    "the rest") named like the arguments' sizes, new values getting new names; and the values
+    with those added. ``None`` for an empty axis."""
+    op = tl.get_op(sig.op)
+    names = {v: n for n, v in values.items()}
+    values = dict(values)
+    out = []
+    for name, v in sorted(dict(sig.attrs).items()):
+        spec = op.attrs.get(name)
+        if spec is None or spec.kind != "shape" or not isinstance(v, tuple | list):
+            continue
+        row: list[Any] = []
+        for d in v:
+            d = int(d)
+            if d == 0:
+                return None
+            if d in (1, -1):
+                row.append(d)
+                continue
+            if d not in names:
+                names[d] = f"n{len(names)}"
+                values[names[d]] = d
+            row.append(names[d])
+        out.append((name, tuple(row)))
+    return tuple(out), values
+
+
 def _symbol(name: str, mode: Mode) -> Any:
     """The size symbol of ``name`` under ``mode`` (``None`` for a fixed size); its name carries
     the mode, so a symbol always means one range."""
@@ -104,6 +136,8 @@ class SizedCertificate:
     rules: str
     pattern: tuple[tuple[Any, ...], ...]
     plan: tuple[tuple[str, Mode], ...]
+    #: Shape attributes (a target shape) with their sizes named like the arguments'.
+    attr_pattern: AttrPattern
     out: tuple[Any, ...]  # the forward's shape in the size symbols
     checks: tuple[Check, ...]
 
@@ -166,7 +200,12 @@ def sized_certificate(sig: Signature) -> SizedCertificate | str:
     pattern, values = pat
     if not values:
         return "no size other than 1"
-    key = (sig.op, _attrs_key(sig.attrs), _rules_fingerprint(op),
+    shaped = shape_attrs(sig, values)
+    if shaped is None:
+        return "an empty axis"
+    attr_pattern, values = shaped
+    plain = {k: v for k, v in dict(sig.attrs).items() if k not in dict(attr_pattern)}
+    key = (sig.op, _attrs_key(plain), attr_pattern, _rules_fingerprint(op),
            tuple(t.dtype for t in sig.arg_types), pattern)  # fmt: skip
     for (k, _), hit in _SIZED.items():
         if k == key and isinstance(hit, SizedCertificate) and hit.covers(values):
@@ -184,7 +223,7 @@ def sized_certificate(sig: Signature) -> SizedCertificate | str:
         plan = tuple(sorted(modes.items()))
         found = _SIZED.get((key, plan))
         if found is None:
-            found = _prove_sized(op, sig, key, pattern, plan, left)
+            found = _prove_sized(op, sig, key, pattern, attr_pattern, plan, left)
             if not (isinstance(found, str) and "within" in found):
                 _SIZED[(key, plan)] = found  # (a proof cut short may fit another time)
         if not isinstance(found, tuple):
@@ -205,8 +244,8 @@ def sized_certificate(sig: Signature) -> SizedCertificate | str:
 Attempt = SizedCertificate | str | tuple[frozenset, int | None]
 
 
-def _prove_sized(op: tl.Op, sig: Signature, key: tuple, pattern: tuple, plan: tuple,
-                 seconds: float) -> Attempt:  # fmt: skip
+def _prove_sized(op: tl.Op, sig: Signature, key: tuple, pattern: tuple, attr_pattern: tuple,
+                 plan: tuple, seconds: float) -> Attempt:  # fmt: skip
     """The certificate under ``plan``, why there is none, or the size symbols whose values a
     rule depended on with the divisor it used (the caller makes them less general)."""
     from . import _terms as T
@@ -217,10 +256,13 @@ def _prove_sized(op: tl.Op, sig: Signature, key: tuple, pattern: tuple, plan: tu
     entry = {n: _size(n, mode) for n, mode in plan}
     syms = [_symbol(n, mode) for n, mode in plan if mode[0] != "eq"]
     shapes = [tuple(entry[d] if isinstance(d, str) else d for d in row) for row in pattern]
+    attrs = {name: tuple(entry[d] if isinstance(d, str) else d for d in row)
+             for name, row in attr_pattern}  # fmt: skip
     try:
         with T.budget(seconds):
-            checks = check_signature_tensor(sig, kinks=False, shapes=shapes, sizes=syms)
-            st = setup(sig, shapes=shapes)
+            checks = check_signature_tensor(sig, kinks=False, shapes=shapes, sizes=syms,
+                                            attrs=attrs)  # fmt: skip
+            st = setup(sig, shapes=shapes, attrs=attrs)
             F = as_t(_run(op.symbolic, "symbolic forward", TENSOR, *st.X, **st.params))
     except SizeDependent as e:
         return e.symbols, e.divisor
@@ -234,7 +276,8 @@ def _prove_sized(op: tl.Op, sig: Signature, key: tuple, pattern: tuple, plan: tu
         if (c.result, c.method) != ("pass", "exact"):
             return f"{c.name} did not pass exactly with symbolic sizes"
     out = tuple(d.expr if isinstance(d, Dim) else se.Integer(d) for d in F.shape)
-    return SizedCertificate(sig.op, key[1], key[2], pattern, plan, out, tuple(checks))
+    return SizedCertificate(sig.op, key[1], key[3], pattern, plan, attr_pattern, out,
+                            tuple(checks))  # fmt: skip
 
 
 def reuse_sized(sig: Signature, kinks: bool) -> list[Check] | None:
@@ -244,6 +287,7 @@ def reuse_sized(sig: Signature, kinks: bool) -> list[Check] | None:
     if isinstance(cert, str):
         return None
     _, values = size_pattern(sig)  # type: ignore[misc]
+    _, values = shape_attrs(sig, values)  # type: ignore[misc]
     sub = {_symbol(n, m): se.Integer(_value_of_symbol(m, values[n]))
            for n, m in cert.plan if m[0] != "eq"}  # fmt: skip
     try:
@@ -255,6 +299,8 @@ def reuse_sized(sig: Signature, kinks: bool) -> list[Check] | None:
         return None  # the forward's shape is not the shape rule's here: prove at this shape
     here = ", ".join(f"{n}={values[n]}" for n, m in cert.plan if m[0] != "eq")
     shapes = " ".join("(" + ",".join(map(str, row)) + ")" for row in cert.pattern)
+    shapes += "".join(f", {name}=(" + ",".join(map(str, row)) + ")"
+                      for name, row in cert.attr_pattern)  # fmt: skip
     note = (f"certificate: proved with symbolic sizes, argument shapes {shapes} for every "
             f"{cert.describe()} (here {here})")  # fmt: skip
     checks = [replace(c, how=f"{c.how}; {note}", seconds=0.0) for c in cert.checks]
@@ -273,4 +319,11 @@ def reuse_sized(sig: Signature, kinks: bool) -> list[Check] | None:
     return checks
 
 
-__all__ = ["Mode", "SizedCertificate", "reuse_sized", "size_pattern", "sized_certificate"]
+__all__ = [
+    "Mode",
+    "SizedCertificate",
+    "reuse_sized",
+    "shape_attrs",
+    "size_pattern",
+    "sized_certificate",
+]

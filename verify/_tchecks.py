@@ -79,11 +79,12 @@ def nat_vector(name: str, n: int, hi: int | None) -> TArray:
 
 
 def setup(sig: Signature, *, index_hi: int | None = None, tag: str = "nat",
-          shapes: list[tuple[Any, ...]] | None = None) -> TSetup:  # fmt: skip
+          shapes: list[tuple[Any, ...]] | None = None,
+          attrs: dict[str, Any] | None = None) -> TSetup:  # fmt: skip
     """Leaves ``name(i...)`` for the arguments, ``d<name>`` for the tangents of the
     differentiable ones, and symbolic index inputs over ``[0, index_hi)`` (all naturals when
-    ``index_hi`` is ``None``). ``shapes`` replaces the arguments' shapes (symbolic sizes,
-    :mod:`verify._certify`)."""
+    ``index_hi`` is ``None``). ``shapes`` replaces the arguments' shapes and ``attrs`` some
+    attributes (symbolic sizes, :mod:`verify._sizecert`)."""
     op = tl.get_op(sig.op)
     names = [op.arg_name(p) + (str(p) if op.variadic else "") for p in range(len(sig.arg_types))]
     shp = [t.shape for t in sig.arg_types] if shapes is None else shapes
@@ -91,7 +92,7 @@ def setup(sig: Signature, *, index_hi: int | None = None, tag: str = "nat",
     diff = [p for p in range(len(X)) if op.is_diff_arg(p)]
     Tn = [leaf("d" + n, d) if p in diff else TENSOR.zeros(d)
           for p, (n, d) in enumerate(zip(names, shp, strict=True))]  # fmt: skip
-    params: dict[str, Any] = dict(sig.attrs)
+    params: dict[str, Any] = {**dict(sig.attrs), **(attrs or {})}
     nats: list[Any] = []
     texts = []
     shown: dict[str, str] = {}
@@ -258,7 +259,8 @@ def jvp_expected(F: TArray, st: TSetup) -> TArray:
 
 def check_signature_tensor(sig: Signature, *, kinks: bool = True,
                            shapes: list[tuple[Any, ...]] | None = None,
-                           sizes: list[Any] | None = None) -> list[Check]:  # fmt: skip
+                           sizes: list[Any] | None = None,
+                           attrs: dict[str, Any] | None = None) -> list[Check]:  # fmt: skip
     """The rule-soundness checks of one signature at tensor level. Raises :class:`NotTensor`
     when the method does not apply; a check it could not decide is returned ``None``-free:
     the caller gets only decided checks and the names of the undecided ones in
@@ -268,7 +270,7 @@ def check_signature_tensor(sig: Signature, *, kinks: bool = True,
     quantify over the sizes too and the kinks check is not run; the caller compares the
     forward's shape with the shape rule at each concrete shape (:mod:`verify._certify`)."""
     op = tl.get_op(sig.op)
-    st = setup(sig, shapes=shapes)
+    st = setup(sig, shapes=shapes, attrs=attrs)
     st.sizes = list(sizes or [])
     if shapes is not None:
         kinks = False

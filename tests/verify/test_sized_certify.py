@@ -27,13 +27,13 @@ from verify._sig import Signature
 #: The registry ops whose rules are proved with symbolic sizes at some op-table signature
 #: (docs/verification.md lists them): a change of this set, either way, fails here.
 SIZED = {"abs", "add", "avg_pool", "avg_pool2d", "avg_pool2d_pad", "batchnorm_channel_first",
-         "batchnorm_eval", "bmm", "clamp", "concat", "concat_vectors", "conv", "conv2d",
-         "conv_transpose", "conv_transpose2d", "detach", "exp", "gather_row", "gather_scalar",
-         "gelu", "global_avg_pool2d", "inv", "layer_norm", "linear", "log", "log_softmax",
-         "matmul", "max", "max_pool", "max_pool2d", "max_pool2d_pad", "min", "mse_loss", "mul",
-         "multi_head_attention", "reduce_mean", "reduce_sum", "relu", "safe_log", "scale",
-         "scatter_add_row", "scatter_add_vec", "sigmoid", "silu", "slice", "softmax", "softplus",
-         "sqrt", "sub", "sum", "swap_adjacent_at_depth", "tanh", "transpose2d",
+         "batchnorm_eval", "bmm", "broadcast_to", "clamp", "concat", "concat_vectors", "conv",
+         "conv2d", "conv_transpose", "conv_transpose2d", "detach", "exp", "gather_row",
+         "gather_scalar", "gelu", "global_avg_pool2d", "inv", "layer_norm", "linear", "log",
+         "log_softmax", "matmul", "max", "max_pool", "max_pool2d", "max_pool2d_pad", "min",
+         "mse_loss", "mul", "multi_head_attention", "reduce_mean", "reduce_sum", "relu", "safe_log",
+         "scale", "scatter_add_row", "scatter_add_vec", "sigmoid", "silu", "slice", "softmax",
+         "softplus", "sqrt", "sub", "sum", "swap_adjacent_at_depth", "tanh", "transpose2d",
          "transpose3d_first_to_last", "transpose3d_last_to_first",
          "transpose3d_last_two"}  # fmt: skip
 
@@ -84,7 +84,7 @@ def test_the_ops_proved_with_symbolic_sizes_are_the_ones_listed() -> None:
     ("op", "why"),
     [("gather_scalar_nat", "index inputs"),
      ("reshape", "the rules depend on the values of n0, n1"),
-     ("broadcast_to", "the rules depend on the values of n0")],
+     ("flatten", "the rules depend on the values of n0, n1")],
 )  # fmt: skip
 def test_a_sized_certificate_is_refused_with_its_reason(op: str, why: str) -> None:
     reasons = [K.sized_certificate(s) for s in _signatures()[op]]
@@ -374,3 +374,19 @@ def test_every_decided_comparison_and_division_holds_at_every_size(
         return
     r_expr = r.expr if isinstance(r, Dim) else se.Integer(r)
     assert all(val(r_expr, pt) == val(P.expr, pt) // d for pt in grid)
+
+
+def test_a_target_shape_attribute_is_named_like_the_sizes_and_reused() -> None:
+    def graph(rows: int, cols: int, lead: int) -> tl.GraphData:
+        b = tl.GraphBuilder("f64")
+        x = b.param("x", (rows, 1))
+        return b.build(b.sum(b.apply("broadcast_to", x, shape=(lead, rows, cols))))
+
+    K._SIZED.clear()
+    cert = K.sized_certificate(Signature.of(graph(3, 4, 2), 0))
+    assert not isinstance(cert, str)
+    assert cert.attr_pattern == (("shape", ("n1", "n0", "n2")),)
+    assert all((c.result, c.method) == ("pass", "exact") for c in cert.checks)
+    big = C.reuse(Signature.of(graph(512, 768, 8), 0))
+    assert big is not None and all("shape=(n1,n0,n2)" in c.how for c in big)
+    assert all("n0=512" in c.how and "n2=768" in c.how for c in big)
