@@ -304,25 +304,14 @@ def _polynomial_term(t: Any) -> bool:
     return all(isinstance(f, se.Integer) or _monomial_factor(f) for f in factors)
 
 
-def as_term(v: Any) -> Any:
-    """A shape entry or an index expression as a symengine term (a :class:`Dim` as its
-    expression), for building brackets and index expressions."""
-    if isinstance(v, Dim):
-        return v.expr
-    if isinstance(v, bool):
-        return se.Integer(int(v))
-    if isinstance(v, int):
-        return se.Integer(v)
-    return v
-
-
 def is_one(d: Any) -> bool:
     """Whether an axis has length 1 (a :class:`Dim` never does: it stands for every size)."""
     return not isinstance(d, Dim) and d == 1
 
 
 def size_expr(d: Any) -> Any:
-    """A shape entry as a symengine integer expression."""
+    """A shape entry (or an index expression) as a symengine term: a :class:`Dim` as its
+    expression, an integer as a symengine integer, a term as it is."""
     if isinstance(d, Dim):
         return d.expr
     if isinstance(d, se.Basic):
@@ -338,7 +327,6 @@ __all__ = [
     "LOWER",
     "Dim",
     "SizeDependent",
-    "as_term",
     "dim",
     "floordiv",
     "is_one",

@@ -33,7 +33,7 @@ from torchlean_ir._attrs import ConstArray
 from torchlean_ir.backends._sym import FLOAT_CONSTANTS, cast_floats, weak_float
 
 from . import _terms as T
-from ._dims import Dim, SizeDependent, as_term, is_one, is_symbolic
+from ._dims import Dim, SizeDependent, is_one, is_symbolic, size_expr
 
 Index = tuple[Any, ...]
 Fn = Callable[[Index], Any]
@@ -613,7 +613,7 @@ def _groups(src: tuple, dst: tuple) -> list[tuple[int, int, int, int]] | None:
             i, j = (i + 1, j) if is_one(src[i]) else (i, j + 1)
             continue
         i0, j0 = i, j
-        ps, pd = as_term(src[i]), as_term(dst[j])
+        ps, pd = size_expr(src[i]), size_expr(dst[j])
         i, j = i + 1, j + 1
         while True:
             q = _integer_ratio(ps, pd)
@@ -721,7 +721,7 @@ def concatenate(xs: Sequence[Any], axis: int = 0) -> TArray:
             if br == 0:
                 continue
             sub = list(idx)
-            sub[ax] = se.expand(i - as_term(off))
+            sub[ax] = se.expand(i - size_expr(off))
             out = out + br * X.at(tuple(sub))
         return out
 
@@ -745,7 +745,7 @@ def pad(x: Any, widths: Sequence[tuple[int, int]], value: float = 0.0) -> TArray
         src = []
         for i, d, (lo, _) in zip(idx, X.shape, widths, strict=True):
             inside = inside * T.range_brackets(i, lo, lo + d)
-            src.append(se.expand(i - as_term(lo)))
+            src.append(se.expand(i - size_expr(lo)))
         if inside == 0:
             return fill
         if inside == 1:
@@ -820,7 +820,7 @@ def getitem(x: TArray, key: Any) -> TArray:
                 src.append(se.Integer(v))
             else:
                 start, step = v
-                src.append(se.expand(as_term(start) + step * next(it)))
+                src.append(se.expand(size_expr(start) + step * next(it)))
         return x.at(tuple(src))
 
     return TArray(out_shape, fn, x.kind)

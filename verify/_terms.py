@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 import symengine as se
 
-from ._dims import Dim, SizeDependent, as_term, floordiv, is_one, size_expr
+from ._dims import Dim, SizeDependent, floordiv, is_one, size_expr
 from ._dims import register as register_size
 
 # -- atoms -----------------------------------------------------------------------------------
@@ -859,7 +859,7 @@ def bracket(cond: Any) -> Any:
 
 def range_brackets(k: Any, lo: Any, hi: Any) -> Any:
     """``[lo <= k < hi]`` (bounds may be symbolic sizes)."""
-    lo, hi = as_term(lo), as_term(hi)
+    lo, hi = size_expr(lo), size_expr(hi)
     return ge(k - lo) * ge(hi - 1 - k)
 
 

@@ -17,12 +17,13 @@ from hypothesis import strategies as st
 
 import torchlean_ir as tl
 import verify
-from tests.op_cases import CASES
 from verify import _certify as C
 from verify import _sizecert as K
 from verify import _terms as T
 from verify._dims import Dim, SizeDependent
 from verify._sig import Signature
+
+from .test_certify import _signatures
 
 #: The registry ops whose rules are proved with symbolic sizes at some op-table signature
 #: (docs/verification.md lists them): a change of this set, either way, fails here.
@@ -36,16 +37,6 @@ SIZED = {"abs", "add", "avg_pool", "avg_pool2d", "avg_pool2d_pad", "batchnorm_ch
          "softplus", "sqrt", "sub", "sum", "swap_adjacent_at_depth", "tanh", "transpose2d",
          "transpose3d_first_to_last", "transpose3d_last_to_first",
          "transpose3d_last_two"}  # fmt: skip
-
-
-def _signatures() -> dict[str, list[Signature]]:
-    out: dict[str, list[Signature]] = {}
-    for case in CASES:
-        g = case.graph()
-        for j in range(len(g.nodes)):
-            sig = Signature.of(g, j)
-            out.setdefault(sig.op, []).append(sig)
-    return out
 
 
 # -- symbolic sizes ------------------------------------------------------------------------------
