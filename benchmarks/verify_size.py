@@ -43,22 +43,15 @@ def linear(n: int) -> Build:
     return build
 
 
-def conv2d(c: int, hw: int) -> Build:
+def conv(op: str, c: int, hw: int, stride: int) -> Build:
+    """``op`` (``conv2d`` or ``conv_transpose2d``) 3x3, padding 1, ``c`` channels on
+    ``hw x hw``."""
+
     def build() -> tl.GraphData:
         b = tl.GraphBuilder("f32")
         W, bias = b.param("W", (c, c, 3, 3)), b.param("b", (c,))
         x = b.input("x", (c, hw, hw), requires_grad=True)
-        return b.build(b.apply("conv2d", W, bias, x, stride=1, padding=1))
-
-    return build
-
-
-def conv_transpose2d(c: int, hw: int) -> Build:
-    def build() -> tl.GraphData:
-        b = tl.GraphBuilder("f32")
-        W, bias = b.param("W", (c, c, 3, 3)), b.param("b", (c,))
-        x = b.input("x", (c, hw, hw), requires_grad=True)
-        return b.build(b.apply("conv_transpose2d", W, bias, x, stride=2, padding=1))
+        return b.build(b.apply(op, W, bias, x, stride=stride, padding=1))
 
     return build
 
@@ -95,11 +88,12 @@ def layer_norm(rows: int, d: int) -> Build:
 
 CASES: list[tuple[str, str, Build, str, Build]] = [
     ("linear", "16x16", linear(16), "4096x4096", linear(4096)),
-    ("conv2d 3x3, padding 1", "4 ch, 8x8", conv2d(4, 8), "64 ch, 32x32", conv2d(64, 32)),
+    ("conv2d 3x3, padding 1", "4 ch, 8x8", conv("conv2d", 4, 8, 1), "64 ch, 32x32",
+     conv("conv2d", 64, 32, 1)),
     ("multi_head_attention, causal", "n 3, d 4, 2 heads", attention(3, 4, 2),
      "n 128, d 768, 12 heads", attention(128, 768, 12)),
-    ("conv_transpose2d 3x3, stride 2, padding 1", "4 ch, 8x8", conv_transpose2d(4, 8),
-     "64 ch, 32x32", conv_transpose2d(64, 32)),
+    ("conv_transpose2d 3x3, stride 2, padding 1", "4 ch, 8x8", conv("conv_transpose2d", 4, 8, 2),
+     "64 ch, 32x32", conv("conv_transpose2d", 64, 32, 2)),
     ("softmax", "2x4", unary("softmax", (2, 4)), "512x4096", unary("softmax", (512, 4096))),
     ("log_softmax", "2x4", unary("log_softmax", (2, 4)), "512x4096",
      unary("log_softmax", (512, 4096))),

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import itertools
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Any
@@ -682,6 +682,13 @@ _CHAINS: dict[tuple, tuple[Any, Any]] = {}
 CHAIN_MEMO_MAX = 100000
 
 
+def _memoised(table: dict[Any, Any], key: Any, compute: Callable[[Any], Any]) -> Any:
+    """``compute(key)``, once per key of ``table`` (``None`` results kept too)."""
+    if key not in table:
+        table[key] = compute(key)
+    return table[key]
+
+
 class _RealPoint:
     """The conditions of :class:`_Reals` evaluated exactly (rationals) at one point: each
     unknown of :class:`_Reals` (a non-numeric subterm) at a value drawn from a seeded generator
@@ -695,11 +702,7 @@ class _RealPoint:
         self.truths: dict[Any, bool | None] = {}
 
     def term(self, e: Any) -> Fraction | None:
-        if e in self.values:
-            return self.values[e]
-        v = self._term(e)
-        self.values[e] = v
-        return v
+        return _memoised(self.values, e, self._term)
 
     def _term(self, e: Any) -> Fraction | None:
         if isinstance(e, se.Integer | se.Rational):
@@ -717,11 +720,7 @@ class _RealPoint:
         return Fraction(self.rng.randrange(-64, 64), 1 + self.rng.randrange(4))  # an unknown
 
     def cond(self, c: Any) -> bool | None:
-        if c in self.truths:
-            return self.truths[c]
-        v = self._cond(c)
-        self.truths[c] = v
-        return v
+        return _memoised(self.truths, c, self._cond)
 
     def _cond(self, c: Any) -> bool | None:
         if c == se.true:
