@@ -90,7 +90,7 @@ def _monomial_factor(f: Any) -> bool:
             and isinstance(f.args[1], se.Integer) and f.args[1] > 0)  # fmt: skip
 
 
-def _sign(p: Any) -> str | None:
+def sign(p: Any) -> str | None:
     """``"+"`` (> 0 for every size), ``"0"`` (identically 0), ``"-"`` (< 0), ``"0+"`` (>= 0),
     ``"0-"`` (<= 0), or ``None`` (depends on the sizes)."""
     p = se.expand(p)
@@ -153,7 +153,7 @@ class Dim:
 
     # -- comparisons: decided for every size, or refused --------------------------------------
     def _cmp(self, other: Any, want: dict[str, bool | None], what: str) -> bool:
-        s = _sign(self.expr - _expr(other))
+        s = sign(self.expr - _expr(other))
         v = want.get(s) if s is not None else None
         if v is None:
             raise SizeDependent(f"the rule compares the size {self} {what} {other}, which "
@@ -234,7 +234,7 @@ class Dim:
     def value(self) -> Any:
         """The size as a real value (a mean's count), which must be positive for every size
         (so that no division by it is a division by zero the proof would not see)."""
-        if _sign(self.expr) != "+":
+        if sign(self.expr) != "+":
             raise SizeDependent(f"the size {self} used as a value may be 0 or less", self)
         return self.expr
 
@@ -332,5 +332,6 @@ __all__ = [
     "is_one",
     "is_symbolic",
     "register",
+    "sign",
     "size_expr",
 ]

@@ -44,6 +44,7 @@ import symengine as se
 
 from . import _terms as T
 from ._decide import Decision, decide_equal
+from ._dims import sign as dims_sign
 
 #: At most this many regions are enumerated per comparison.
 MAX_REGIONS = 256
@@ -860,9 +861,11 @@ def _completed_chains(g: Any, x: Any, unroll: bool) -> tuple[Any, Any]:
 MAXR_VALUES_MAX = 64
 
 
-def _maxr_values(m: Any, unroll: bool) -> Any:
+def _maxr_values(m: Any, unroll: bool, facts: Mapping[Any, Any] | None = None) -> Any:
     """``_MAXR(body, k, lo, hi)`` as ``Max`` of its values, when every value is a finite term
-    or ``-oo`` (a masked cell); else ``None``."""
+    or ``-oo`` (a masked cell); else ``None``. ``facts`` (brackets with their values in the
+    case at hand) decide the brackets a value gets once ``k`` is substituted (a padding
+    border ``[n - 2 >= 0]`` on a symbolic size)."""
     body, k, lo, hi = m.args
     if not (isinstance(lo, se.Integer) and isinstance(hi, se.Integer)):
         return None
@@ -871,6 +874,8 @@ def _maxr_values(m: Any, unroll: bool) -> Any:
     values = []
     for v in range(int(lo), int(hi)):
         val = T.normalize(body.xreplace({k: se.Integer(v)}), unroll=unroll)
+        if facts and T.has_infinity(val):
+            val = T.normalize(_sub(val, facts), unroll=unroll)
         if val == -se.oo:
             continue
         if T.has_infinity(val):
@@ -992,7 +997,7 @@ def _one_hot_maxima(e: Any) -> Any:
     return se.Add(*[t for i, t in enumerate(terms) if i not in used], *maxima)
 
 
-def _as_maxima(e: Any, unroll: bool) -> Any:
+def _as_maxima(e: Any, unroll: bool, facts: Mapping[Any, Any] | None = None) -> Any:
     """``e`` with window maxima written as ``Max``: each ``_MAXR`` whose values are determined
     (:func:`_maxr_values`) and each complete first-max one-hot sum (:func:`_one_hot_maxima`),
     so that a maximum met as ``_MAXR`` (the reference), as nested ``max`` (a compiled
@@ -1000,7 +1005,7 @@ def _as_maxima(e: Any, unroll: bool) -> Any:
     repl = {}
     for f in T.fn_atoms(e):
         if T.name_of(f) == "_MAXR":
-            m = _maxr_values(f, unroll)
+            m = _maxr_values(f, unroll, facts)
             if m is not None:
                 repl[f] = m
     # a masked cell never wins: max(-oo, a, ...) = max(a, ...)
@@ -1023,6 +1028,59 @@ def _shifted(e: Any, unroll: bool) -> Any:
 MAX_DEPTH = 6
 #: A floor of a free index with at most this many values is split by value.
 FLOOR_VALUES = 4
+
+
+def _narrowed(var: Any, lows: list[Any], highs: list[Any]) -> Any:
+    """The range of the free index ``var`` narrowed to ``lows`` and ``highs`` (exclusive) as
+    well: ``None`` (not narrower, empty, or not decided), its one value, or ``(offset, lo,
+    hi)`` for ``offset + t`` with ``t`` a fresh index over ``[lo, hi)``. With symbolic bounds
+    (polynomials in size symbols; :data:`verify._terms.UPPER` is ``var``'s own bound) the
+    tightest is the one below (above) every other for every size, else ``None``; a symbolic
+    lower bound is kept only where the width is a constant (``q = n - 2 + t``, ``t < 2``).
+    The fresh index's range is exactly the region's (empty for the sizes where ``hi <= lo``:
+    its facts then contradict, as the region's brackets do), or, where no size decides
+    between two bounds, a range of constant width that holds the region's."""
+    lo0, hi0 = T.RANGES[var]
+    top = T.UPPER.get(var, None if hi0 is None else se.Integer(hi0))
+    lo = _tightest([se.Integer(lo0), *lows], larger=True)
+    hi = _tightest([h for h in (top, *highs) if h is not None], larger=False)
+    if lo is None or (hi is None and (top is not None or highs)):
+        # two bounds no size decides between: a lower and an upper one a constant apart still
+        # bound the index (the others stay facts of the region, as brackets on the sizes)
+        for low in (se.Integer(lo0), *lows):
+            for high in (h for h in (top, *highs) if h is not None):
+                w = se.expand(high - low)
+                if isinstance(w, se.Integer) and w >= 1:
+                    return low if w == 1 else (low, 0, int(w))
+        return None
+    if se.expand(lo - lo0) == 0 and (hi is None or (top is not None and se.expand(hi - top) == 0)):
+        return None
+    width = None if hi is None else se.expand(hi - lo)
+    if width is not None and isinstance(width, se.Integer):
+        if width <= 0:
+            return None  # an empty region: the split's other cases decide
+        if width == 1:
+            return lo
+        if not isinstance(lo, se.Integer):
+            return (lo, 0, int(width))
+    if not isinstance(lo, se.Integer):
+        return None
+    return (se.Integer(0), int(lo), None if hi is None else (int(hi) if isinstance(
+        hi, se.Integer) else hi))  # fmt: skip
+
+
+def _tightest(bounds: list[Any], larger: bool) -> Any:
+    """The largest (``larger``) or smallest of ``bounds`` for every size, or ``None``."""
+    if not bounds:
+        return None
+    best = bounds[0]
+    for b in bounds[1:]:
+        s = dims_sign(se.expand(b - best))
+        if s is None:
+            return None
+        if (s in ("+", "0+")) if larger else (s in ("-", "0-")):
+            best = b
+    return best
 
 
 class _Splitter:
@@ -1055,7 +1113,8 @@ class _Splitter:
                 ok, gi, xi = self._identified(gc, xc, facts)
                 if ok:
                     return True
-            gm, xm = _as_maxima(gc, self.unroll), _as_maxima(xc, self.unroll)
+            known = _fact_values(facts)
+            gm, xm = _as_maxima(gc, self.unroll, known), _as_maxima(xc, self.unroll, known)
             if (gm, xm) != (gc, xc) and self._identified(gm, xm, facts)[0]:
                 return True
         if not scalar:
@@ -1178,41 +1237,45 @@ class _Splitter:
 
     def _narrow(self, assign: Mapping[Any, Any]) -> dict[Any, Any]:
         """Free indices whose range the assigned brackets narrow: a value when one is left,
-        else a fresh index over the narrower range."""
-        bounds: dict[Any, list[int | None]] = {}
+        else a fresh index over the narrower range. A bound may be symbolic, a polynomial in
+        size symbols (``q <= n - 2`` from ``[n - 2 - q >= 0]``): see :func:`_narrowed`."""
+        lows: dict[Any, list[Any]] = {}
+        highs: dict[Any, list[Any]] = {}  # exclusive
         for b, v in assign.items():
             form = T._integer_form(b.args[0])
-            if form is None or len(form[0]) != 1:
+            if form is None:
                 continue
-            ((var, a),), c = form[0].items(), form[1]
+            index = [u for u in form[0] if u not in T.SIZES]
+            if len(index) != 1 or not all(isinstance(u, se.Symbol) for u in form[0]):
+                continue
+            (var,) = index
+            a = form[0][var]
             if var not in self.allowed or a not in (1, -1) or var not in T.RANGES:
                 continue
-            lo, hi = bounds.setdefault(var, list(T.RANGES[var]))
+            c = T._assemble({u: k for u, k in form[0].items() if u != var}, form[1])
             is_ge, holds = T.name_of(b) == "_GE", int(v) == 1
+            lo, hi = lows.setdefault(var, []), highs.setdefault(var, [])
             if not is_ge:
                 if holds:  # a v + c == 0
-                    val = -c * a
-                    lo, hi = max(lo, val), val + 1 if hi is None else min(hi, val + 1)
+                    lo.append(se.expand(-c * a))
+                    hi.append(se.expand(-c * a + 1))
             elif a == 1:  # v + c >= 0 (or < 0)
-                if holds:
-                    lo = max(lo, -c)
-                else:
-                    hi = -c if hi is None else min(hi, -c)
+                (lo if holds else hi).append(se.expand(-c))
             elif holds:  # -v + c >= 0
-                hi = c + 1 if hi is None else min(hi, c + 1)
+                hi.append(se.expand(c + 1))
             else:
-                lo = max(lo, c + 1)
-            bounds[var] = [lo, hi]
+                lo.append(se.expand(c + 1))
         out: dict[Any, Any] = {}
-        for var, (lo, hi) in bounds.items():
-            if (lo, hi) == tuple(T.RANGES[var]) or (hi is not None and hi <= lo):
+        for var in lows:
+            value = _narrowed(var, lows[var], highs[var])
+            if value is None:
                 continue
-            if hi is not None and hi - lo == 1:
-                out[var] = se.Integer(lo)
-            else:
+            if isinstance(value, tuple):  # a fresh index over [lo, hi), plus an offset
+                offset, lo, hi = value
                 t = T.fresh("_r", lo, hi, bound=False)
                 self.allowed.append(t)
-                out[var] = t
+                value = se.expand(offset + t)
+            out[var] = value
         return out
 
     def _fixed(self, g: Any, x: Any, facts: list[tuple[Any, int]], assign: Mapping[Any, Any],
@@ -1310,6 +1373,20 @@ def residue_class(lo: int, hi: int, d: int, r: int) -> tuple[int, int]:
     ``n`` of them."""
     first = lo + (r - lo) % d
     return first, len(range(first, hi, d))
+
+
+def _fact_values(facts: Sequence[tuple[Any, int]]) -> dict[Any, Any]:
+    """The brackets of ``facts`` with their values, each also in its normal form (a bracket
+    met after a substitution is normalised)."""
+    out: dict[Any, Any] = {}
+    for b, v in facts:
+        out[b] = se.Integer(int(v))
+        n = T.name_of(b)
+        if n in ("_GE", "_EQ"):
+            norm = (T.ge if n == "_GE" else T.eq)(b.args[0])
+            if T.name_of(norm) == n:
+                out.setdefault(norm, se.Integer(int(v)))
+    return out
 
 
 def _sub(e: Any, repl: Mapping[Any, Any]) -> Any:

@@ -936,6 +936,12 @@ class TensorBackend:
     def asarray(self, value: Any) -> TArray:
         return asarray(cast_floats(value))
 
+    def static_arrays(self, *sizes: Any) -> Any:
+        """NumPy for concrete sizes (the static array is then a table, as in the other
+        backends); for symbolic ones, :data:`STATIC`, which builds it at tensor level with the
+        same code (``torchlean_ir/ops/_windows.valid_mask``)."""
+        return STATIC if is_symbolic(sizes) else np
+
     def zeros(self, shape: Sequence[int]) -> TArray:
         return constant(0, tuple(shape))
 
@@ -1028,7 +1034,7 @@ class TensorBackend:
         n = X.shape[ax]
         if n > T.UNROLL_MAX * 8:
             raise T.TermError(f"first_max_onehot over an axis of {n} entries")
-        V = None if valid is None else broadcast_to(asarray(np.asarray(valid, bool)), X.shape)
+        V = None if valid is None else _mask(valid, X.shape)
 
         def fn(idx: Index) -> Any:
             def cell(j: int) -> Index:
@@ -1058,7 +1064,7 @@ class TensorBackend:
         e = self.exp(x)
         if valid is None:
             return e
-        return where(broadcast_to(asarray(np.asarray(valid, bool)), e.shape), e, 0)
+        return where(_mask(valid, e.shape), e, 0)
 
     def logsumexp(self, x: Any, axis: int = -1, keepdims: bool = False, valid: Any = None) -> Any:
         return self.log(self.sum(self._valid_exp(x, valid), axis=axis, keepdims=keepdims))
@@ -1133,10 +1139,57 @@ def explicit_softmax(x: Any, valid: Any = None, axis: int = -1) -> TArray:
     X = asarray(x)
     e = TENSOR._valid_exp(X, valid)
     s = TENSOR.sum(e, axis=axis, keepdims=True)
+    if isinstance(valid, TArray):
+        return e / where(_any(_mask(valid, X.shape), axis), s, 1)
     if valid is not None:
         allowed = np.any(np.broadcast_to(np.asarray(valid, bool), X.shape), axis, keepdims=True)
         s = where(asarray(allowed), s, 1)
     return e / s
+
+
+def _mask(valid: Any, shape: tuple[Any, ...]) -> TArray:
+    """A static mask (NumPy, or built by :data:`STATIC`) broadcast to ``shape``, as a condition."""
+    if isinstance(valid, TArray):
+        if valid.kind not in "c":
+            raise T.TermError(f"a mask of kind {valid.kind!r}, not an index condition")
+        return broadcast_to(valid, shape)
+    return broadcast_to(asarray(np.asarray(valid, bool)), shape)
+
+
+def _any(c: TArray, axis: int) -> TArray:
+    """Whether any entry along ``axis`` of the condition ``c`` holds (kept as an axis of
+    length 1): ``1 - prod_j (1 - c_j)`` over an axis of constant length."""
+    ax = axis % c.ndim
+    n = c.shape[ax]
+    if isinstance(n, Dim):
+        raise SizeDependent(f"whether a mask allows any entry along an axis of length {n}", n)
+    shape = tuple(1 if a == ax else d for a, d in enumerate(c.shape))
+
+    def fn(idx: Index) -> Any:
+        none = T.ONE
+        for j in range(n):
+            none = none * (1 - c.at((*idx[:ax], se.Integer(j), *idx[ax + 1 :])))
+        return se.expand(1 - none)
+
+    return TArray(shape, fn, "c")
+
+
+class StaticArrays:
+    """The few NumPy functions static arrays are built with (``arange``, ``logical_and``),
+    at tensor level: with symbolic sizes, a pooling rule's padding mask is a product of index
+    brackets ``[0 <= o s + k - p < n]`` for every size (see ``TensorBackend.static_arrays``)."""
+
+    @staticmethod
+    def arange(n: Any) -> TArray:
+        """``0, 1, ..., n - 1`` (``n`` may be a symbolic size)."""
+        return TArray((n,), lambda idx: idx[0], "i")
+
+    @staticmethod
+    def logical_and(a: Any, b: Any) -> TArray:
+        return logical("and", a, b)
+
+
+STATIC = StaticArrays()
 
 
 def _or_excluded(ok: Any, rel: Any) -> Any:

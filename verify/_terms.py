@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 import symengine as se
 
-from ._dims import Dim, SizeDependent, floordiv, is_one, size_expr
+from ._dims import Dim, SizeDependent, floordiv, is_one, sign, size_expr
 from ._dims import register as register_size
 
 # -- atoms -----------------------------------------------------------------------------------
@@ -1116,10 +1116,22 @@ def _sum_term(k: Any, t: Any, unroll: bool) -> Any:
 
 def _tightest(bounds: list[Any], pick: Callable[..., Any]) -> list[Any]:
     """The bounds with the integer ones reduced to the tightest (``pick``: max for lower
-    bounds, min for upper ones); the others kept."""
+    bounds, min for upper ones); the others kept, but for a bound that another is tighter
+    than for every size (``k <= 2 n`` beside ``k <= 2 n - 1``: their difference is a
+    polynomial in size symbols of one sign, :mod:`verify._dims`)."""
     ints = [int(b) for b in bounds if isinstance(b, se.Integer)]
     rest = [b for b in bounds if not isinstance(b, se.Integer)]
-    return rest + ([se.Integer(pick(ints))] if ints else [])
+    out = rest + ([se.Integer(pick(ints))] if ints else [])
+    if not rest or not SIZES:
+        return out
+    looser = ("+", "0+", "0") if pick is min else ("-", "0-", "0")
+    kept: list[Any] = []
+    for b in out:
+        if any(sign(se.expand(b - other)) in looser for other in kept):
+            continue  # as loose as one kept already
+        kept = [o for o in kept if sign(se.expand(o - b)) not in looser]
+        kept.append(b)
+    return kept
 
 
 #: A bound variable inside ``floor(a k / d)`` is split into ``m = d / gcd(a, d)`` residue

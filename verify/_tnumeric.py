@@ -783,6 +783,8 @@ class _Eval:
         sr_full = _to_axes(sr, score.vars, row_syms, full)
         if d.valid is None:
             ok = np.ones(full, dtype=bool)
+        elif not isinstance(d.valid, np.ndarray):  # a mask of symbolic sizes (a term)
+            raise NoCertificate("a softmax mask of symbolic shape")
         else:
             sl = tuple(slice(b[0], b[0] + b[1]) for b in box)
             ok = np.broadcast_to(np.asarray(d.valid, dtype=bool)[sl], full)

@@ -7,7 +7,9 @@ the read ``_P<hash>(r..., j)`` of a *derived* atom: the softmax along the last a
 term, defined once in :data:`DEFS` by
 
 * ``body``: the score at the row index symbols ``rows`` and the position symbol ``pos``;
-* ``valid``: the static mask (true = allowed), or ``None``.
+* ``valid``: the static mask (true = allowed): a NumPy array, or, over a shape with symbolic
+  sizes, its 0/1 term at ``rows`` and ``pos`` (index brackets, as a pooling rule's padding mask
+  built by ``TensorBackend.static_arrays``); ``None`` for no mask.
 
 Its value is ``valid[r, j] exp(s(r, j)) / sum_k valid[r, k] exp(s(r, k))``, and 0 on a row with
 no valid entry. Everything that reads leaves reads it as a read (normal forms, canonical
@@ -42,6 +44,7 @@ import numpy as np
 import symengine as se
 
 from . import _terms as T
+from ._dims import SizeDependent, is_one, is_symbolic, size_expr
 
 
 class SoftmaxError(T.TermError):
@@ -56,22 +59,35 @@ class SoftmaxDef:
     body: Any
     rows: tuple[Any, ...]
     pos: Any
-    shape: tuple[int, ...]
-    valid: np.ndarray | None
+    shape: tuple[Any, ...]
+    valid: Any  # np.ndarray | a 0/1 term at (rows, pos) | None
     leaves: frozenset[str]
 
     @property
-    def length(self) -> int:
+    def length(self) -> Any:
+        """The row length (a :class:`verify._dims.Dim` for a symbolic size)."""
         return self.shape[-1]
 
     def score(self, args: Sequence[Any], at: Any, rename: bool = True) -> Any:
         """The score of row ``args[:-1]`` at position ``at`` (bound variables renamed apart
         from every other copy with ``rename``)."""
+        out = self._at(self.body, args, at)
+        return T.rename_bound(out) if rename else out
+
+    def _at(self, term: Any, args: Sequence[Any], at: Any) -> Any:
         env = {s: a for s, a in zip(self.rows, args[:-1], strict=True) if isinstance(s, se.Symbol)}
         if isinstance(self.pos, se.Symbol):
             env[self.pos] = at
-        out = self.body.xreplace(env) if env else self.body
-        return T.rename_bound(out) if rename else out
+        return term.xreplace(env) if env else term
+
+    def mask(self) -> Any:
+        """The mask as the backends take it: ``None``, a NumPy array, or (a symbolic one) an
+        array of index conditions."""
+        if self.valid is None or isinstance(self.valid, np.ndarray):
+            return self.valid
+        from ._tensor import TArray
+
+        return TArray(self.shape, lambda idx: self._at(self.valid, idx, idx[-1]), "c")
 
     def mentions(self, names: Any) -> bool:
         return not self.leaves.isdisjoint(names)
@@ -89,10 +105,12 @@ class SoftmaxDef:
         from ._tensor import TArray, explicit_softmax
 
         scores = TArray(self.shape, lambda idx: self.score(idx, idx[-1]))
-        return explicit_softmax(scores, self.valid).at(tuple(args))
+        return explicit_softmax(scores, self.mask()).at(tuple(args))
 
     def concrete(self, idx: tuple[int, ...], value: Callable[[Any], Any]) -> Any:
         """The element at integer ``idx``, ``value`` evaluating a term at concrete indices."""
+        if not isinstance(self.valid, np.ndarray | None):
+            raise T.TermError(f"a concrete element of the softmax {self.name} of symbolic shape")
         if not all(0 <= i < d for i, d in zip(idx, self.shape, strict=True)):
             return T.ZERO  # outside the array: only under a bracket that is 0 there
         r, j = idx[:-1], idx[-1]
@@ -110,15 +128,26 @@ DEFS: dict[str, SoftmaxDef] = T.DERIVED
 _BY_KEY: dict[tuple, str] = {}
 
 
-def _row_symbols(shape: Sequence[int]) -> tuple[tuple[Any, ...], Any]:
-    """Deterministic symbols for a row index and a position (free, with their ranges)."""
+def _shape_key(shape: Sequence[Any]) -> tuple[str, ...]:
+    """A shape as text: sizes compared structurally (a symbolic size only equals itself; a
+    :class:`verify._dims.Dim` compared by value would refuse ``n == 4``)."""
+    return tuple(str(size_expr(d)).replace(" ", "") for d in shape)
+
+
+def _row_symbols(shape: Sequence[Any]) -> tuple[tuple[Any, ...], Any]:
+    """Deterministic symbols for a row index and a position (free, with their ranges; over an
+    axis of symbolic length, the bound is a fact through :data:`verify._terms.UPPER`)."""
     syms = []
-    for i, n in enumerate(shape):
-        if n == 1:
+    for i, (n, key) in enumerate(zip(shape, _shape_key(shape), strict=True)):
+        if is_one(n):
             syms.append(T.ZERO)
             continue
-        s = se.Symbol(f"_smx{i}n{n}" if i < len(shape) - 1 else f"_smxp{n}")
-        T.RANGES[s] = (0, int(n))
+        s = se.Symbol(f"_smx{i}n{key}" if i < len(shape) - 1 else f"_smxp{key}")
+        if is_symbolic((n,)):
+            T.RANGES[s] = (0, None)
+            T.UPPER[s] = size_expr(n)
+        else:
+            T.RANGES[s] = (0, int(n))
         syms.append(s)
     return tuple(syms[:-1]), syms[-1]
 
@@ -138,10 +167,11 @@ def _leaves(e: Any) -> frozenset[str]:
 IDENTIFY_MAX = 16
 
 
-def atom_name(scores: Any, valid: np.ndarray | None) -> str | None:
+def atom_name(scores: Any, valid: Any) -> str | None:
     """The atom of the softmax along the last axis of ``scores`` (a tensor value) with the
-    mask ``valid`` (broadcast to its shape), or ``None`` when the scores read no leaf (a
-    softmax of constants stays explicit)."""
+    mask ``valid`` (a NumPy array broadcast to its shape, or an array of index conditions of
+    its shape), or ``None`` when the scores read no leaf (a softmax of constants stays
+    explicit)."""
     from ._tdecide import canonical, decide_tensor
 
     shape = tuple(scores.shape)
@@ -150,10 +180,14 @@ def atom_name(scores: Any, valid: np.ndarray | None) -> str | None:
     leaves = _leaves(body)
     if not leaves:
         return None
-    mask = None if valid is None else np.ascontiguousarray(np.broadcast_to(valid, shape), bool)
-    if mask is not None and mask.all():
-        mask = None
-    key = (str(canonical(body)), shape, None if mask is None else mask.tobytes())
+    mask: Any = None
+    if isinstance(valid, np.ndarray):
+        mask = np.ascontiguousarray(np.broadcast_to(valid, shape), bool)
+        mask = None if mask.all() else mask
+    elif valid is not None:  # index conditions at the row and position symbols
+        mask = T.normalize(valid.at((*rows, pos)))
+        mask = None if mask == 1 else mask
+    key = (str(canonical(body)), _shape_key(shape), _mask_key(mask))
     hit = _BY_KEY.get(key)
     if hit is not None:
         return hit
@@ -162,7 +196,7 @@ def atom_name(scores: Any, valid: np.ndarray | None) -> str | None:
     candidates = [
         d
         for d in DEFS.values()
-        if d.shape == shape and d.leaves == leaves and _same_mask(d.valid, mask)
+        if _shape_key(d.shape) == key[1] and d.leaves == leaves and _same_mask(d.valid, mask)
     ]
     for other in candidates[-IDENTIFY_MAX:]:  # the most recent: those of the graph at hand
         d = decide_tensor(body, other.body, free, counterexamples=False)
@@ -179,24 +213,37 @@ def atom_name(scores: Any, valid: np.ndarray | None) -> str | None:
     return name
 
 
-def _same_mask(a: np.ndarray | None, b: np.ndarray | None) -> bool:
-    if a is None or b is None:
-        return a is None and b is None
-    return bool(np.array_equal(a, b))
+def _mask_key(mask: Any) -> Any:
+    if mask is None:
+        return None
+    return mask.tobytes() if isinstance(mask, np.ndarray) else str(mask)
+
+
+def _same_mask(a: Any, b: Any) -> bool:
+    if isinstance(a, np.ndarray) and isinstance(b, np.ndarray):
+        return bool(np.array_equal(a, b))
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return False
+    return _mask_key(a) == _mask_key(b)
 
 
 def softmax(x: Any, axis: int, valid: Any) -> Any:
     """The softmax of tensor value ``x`` along ``axis`` over ``valid`` (broadcast), as atoms;
     ``None`` when the abstraction does not apply (explicit form)."""
-    from ._tensor import TArray, asarray, moveaxis
+    from ._tensor import TArray, asarray, broadcast_to, moveaxis
 
     X = asarray(x)
     if X.ndim == 0:
         return None
     ax = axis % X.ndim
     last = moveaxis(X, ax, -1)
-    mask = None
-    if valid is not None:
+    mask: Any = None
+    if isinstance(valid, TArray):  # a mask built with symbolic sizes
+        mask = moveaxis(broadcast_to(valid, X.shape), ax, -1)
+    elif valid is not None:
+        if is_symbolic(X.shape):
+            raise SizeDependent(f"a NumPy softmax mask over the symbolic shape {X.shape}",
+                                *X.shape)  # fmt: skip
         mask = np.moveaxis(np.broadcast_to(np.asarray(valid, bool), X.shape), ax, -1)
     name = atom_name(last, mask)
     if name is None:
@@ -220,14 +267,16 @@ def has_atoms(e: Any) -> bool:
 
 # -- the two lemmas ------------------------------------------------------------------------------
 
-_LEMMAS: set[int] = set()
+_LEMMAS: set[str] = set()
 
 
-def _row_lemma(m: int) -> None:
+def _row_lemma(m: Any) -> None:
     """Prove ``d(c_j e^{s_j} / sum_k c_k e^{s_k}) = P_j (ds_j - sum_k P_k ds_k)`` for a row of
     length ``m`` at tensor level, ``c`` a free table (every mask). Raises :class:`SoftmaxError`
-    when it is not proved exactly."""
-    if m in _LEMMAS:
+    when it is not proved exactly. ``m`` may be a symbolic size: the lemma then holds for
+    every row length."""
+    (mkey,) = _shape_key((m,))
+    if mkey in _LEMMAS:
         return
     from ._tdecide import decide_tensor
 
@@ -248,7 +297,7 @@ def _row_lemma(m: int) -> None:
     d = decide_tensor(lhs, rhs, [j], counterexamples=False)
     if not (d.equal is True and d.method == "exact"):
         raise SoftmaxError(f"softmax derivative identity at row length {m}: {d.how}")
-    _LEMMAS.add(m)
+    _LEMMAS.add(mkey)
 
 
 _CALLS: dict[tuple, np.ndarray | bool] = {}

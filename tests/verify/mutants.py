@@ -399,7 +399,8 @@ def _max_pool_lower_vjp_last(B: Any, args: tuple, out: Any, ct: Any, **attrs: An
 
     g = pool._geometry(args[0].shape, attrs)
     w = g.windows(B, args[0])
-    valid = None if g.valid is None else g.valid[..., ::-1]
+    valid = g.valid(B)
+    valid = None if valid is None else valid[..., ::-1]
     onehot = B.first_max_onehot(w[..., ::-1], axis=-1, valid=valid)[..., ::-1]
     return (g.unwindows(B, onehot * B.expand_dims(ct, -1)),)
 
@@ -835,7 +836,7 @@ def _avg_pool_vjp_exclude_pad(B: Any, args: tuple, out: Any, ct: Any, **attrs: A
     n = int(np.prod(g.K))
     # divides by the window's cells inside the input (count_include_pad=False), while the
     # forward divides by the full window: wrong only for windows over the padding border
-    counts = g.valid.sum(axis=-1).astype(np.float64)
+    counts = g.valid(B).sum(axis=-1).astype(np.float64)
     return (g.unwindows(B, B.broadcast_to(B.expand_dims(ct / B.asarray(counts), -1),
                                           (*ct.shape, n))),)  # fmt: skip
 

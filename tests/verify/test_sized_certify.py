@@ -33,7 +33,8 @@ SIZED = {"abs", "add", "avg_pool", "avg_pool2d", "avg_pool2d_pad", "batchnorm_ch
          "gather_scalar", "gelu", "global_avg_pool2d", "inv", "layer_norm", "linear", "log",
          "log_softmax", "matmul", "max", "max_pool", "max_pool2d", "max_pool2d_pad", "min",
          "mse_loss", "mul", "multi_head_attention", "reduce_mean", "reduce_sum", "relu", "safe_log",
-         "scale", "scatter_add_row", "scatter_add_vec", "sigmoid", "silu", "slice", "softmax",
+         "scale", "scatter_add_row", "scatter_add_vec", "sigmoid", "silu", "slice",
+         "smooth_max_pool", "smooth_max_pool2d", "softmax",
          "softplus", "sqrt", "sub", "sum", "swap_adjacent_at_depth", "tanh", "transpose2d",
          "transpose3d_first_to_last", "transpose3d_last_to_first",
          "transpose3d_last_two"}  # fmt: skip
@@ -381,3 +382,142 @@ def test_a_target_shape_attribute_is_named_like_the_sizes_and_reused() -> None:
     big = C.reuse(Signature.of(graph(512, 768, 8), 0))
     assert big is not None and all("shape=(n1,n0,n2)" in c.how for c in big)
     assert all("n0=512" in c.how and "n2=768" in c.how for c in big)
+
+
+# -- padding masks with symbolic sizes ------------------------------------------------------------
+
+
+def _pool_sig(op: str, shape: tuple[int, ...], **attrs: Any) -> Signature:
+    b = tl.GraphBuilder("f64")
+    x = b.param("x", shape)
+    return Signature.of(b.build(b.sum(b.apply(op, x, **attrs))), 0)
+
+
+def test_a_padding_mask_built_at_tensor_level_is_numpys_at_every_size_tried() -> None:
+    import itertools
+
+    from torchlean_ir.ops._windows import out_size, valid_mask
+    from verify._tensor import STATIC
+
+    n, m = T.size_symbol("_Nt6"), T.size_symbol("_Nt7")
+    for kernel, stride, padding in [((3, 3), (1, 1), (1, 1)), ((3, 2), (2, 1), (2, 1)),
+                                    ((2, 2), (2, 2), (1, 0))]:  # fmt: skip
+        size = (2 * Dim(n) + 1, 2 * Dim(m) + 2)  # sizes every stride divides as the rule needs
+        geometry = list(zip(kernel, stride, padding, strict=True))
+        out = tuple((d + 2 * p - k) // s + 1 for d, (k, s, p) in zip(size, geometry, strict=True))
+        sym = valid_mask(size, kernel, stride, padding, out, STATIC)
+        for nv, mv in [(1, 1), (2, 3), (4, 1)]:
+            sub = {n: se.Integer(nv), m: se.Integer(mv)}
+            cs = (2 * nv + 1, 2 * mv + 2)
+            co = tuple(out_size(d, k, s, p) for d, (k, s, p) in zip(cs, geometry, strict=True))
+            ref = valid_mask(cs, kernel, stride, padding, co)
+            for idx in itertools.product(*[range(d) for d in ref.shape]):
+                cell = sym.at(tuple(se.Integer(i) for i in idx)).xreplace(sub)
+                assert T.normalize(cell) == int(ref[idx]), (kernel, nv, mv, idx)
+
+
+def test_a_padded_max_pool_is_proved_for_every_spatial_size_and_reused() -> None:
+    K._SIZED.clear()
+    attrs = {"kernel": (3, 3), "stride": 1, "padding": 1}
+    cert = K.sized_certificate(_pool_sig("max_pool2d_pad", (2, 5, 5), **attrs))
+    assert not isinstance(cert, str)
+    assert all(m[0] != "eq" for _, m in cert.plan), cert.plan  # channels and spatial sizes
+    proofs = len(K._SIZED)
+    checks = C.reuse(_pool_sig("max_pool2d_pad", (64, 32, 32), **attrs))
+    assert checks is not None and len(K._SIZED) == proofs  # the same certificate
+    assert [c.name for c in checks] == ["forward = sym", "jvp = derivative", "vjp = adjoint",
+                                        "kinks"]  # fmt: skip
+    assert all((c.result, c.method) == ("pass", "exact") for c in checks)
+    assert all("proved with symbolic sizes" in c.how for c in checks[:3])
+
+
+def test_a_padded_smooth_max_pool_is_proved_for_every_size() -> None:
+    K._SIZED.clear()
+    cert = K.sized_certificate(_pool_sig("smooth_max_pool", (2, 6), kernel=(3,), stride=(1,),
+                                         padding=(1,), beta=2.0))  # fmt: skip
+    assert not isinstance(cert, str)
+    assert dict(cert.plan) == {"n0": ("ge", 1), "n1": ("ge", 1)}
+    assert [c.name for c in cert.checks] == ["jvp = derivative", "vjp = adjoint"]
+
+
+def _far_border_mask(B: Any, x: Any, g: Any) -> Any:
+    """The padding mask of ``g`` as if the input were one cell longer on every spatial axis:
+    the padded cell just past the end counts as an input cell."""
+    from torchlean_ir.ops._windows import valid_mask
+
+    longer = tuple(n + 1 for n in g.size)
+    return valid_mask(longer, g.K, g.S, g.P, g.O, B.static_arrays(*g.size, *g.O))
+
+
+def test_a_max_pool_vjp_whose_mask_is_wrong_at_the_far_border_is_not_certified() -> None:
+    from torchlean_ir.ops import pool
+
+    def wrong(B: Any, args: tuple, out: Any, ct: Any, **attrs: Any) -> tuple:
+        g = pool._geometry(args[0].shape, attrs)
+        onehot = B.first_max_onehot(g.windows(B, args[0]), axis=-1,
+                                    valid=_far_border_mask(B, args[0], g))  # fmt: skip
+        return (g.unwindows(B, onehot * B.expand_dims(ct, -1)),)
+
+    attrs = {"kernel": (3, 3), "stride": 1, "padding": 1}
+    with _vjp("max_pool2d_pad", wrong):
+        why = K.sized_certificate(_pool_sig("max_pool2d_pad", (2, 5, 5), **attrs))
+        assert isinstance(why, str) and ("did not pass" in why or "not proved" in why), why
+        b = tl.GraphBuilder("f64")
+        x = b.param("x", (2, 7, 6))
+        report = verify.verify_graph(b.build(b.sum(b.apply("max_pool2d_pad", x, **attrs))),
+                                     method="tensor", end_to_end="never")  # fmt: skip
+        assert report.verdict == "mismatch"
+
+
+def test_a_smooth_max_pool_vjp_whose_mask_is_wrong_at_the_far_border_is_not_certified() -> None:
+    from torchlean_ir.ops import pool
+
+    def wrong(B: Any, args: tuple, out: Any, ct: Any, **attrs: Any) -> tuple:
+        g = pool._geometry(args[0].shape, attrs)
+        w = B.softmax(g.windows(B, args[0]) * attrs["beta"], axis=-1,
+                      valid=_far_border_mask(B, args[0], g))  # fmt: skip
+        return (g.unwindows(B, w * B.expand_dims(ct, -1)),)
+
+    attrs = {"kernel": (3,), "stride": (1,), "padding": (1,), "beta": 2.0}
+    with _vjp("smooth_max_pool", wrong):
+        why = K.sized_certificate(_pool_sig("smooth_max_pool", (2, 6), **attrs))
+        assert isinstance(why, str) and ("did not pass" in why or "not proved" in why), why
+
+
+# -- the decision with symbolic bounds ------------------------------------------------------------
+
+
+def test_a_bracket_with_a_symbolic_bound_narrows_a_free_index() -> None:
+    from verify._tdecide import _narrowed
+
+    n = T.size_symbol("_Nt8")
+    q = T.fresh("_qt", 0, Dim(n), bound=False)
+    # q >= n - 1 (the far border of an axis of length n): q is n - 1
+    assert _narrowed(q, [n - 1], []) == n - 1
+    # q <= n - 2: a fresh index below n - 1, the bound kept as a fact
+    offset, lo, hi = _narrowed(q, [], [n - 1])
+    assert (offset, lo) == (0, 0) and se.expand(hi - (n - 1)) == 0
+    # q >= 1 and q >= n - 1, which no size orders: still n - 1, one below q's bound n
+    assert _narrowed(q, [se.Integer(1), n - 1], []) == n - 1
+    # nothing narrower than q's own range
+    assert _narrowed(q, [se.Integer(0)], [n]) is None
+
+
+def test_a_sum_drops_a_symbolic_bound_that_another_is_tighter_than_for_every_size() -> None:
+    from verify._tdecide import canonical
+
+    n = T.size_symbol("_Nt9")
+    m = 2 * Dim(n)
+    one = T.ssum(lambda k: T.leaf_read("v", (k,), (m,)) * T.ge(2 * n - k), 0, m)
+    other = T.ssum(lambda k: T.leaf_read("v", (k,), (m,)), 0, m)
+    assert canonical(one) == canonical(other)  # k <= 2n follows from k <= 2n - 1
+
+
+def test_a_3d_conv_with_one_strided_axis_is_proved_for_every_spatial_size() -> None:
+    K._SIZED.clear()
+    b = tl.GraphBuilder("f64")
+    W, bias, x = b.param("W", (2, 1, 2, 2, 2)), b.param("b", (2,)), b.param("x", (1, 3, 3, 3))
+    y = b.apply("conv", W, bias, x, stride=(1, 2, 1), padding=(0, 1, 0))
+    cert = K.sized_certificate(Signature.of(b.build(b.sum(y)), 0))
+    assert not isinstance(cert, str)
+    assert dict(cert.plan)["n1"][:3] == ("mod", 2, 1)  # the spatial sizes: odd, every one

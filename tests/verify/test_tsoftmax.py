@@ -152,7 +152,15 @@ def test_an_atom_is_its_softmax_at_concrete_elements_and_written_out() -> None:
 def test_the_derivative_identity_is_proved_per_row_length() -> None:
     with T.budget(30):
         _tsoftmax._row_lemma(5)
-    assert 5 in _tsoftmax._LEMMAS
+    assert "5" in _tsoftmax._LEMMAS
+
+
+def test_the_derivative_identity_is_proved_for_a_symbolic_row_length() -> None:
+    from verify._dims import Dim
+
+    with T.budget(60):
+        _tsoftmax._row_lemma(Dim(T.size_symbol("_Nrow")))
+    assert "_Nrow" in _tsoftmax._LEMMAS
 
 
 def test_a_wrong_softmax_derivative_is_refuted_through_the_atoms() -> None:

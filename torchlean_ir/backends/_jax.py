@@ -57,6 +57,10 @@ class JaxBackend:
         return f"JaxBackend({self.float_dtype})"
 
     # -- creation -------------------------------------------------------------------------
+    def static_arrays(self, *sizes: Any) -> Any:
+        """NumPy (see :meth:`NumpyBackend.static_arrays`)."""
+        return np
+
     def asarray(self, value: Any) -> Any:
         if isinstance(value, ConstArray):
             value = value.to_numpy()

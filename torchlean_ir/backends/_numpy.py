@@ -97,6 +97,12 @@ class NumpyBackend:
         return f"NumpyBackend({np.dtype(self.float_dtype)})"
 
     # -- creation -------------------------------------------------------------------------
+    def static_arrays(self, *sizes: Any) -> Any:
+        """The array module that builds static arrays from ``sizes`` (a pooling rule's padding
+        mask): NumPy. Static arrays are constants of a compiled program; the verifier's tensor
+        level builds them with symbolic sizes instead."""
+        return np
+
     def asarray(self, value: Any) -> Any:
         """A float array from a tensor literal, NumPy data or a Python number."""
         if isinstance(value, ConstArray):

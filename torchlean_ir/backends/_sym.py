@@ -308,6 +308,10 @@ class SymBackend:
     index_dtype = np.int64
 
     # -- creation -------------------------------------------------------------------------
+    def static_arrays(self, *sizes: Any) -> Any:
+        """NumPy (see :meth:`NumpyBackend.static_arrays`)."""
+        return np
+
     def asarray(self, value: Any) -> SymArray:
         return SymArray(_lift(cast_floats(value)))
 

@@ -133,21 +133,22 @@ def crop_spatial(x: Any, padding: Ints, size: Ints) -> Any:
     return x[(slice(None), *(slice(p, p + n) for p, n in zip(padding, size, strict=True)))]
 
 
-def valid_mask(size: Ints, kernel: Ints, stride: Ints, padding: Ints, out: Ints) -> np.ndarray:
+def valid_mask(size: Ints, kernel: Ints, stride: Ints, padding: Ints, out: Ints,
+               xp: Any = np) -> Any:  # fmt: skip
     """Static ``(1, O..., prod(kernel))`` mask: True where a window cell lies in the input (not in
-    the padding)."""
-    per_axis = []
-    for n, k, s, p, o in zip(size, kernel, stride, padding, out, strict=True):
-        pos = np.arange(o)[:, None] * s + np.arange(k)[None, :] - p  # (O_i, K_i) input coords
-        per_axis.append((pos >= 0) & (pos < n))
+    the padding). ``xp`` is the array module that builds it from the sizes (the backend's
+    :meth:`~torchlean_ir.backends.NumpyBackend.static_arrays`: NumPy, or the verifier's
+    tensor level for symbolic sizes); only ``arange``, ``logical_and``, comparisons with
+    scalars, arithmetic with integers and ``reshape`` are used."""
     d = len(size)
-    mask = np.ones((1,) * (2 * d), dtype=bool)
-    for i, m in enumerate(per_axis):
+    mask: Any = None
+    for i, (n, k, s, p, o) in enumerate(zip(size, kernel, stride, padding, out, strict=True)):
+        pos = xp.arange(o).reshape(o, 1) * s + xp.arange(k).reshape(1, k) - p  # input coords
         shape = [1] * (2 * d)
-        shape[i], shape[d + i] = m.shape
-        mask = mask & m.reshape(shape)
-    o_shape = mask.shape[:d]
-    return mask.reshape((1, *o_shape, math.prod(kernel)))
+        shape[i], shape[d + i] = o, k
+        m = xp.logical_and(pos >= 0, pos < n).reshape(shape)  # (O_i, K_i) on axes i, d + i
+        mask = m if mask is None else xp.logical_and(mask, m)
+    return mask.reshape((1, *out, math.prod(kernel)))
 
 
 def spatial_letters(d: int) -> str:

@@ -65,10 +65,13 @@ class _Geometry:
     def padded(self) -> Ints:
         return tuple(n + 2 * p for n, p in zip(self.size, self.P, strict=True))
 
-    @property
-    def valid(self) -> np.ndarray | None:
-        """Static mask of the window cells inside the input (None without padding)."""
-        return valid_mask(self.size, self.K, self.S, self.P, self.O) if any(self.P) else None
+    def valid(self, B: Any) -> Any:
+        """Static mask of the window cells inside the input (None without padding), built by
+        the backend's :meth:`~torchlean_ir.backends.NumpyBackend.static_arrays`."""
+        if not any(self.P):
+            return None
+        xp = B.static_arrays(*self.size, *self.O)
+        return valid_mask(self.size, self.K, self.S, self.P, self.O, xp)
 
     def windows(self, B: Any, x: Any) -> Any:
         """``(C, O..., prod(K))``: every window, padded cells 0."""
@@ -111,22 +114,22 @@ def _check(x: TensorType, attrs: dict[str, Any], *, two_d: bool, strict_pad: boo
 
 def _max_forward(B: Any, x: Any, g: _Geometry) -> Any:
     w = g.windows(B, x)
-    valid = g.valid
+    valid = g.valid(B)
     return B.max(w if valid is None else B.where(valid, w, -np.inf), axis=-1)
 
 
 def _max_sym(B: Any, x: Any, g: _Geometry) -> Any:
     w = g.windows(B, x)
-    return B.sum(B.first_max_onehot(w, axis=-1, valid=g.valid) * w, axis=-1)
+    return B.sum(B.first_max_onehot(w, axis=-1, valid=g.valid(B)) * w, axis=-1)
 
 
 def _max_jvp(B: Any, x: Any, t: Any, g: _Geometry) -> Any:
-    onehot = B.first_max_onehot(g.windows(B, x), axis=-1, valid=g.valid)
+    onehot = B.first_max_onehot(g.windows(B, x), axis=-1, valid=g.valid(B))
     return B.sum(onehot * g.windows(B, t), axis=-1)
 
 
 def _max_vjp(B: Any, x: Any, ct: Any, g: _Geometry) -> Any:
-    onehot = B.first_max_onehot(g.windows(B, x), axis=-1, valid=g.valid)
+    onehot = B.first_max_onehot(g.windows(B, x), axis=-1, valid=g.valid(B))
     return g.unwindows(B, onehot * B.expand_dims(ct, -1))
 
 
@@ -156,12 +159,12 @@ def _avg_lower(B: Any, x: Any, g: _Geometry) -> Any:
 
 
 def _smooth_forward(B: Any, x: Any, g: _Geometry, beta: float) -> Any:
-    return B.logsumexp(g.windows(B, x) * beta, axis=-1, valid=g.valid) / beta
+    return B.logsumexp(g.windows(B, x) * beta, axis=-1, valid=g.valid(B)) / beta
 
 
 def _smooth_weights(B: Any, x: Any, g: _Geometry, beta: float) -> Any:
     """d out / d window cell: the softmax of beta x over the window's input cells."""
-    return B.softmax(g.windows(B, x) * beta, axis=-1, valid=g.valid)
+    return B.softmax(g.windows(B, x) * beta, axis=-1, valid=g.valid(B))
 
 
 def _smooth_jvp(B: Any, x: Any, t: Any, g: _Geometry, beta: float) -> Any:
