@@ -26,12 +26,15 @@ import symengine as se
 
 class SizeDependent(TypeError):
     """A rule used a symbolic size in a way whose outcome depends on the size's value;
-    ``symbols`` are the size symbols involved (:mod:`verify._certify` may prove again with
-    those sizes concrete)."""
+    ``symbols`` are the size symbols involved (:mod:`verify._sizecert` may prove again with
+    those sizes less general: ``divisor`` says the rule divided by it, ``fixed`` that only a
+    concrete value can do, as for ``int(n)`` or ``range(n)``)."""
 
-    def __init__(self, message: str, *values: Any, divisor: int | None = None) -> None:
+    def __init__(self, message: str, *values: Any, divisor: int | None = None,
+                 fixed: bool = False) -> None:  # fmt: skip
         super().__init__(message)
         self.divisor = divisor
+        self.fixed = fixed
         found: set[Any] = set()
         for v in values:
             e = v.expr if isinstance(v, Dim) else v
@@ -188,13 +191,16 @@ class Dim:
         return self != 0
 
     def __index__(self) -> int:
-        raise SizeDependent(f"the rule uses the size {self} as a Python integer", self)
+        raise SizeDependent(f"the rule uses the size {self} as a Python integer", self,
+                            fixed=True)  # fmt: skip
 
     def __int__(self) -> int:
-        raise SizeDependent(f"the rule uses the size {self} as a Python integer", self)
+        raise SizeDependent(f"the rule uses the size {self} as a Python integer", self,
+                            fixed=True)  # fmt: skip
 
     def __array__(self, *args: Any, **kwargs: Any) -> Any:
-        raise SizeDependent(f"the rule makes a NumPy array of the size {self}", self)
+        raise SizeDependent(f"the rule makes a NumPy array of the size {self}", self,
+                            fixed=True)  # fmt: skip
 
     def __float__(self) -> float:
         raise SizeDependent(f"the rule uses the size {self} as a float", self)

@@ -158,46 +158,133 @@ class SizedCertificate:
         return ", ".join(parts)
 
 
-#: Proof attempts with symbolic sizes at most, per signature: each one a size's value decided
-#: makes that size less general (:func:`_generalise_less`) for the next.
+#: Proof attempts with symbolic sizes at most, per signature and pattern, besides one per size
+#: name: each one a size's value decided makes that size less general
+#: (:func:`_generalise_less`) for the next.
 SIZED_ATTEMPTS = 8
 
 #: Certificates, reasons there is none, or the sizes a rule depended on, by key and plan.
 _SIZED: dict[tuple, Any] = {}
 
 
-def size_pattern(sig: Signature) -> tuple[tuple[tuple[Any, ...], ...], dict[str, int]] | None:
-    """The argument shapes with every size other than 1 replaced by a size's name (one name per
-    distinct value, in order of appearance), and the values; ``None`` for an empty axis. Sizes
-    equal here share a name, so the proof covers this signature and every other whose equal
-    sizes are equal."""
-    names: dict[int, str] = {}
-    out = []
-    for t in sig.arg_types:
-        row: list[Any] = []
-        for d in t.shape:
+Position = tuple[int, int]  # (argument, axis)
+
+
+def size_pattern(sig: Signature, refine: bool = False
+                 ) -> tuple[tuple[tuple[Any, ...], ...], dict[str, int]] | None:  # fmt: skip
+    """The argument shapes with every size other than 1 replaced by a size's name, and the
+    values; ``None`` for an empty axis. Names are given in order of appearance, one per
+    distinct value; with ``refine``, sizes of equal value get one name only where the shape
+    rule ties them (:func:`_roles`: a 3x3 kernel beside a 3x3 image, or the two sides of a
+    square matrix, get names of their own). A proof covers this signature and every other
+    whose sizes with one name are equal."""
+    where: dict[int, list[Position]] = {}
+    for i, t in enumerate(sig.arg_types):
+        for a, d in enumerate(t.shape):
             if d == 0:
                 return None
+            if d != 1:
+                where.setdefault(d, []).append((i, a))
+    group: dict[Position, int] = {}
+    for v, places in where.items():
+        for k, part in enumerate(_roles(sig, v, places) if refine else [places]):
+            for p in part:
+                group[p] = k
+    names: dict[tuple[int, int], str] = {}
+    out = []
+    for i, t in enumerate(sig.arg_types):
+        row: list[Any] = []
+        for a, d in enumerate(t.shape):
             if d == 1:
                 row.append(1)
                 continue
-            if d not in names:
-                names[d] = f"n{len(names)}"
-            row.append(names[d])
+            key = (d, group[(i, a)])
+            if key not in names:
+                names[key] = f"n{len(names)}"
+            row.append(names[key])
         out.append(tuple(row))
-    return tuple(out), {n: d for d, n in names.items()}
+    return tuple(out), {n: d for (d, _), n in names.items()}
+
+
+def _roles(sig: Signature, value: int, places: list[Position]) -> list[list[Position]]:
+    """``places`` (the axes of size ``value``) cut into the groups the shape rule ties: an axis
+    whose size the rule lets change alone is a group of its own, two that change together a
+    group of two (a matmul's contracted axes), the rest one group. The shape rule is the
+    oracle (sizes ``2 value`` and ``value + 1`` tried); a group that is too fine only makes a
+    proof fail, after which the signature's coarse pattern is tried."""
+    if len(places) < 2:
+        return [places]
+    op = tl.get_op(sig.op)
+
+    def accepts(changed: tuple[Position, ...]) -> bool:
+        for new in (2 * value, value + 1):
+            types = tuple(
+                replace(t, shape=tuple(new if (i, a) in changed else d
+                                       for a, d in enumerate(t.shape)))
+                for i, t in enumerate(sig.arg_types))  # fmt: skip
+            try:
+                op.infer_type(types, sig.index_types, sig.attrs)
+                return True
+            except Exception:
+                continue
+        return False
+
+    alone = [p for p in places if accepts((p,))]
+    rest = [p for p in places if p not in alone]
+    parts: list[list[Position]] = [[p] for p in alone]
+    while rest:
+        p = rest.pop(0)
+        mate = next((q for q in rest if accepts((p, q))), None)
+        if mate is None:
+            parts.append([p])
+            continue
+        rest.remove(mate)
+        parts.append([p, mate])
+    singles = [part for part in parts if len(part) == 1 and part[0] not in alone]
+    if singles:  # tied to several others at once: one group, as without refinement
+        parts = [part for part in parts if part not in singles]
+        parts.append([part[0] for part in singles])
+    return sorted(parts)
+
+
+def _patterns(sig: Signature) -> list[tuple[tuple[tuple[Any, ...], ...], dict[str, int]]]:
+    """The size patterns to prove with, most general first (:func:`size_pattern`)."""
+    out = []
+    op = tl.get_op(sig.op)
+    # a target shape attribute names its sizes by value, like the arguments' (shape_attrs)
+    shaped = any(spec.kind == "shape" for spec in op.attrs.values())
+    for refine in (False,) if shaped else (True, False):
+        pat = size_pattern(sig, refine)
+        if pat is None:
+            return []
+        if pat not in out:
+            out.append(pat)
+    return out
 
 
 def sized_certificate(sig: Signature) -> SizedCertificate | str:
     """A certificate that covers ``sig``'s sizes, proved with symbolic sizes for its op,
-    attributes and size pattern (once per plan), or why there is none."""
+    attributes and size pattern (once per plan; the role pattern first, then the coarse one,
+    :func:`_patterns`), or why there is none."""
     op = tl.get_op(sig.op)
     if op.index_args or op.needs_position:
         return "index inputs or a position-dependent rule"
-    pat = size_pattern(sig)
-    if pat is None:
+    patterns = _patterns(sig)
+    if not patterns:
         return "an empty axis"
-    pattern, values = pat
+    why = ""
+    end = time.process_time() + SIZED_BUDGET_S  # for every pattern and attempt together
+    for pattern, values in patterns:
+        found = _sized_for(sig, op, pattern, values, end)
+        if not isinstance(found, str):
+            return found
+        why = why or found
+    return why
+
+
+def _sized_for(sig: Signature, op: tl.Op, pattern: tuple, values: dict[str, int],
+               end: float) -> SizedCertificate | str:  # fmt: skip
+    """:func:`sized_certificate` for one size pattern (CPU time until ``end``)."""
     if not values:
         return "no size other than 1"
     shaped = shape_attrs(sig, values)
@@ -212,8 +299,7 @@ def sized_certificate(sig: Signature) -> SizedCertificate | str:
             return hit
     modes: dict[str, Mode] = {n: ("ge", 1) for n in values}
     why = "no attempt"
-    end = time.process_time() + SIZED_BUDGET_S  # for all the attempts together
-    for _ in range(SIZED_ATTEMPTS):
+    for _ in range(SIZED_ATTEMPTS + len(values)):
         left = end - time.process_time()
         if left <= 0:
             why = f"no proof with symbolic sizes within {SIZED_BUDGET_S:g} s"
@@ -229,19 +315,20 @@ def sized_certificate(sig: Signature) -> SizedCertificate | str:
         if not isinstance(found, tuple):
             return found
         # the rules looked at these sizes' values: prove again with them less general
-        symbols, divisor = found
+        symbols, divisor, fixed = found
         names = [n for n, m in plan if m[0] != "eq" and _symbol(n, m) in symbols]
         if not names:
             break
         for n in names:
-            nxt = _generalise_less(modes[n], values[n], divisor)
+            # a size used as a Python integer (a kernel size in range()) can only be fixed
+            nxt = ("eq", values[n]) if fixed else _generalise_less(modes[n], values[n], divisor)
             if nxt is not None:
                 modes[n] = nxt
         why = f"the rules depend on the values of {', '.join(names)}"
     return f"not proved with symbolic sizes: {why}"
 
 
-Attempt = SizedCertificate | str | tuple[frozenset, int | None]
+Attempt = SizedCertificate | str | tuple[frozenset, int | None, bool]
 
 
 def _prove_sized(op: tl.Op, sig: Signature, key: tuple, pattern: tuple, attr_pattern: tuple,
@@ -265,7 +352,7 @@ def _prove_sized(op: tl.Op, sig: Signature, key: tuple, pattern: tuple, attr_pat
             st = setup(sig, shapes=shapes, attrs=attrs)
             F = as_t(_run(op.symbolic, "symbolic forward", TENSOR, *st.X, **st.params))
     except SizeDependent as e:
-        return e.symbols, e.divisor
+        return e.symbols, e.divisor, e.fixed
     except (NotTensor, Partial) as e:
         return f"not proved with symbolic sizes: {e}"
     except T.OutOfTime:
@@ -280,13 +367,19 @@ def _prove_sized(op: tl.Op, sig: Signature, key: tuple, pattern: tuple, attr_pat
                             tuple(checks))  # fmt: skip
 
 
+def _values(sig: Signature, pattern: tuple) -> dict[str, int]:
+    """The value of each name of ``pattern`` in ``sig``'s argument shapes."""
+    return {n: int(d) for row, t in zip(pattern, sig.arg_types, strict=True)
+            for n, d in zip(row, t.shape, strict=True) if isinstance(n, str)}  # fmt: skip
+
+
 def reuse_sized(sig: Signature, kinks: bool) -> list[Check] | None:
     """The rule checks of ``sig`` from a certificate proved with symbolic sizes that covers it
     (the kinks check, if any, run at this shape), or ``None``."""
     cert = sized_certificate(sig)
     if isinstance(cert, str):
         return None
-    _, values = size_pattern(sig)  # type: ignore[misc]
+    values = _values(sig, cert.pattern)
     _, values = shape_attrs(sig, values)  # type: ignore[misc]
     sub = {_symbol(n, m): se.Integer(_value_of_symbol(m, values[n]))
            for n, m in cert.plan if m[0] != "eq"}  # fmt: skip
