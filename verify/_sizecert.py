@@ -319,7 +319,12 @@ def _sized_for(sig: Signature, op: tl.Op, pattern: tuple, values: dict[str, int]
         names = [n for n, m in plan if m[0] != "eq" and _symbol(n, m) in symbols]
         if not names:
             break
-        for n in names:
+        step = names
+        if len(names) > 1 and divisor is None and not fixed:
+            # several sizes met in one decision (a reshape that merges them): the innermost
+            # first, so that the outer ones may stay symbolic ((n0, 3) -> (3 n0,) is linear)
+            step = [max(names, key=lambda n: int(n[1:]))]
+        for n in step:
             # a size used as a Python integer (a kernel size in range()) can only be fixed
             nxt = ("eq", values[n]) if fixed else _generalise_less(modes[n], values[n], divisor)
             if nxt is not None:

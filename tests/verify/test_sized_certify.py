@@ -29,7 +29,7 @@ from .test_certify import _signatures
 #: (docs/verification.md lists them): a change of this set, either way, fails here.
 SIZED = {"abs", "add", "avg_pool", "avg_pool2d", "avg_pool2d_pad", "batchnorm_channel_first",
          "batchnorm_eval", "bmm", "broadcast_to", "clamp", "concat", "concat_vectors", "conv",
-         "conv2d", "conv_transpose", "conv_transpose2d", "detach", "exp", "gather_row",
+         "conv2d", "conv_transpose", "conv_transpose2d", "detach", "exp", "flatten", "gather_row",
          "gather_scalar", "gelu", "global_avg_pool2d", "inv", "layer_norm", "linear", "log",
          "log_softmax", "matmul", "max", "max_pool", "max_pool2d", "max_pool2d_pad", "min",
          "mse_loss", "mul", "multi_head_attention", "reduce_mean", "reduce_sum", "relu", "safe_log",
@@ -91,8 +91,7 @@ def test_the_ops_proved_with_symbolic_sizes_are_the_ones_listed() -> None:
 @pytest.mark.parametrize(
     ("op", "why"),
     [("gather_scalar_nat", "index inputs"),
-     ("reshape", "the rules depend on the values of n0, n1"),
-     ("flatten", "the rules depend on the values of n0, n1")],
+     ("reshape", "the rules depend on the values of n0")],
 )  # fmt: skip
 def test_a_sized_certificate_is_refused_with_its_reason(op: str, why: str) -> None:
     reasons = [K.sized_certificate(s) for s in _signatures()[op]]
@@ -292,7 +291,7 @@ def test_a_symbolic_reshape_reads_the_cell_numpy_does_at_every_size_tried() -> N
     U, V = Dim(u), Dim(v)
     cases = [((2 * U,), (U, 2)), ((U, 2), (2 * U,)), ((3, 2 * U, 2 * V), (3, U, 2, V, 2)),
              ((1, U), (U,)), ((U,), (1, U, 1)), ((U, 2, 3), (U, 6)), ((U, 6), (U, 3, 2)),
-             ((U, V, 2), (U, 2 * V))]  # fmt: skip
+             ((U, V, 2), (U, 2 * V)), ((U, 3, 2), (6 * U,))]  # fmt: skip
 
     def at(shape: tuple, sub: dict) -> list[int]:
         return [int(se.expand(d.expr.xreplace(sub))) if isinstance(d, Dim) else d for d in shape]
@@ -539,3 +538,35 @@ def test_a_3d_conv_with_one_strided_axis_is_proved_for_every_spatial_size() -> N
     plan = dict(cert.plan)  # W (n0, 1, n1, n2, n3), b (n0,), x (1, n4, n5, n6)
     assert plan["n5"][:3] == ("mod", 2, 1)  # the strided spatial size: odd, every one
     assert plan["n4"][0] == plan["n6"][0] == "ge" and plan["n0"] == ("ge", 1)
+
+
+def test_a_flatten_is_proved_for_every_outer_size_with_the_inner_ones_fixed() -> None:
+    # (c, 5, 5) -> (25 c,): with c and 5 both symbolic the flat index would be c-strided, not
+    # linear; the sizes met together are made concrete innermost first, so c stays symbolic
+    K._SIZED.clear()
+
+    def sig(c: int) -> Signature:
+        b = tl.GraphBuilder("f64")
+        x = b.param("x", (c, 5, 5))
+        return Signature.of(b.build(b.sum(b.apply("flatten", x))), 0)
+
+    cert = K.sized_certificate(sig(16))
+    assert not isinstance(cert, str)
+    assert cert.pattern == (("n0", "n1", "n2"),)
+    assert dict(cert.plan) == {"n0": ("ge", 1), "n1": ("eq", 5), "n2": ("eq", 5)}
+    proofs = len(K._SIZED)
+    checks = C.reuse(sig(120))
+    assert checks is not None and len(K._SIZED) == proofs  # the same certificate
+    assert all("proved with symbolic sizes" in c.how and "n0=120" in c.how for c in checks)
+
+
+def test_a_flatten_vjp_that_swaps_the_inner_axes_is_not_certified() -> None:
+    def wrong(B: Any, args: tuple, out: Any, ct: Any) -> tuple:
+        return (B.swapaxes(B.reshape(ct, args[0].shape), 1, 2),)  # (c, 5, 5): shapes agree
+
+    b = tl.GraphBuilder("f64")
+    x = b.param("x", (16, 5, 5))
+    sig = Signature.of(b.build(b.sum(b.apply("flatten", x))), 0)
+    with _vjp("flatten", wrong):
+        why = K.sized_certificate(sig)
+        assert isinstance(why, str) and ("did not pass" in why or "not proved" in why), why
