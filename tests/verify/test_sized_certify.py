@@ -570,3 +570,60 @@ def test_a_flatten_vjp_that_swaps_the_inner_axes_is_not_certified() -> None:
     with _vjp("flatten", wrong):
         why = K.sized_certificate(sig)
         assert isinstance(why, str) and ("did not pass" in why or "not proved" in why), why
+
+
+# -- case splits with symbolic bounds hold at every size ------------------------------------------
+
+_bounds = st.lists(st.tuples(st.integers(-1, 2), st.integers(-4, 4)), max_size=3)
+
+
+@settings(max_examples=300, deadline=None)
+@given(lows=_bounds, highs=_bounds)
+def test_a_narrowed_index_keeps_every_value_the_region_allows_at_every_size(
+    lows: list, highs: list
+) -> None:
+    """``_narrowed`` rewrites a free index ``q < n`` inside a case whose brackets say
+    ``q >= a n + b`` (each of ``lows``) and ``q < a n + b`` (each of ``highs``): at every
+    size, each value the case allows must be one the rewrite can take (a value left out is a
+    case the proof never looks at: a false VERIFIED)."""
+    from verify._tdecide import _narrowed
+
+    n = T.size_symbol("_Nh_n")
+    q = T.fresh("_qh", 0, Dim(n), bound=False)
+    lo = [se.expand(a * n + b) for a, b in lows]
+    hi = [se.expand(a * n + b) for a, b in highs]
+    got = _narrowed(q, lo, hi)
+    for nv in range(1, 9):
+        at = {n: se.Integer(nv)}
+
+        def v(e: Any, at: dict = at) -> int:
+            return int(se.expand(se.sympify(e).xreplace(at)))
+
+        allowed = [x for x in range(nv)
+                   if all(x >= v(b) for b in lo) and all(x < v(b) for b in hi)]  # fmt: skip
+        if got is None:
+            continue  # the range kept as it is: every value still taken
+        if isinstance(got, tuple):
+            offset, t_lo, t_hi = got
+            top = None if t_hi is None else v(t_hi)
+            taken = {v(offset) + t for t in range(t_lo, nv + 10 if top is None else top)}
+        else:
+            taken = {v(got)}
+        assert set(allowed) <= taken, (nv, allowed, got)
+
+
+@settings(max_examples=200, deadline=None)
+@given(bounds=st.lists(st.tuples(st.integers(0, 2), st.integers(-3, 3)), min_size=1, max_size=4),
+       upper=st.booleans())  # fmt: skip
+def test_a_dropped_sum_bound_is_implied_by_a_kept_one_at_every_size(
+    bounds: list, upper: bool
+) -> None:
+    n = T.size_symbol("_Nh_m")
+    exprs = [se.expand(a * n + b) for a, b in bounds]
+    kept = T._tightest(exprs, min if upper else max)
+    for nv in range(1, 9):
+        at = {n: se.Integer(nv)}
+        vals = [int(se.expand(e.xreplace(at))) for e in exprs]
+        kept_vals = [int(se.expand(e.xreplace(at))) for e in kept]
+        # the kept bounds bound the index exactly as all of them do
+        assert (min if upper else max)(kept_vals) == (min if upper else max)(vals)
