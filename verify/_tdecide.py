@@ -1042,8 +1042,8 @@ def _narrowed(var: Any, lows: list[Any], highs: list[Any]) -> Any:
     between two bounds, a range of constant width that holds the region's."""
     lo0, hi0 = T.RANGES[var]
     top = T.UPPER.get(var, None if hi0 is None else se.Integer(hi0))
-    lo = _tightest([se.Integer(lo0), *lows], larger=True)
-    hi = _tightest([h for h in (top, *highs) if h is not None], larger=False)
+    lo = _tightest_bound([se.Integer(lo0), *lows], larger=True)
+    hi = _tightest_bound([h for h in (top, *highs) if h is not None], larger=False)
     if lo is None or (hi is None and (top is not None or highs)):
         # two bounds no size decides between: a lower and an upper one a constant apart still
         # bound the index (the others stay facts of the region, as brackets on the sizes)
@@ -1069,7 +1069,7 @@ def _narrowed(var: Any, lows: list[Any], highs: list[Any]) -> Any:
         hi, se.Integer) else hi))  # fmt: skip
 
 
-def _tightest(bounds: list[Any], larger: bool) -> Any:
+def _tightest_bound(bounds: list[Any], larger: bool) -> Any:
     """The largest (``larger``) or smallest of ``bounds`` for every size, or ``None``."""
     if not bounds:
         return None
