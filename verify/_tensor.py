@@ -1150,7 +1150,7 @@ def explicit_softmax(x: Any, valid: Any = None, axis: int = -1) -> TArray:
 def _mask(valid: Any, shape: tuple[Any, ...]) -> TArray:
     """A static mask (NumPy, or built by :data:`STATIC`) broadcast to ``shape``, as a condition."""
     if isinstance(valid, TArray):
-        if valid.kind not in "c":
+        if valid.kind != "c":
             raise T.TermError(f"a mask of kind {valid.kind!r}, not an index condition")
         return broadcast_to(valid, shape)
     return broadcast_to(asarray(np.asarray(valid, bool)), shape)
