@@ -175,6 +175,62 @@ def convert_index(v: Any, shape: Shape, batch: int | None, where: str) -> Any:
     return arr.astype(np.int32, copy=False)
 
 
+def on_accelerator(v: Any) -> bool:
+    """Whether ``v`` is a ``jax.Array`` held by one process on a non-CPU device (reading its
+    values on the host would wait for the device: a round trip per call)."""
+    if type(v) is not ArrayImpl or not v.is_fully_addressable:
+        return False
+    return any(d.platform != "cpu" for d in v.devices())
+
+
+@jax.jit
+def _lowest(v: jax.Array) -> jax.Array:
+    return jnp.min(v, initial=0)
+
+
+@jax.jit
+def _as_int32(v: jax.Array) -> jax.Array:
+    return jnp.minimum(v, INT32_MAX).astype(np.int32)
+
+
+@dataclass(frozen=True)
+class PendingCheck:
+    """The device-side check of one index argument: its lowest value (0 for an empty or
+    unsigned array), on its way to the host; read at the next call (``raise_if_bad``)."""
+
+    where: str
+    lowest: jax.Array
+
+    def raise_if_bad(self) -> None:
+        low = int(self.lowest)  # copied to the host asynchronously when the check was made
+        if low < 0:
+            raise ArgumentError(
+                f"{self.where} (in the previous call): expected non-negative integers, got "
+                f"{low} (an index array on the device is checked on the device; its result is "
+                "read at the next call)"
+            )
+
+
+def device_index(
+    v: jax.Array, shape: Shape, batch: int | None, where: str
+) -> tuple[jax.Array, PendingCheck | None]:
+    """:func:`convert_index` of a ``jax.Array`` on an accelerator, without a round trip: the
+    dtype and shape are checked on the host (they are known without the values); the int32
+    cast and the check for negative values run on the device, and the check's result comes
+    back with a :class:`PendingCheck` (``None`` for unsigned values), read at the next call."""
+    if v.dtype.kind not in "iu":
+        raise ArgumentError(f"{where}: expected non-negative integers, got dtype {v.dtype}")
+    _check_shape(tuple(v.shape), shape, batch, where)
+    pending = None
+    if v.dtype.kind == "i" and v.size:
+        low = _lowest(v)
+        low.copy_to_host_async()
+        pending = PendingCheck(where, low)
+    if v.dtype != np.int32:
+        v = _as_int32(v) if v.dtype.itemsize > 4 or v.dtype == np.uint32 else v.astype(np.int32)
+    return v, pending
+
+
 def _global_index(v: jax.Array, shape: Shape, batch: int | None, where: str) -> jax.Array:
     """:func:`convert_index` of a ``jax.Array`` whose shards live in several processes: the
     dtype and global shape checked, the values checked non-negative by a reduction every

@@ -19,10 +19,22 @@ from torchlean_ir import DType, GraphData, check
 from torchlean_ir._types import as_dtype
 
 from . import _slices
-from ._args import INT32_MAX, ArrayImpl, Group, _short, as_list, convert_float, convert_index
+from ._args import (
+    INT32_MAX,
+    ArrayImpl,
+    Group,
+    PendingCheck,
+    _short,
+    as_list,
+    convert_float,
+    convert_index,
+    device_index,
+    on_accelerator,
+)
 from ._devices import resolve_device
 from ._errors import ArgumentError, CompileError
 from ._lower import KINDS, Kind, Program, boundary_nodes, build
+from ._precision import MatmulPrecision, resolve_precision
 from ._tape import Batching, GradReduction, TapeEntry, analyse, build_tape
 
 #: The platforms ``jax.export`` can target.
@@ -62,23 +74,41 @@ def _resolve_dtype(graph: GraphData, dtype: Any) -> np.dtype:
 
 
 def compile(
-    graph: GraphData, *, dtype: Any = None, device: Any = "cpu", mode: str = "tape"
+    graph: GraphData,
+    *,
+    dtype: Any = None,
+    device: Any = "cpu",
+    mode: str = "tape",
+    matmul_precision: MatmulPrecision | None = None,
 ) -> CompiledGraph:
-    """Compile ``graph`` to jitted JAX functions; cached per (content hash, dtype, device, mode).
+    """Compile ``graph`` to jitted JAX functions; cached per (content hash, dtype, device, mode,
+    matmul precision).
 
     ``dtype`` is ``"f32"`` / ``"f64"`` (``None``: the graph's own float dtype); ``device`` is
     ``"cpu"``, ``"gpu"`` (``"gpu:1"``) or a ``jax.Device``; ``mode`` is ``"tape"`` (our per-node
     rules, the checkable backward) or ``"jax"`` (JAX's own AD of the lowered forward, a
-    cross-check). Nothing is traced until the first call of each kind of function."""
+    cross-check). ``matmul_precision`` is ``"float32"`` (the default, ``None``: full float32
+    matrix products and convolutions on every platform), or an opt-in fast mode, ``"tf32"`` or
+    ``"bf16"`` (TF32 or bfloat16 on the GPUs and TPUs that have them; see
+    ``docs/compiler.md``, "Precision"). Nothing is traced until the first call of each kind of
+    function."""
     if not isinstance(graph, GraphData):
         raise CompileError(f"graph: expected a GraphData, got {type(graph).__name__}")
     if mode not in ("tape", "jax"):
         raise CompileError(f"mode must be 'tape' or 'jax', got {mode!r}")
-    return _compile(graph, _resolve_dtype(graph, dtype), resolve_device(device), mode, None)
+    precision = resolve_precision(matmul_precision)
+    return _compile(
+        graph, _resolve_dtype(graph, dtype), resolve_device(device), mode, None, precision
+    )
 
 
 def _compile(
-    graph: GraphData, dtype: np.dtype, device: jax.Device, mode: str, batching: Batching | None
+    graph: GraphData,
+    dtype: np.dtype,
+    device: jax.Device,
+    mode: str,
+    batching: Batching | None,
+    precision: str,
 ) -> CompiledGraph:
     key = (
         graph.content_hash,
@@ -87,12 +117,13 @@ def _compile(
         device.id,
         mode,
         None if batching is None else batching.key(),
+        precision,
     )
     with _LOCK:
         hit = _CACHE.get(key)
         if hit is None:
             check(graph)
-            hit = _CACHE[key] = CompiledGraph(graph, dtype, device, mode, batching)
+            hit = _CACHE[key] = CompiledGraph(graph, dtype, device, mode, batching, precision)
         return hit
 
 
@@ -219,12 +250,15 @@ class CompiledGraph:
         device: jax.Device,
         mode: str,
         batching: Batching | None,
+        precision: str = "float32",
     ) -> None:
         self.graph = graph
         self.dtype = dtype
         self.device = device
         self.mode = mode
         self.batching = batching
+        #: The precision of matrix products and convolutions (``compiler._precision``).
+        self.matmul_precision: str = precision
         analysis = analyse(graph, batching)
         batch_level = batching is not None and mode == "tape" and batching.grads != "per_sample"
         static = {
@@ -234,7 +268,7 @@ class CompiledGraph:
             for i, ix in enumerate(graph.index_inputs)
             if ix.value is not None
         }
-        tape = build_tape(graph, dtype.name, analysis, batch_level)
+        tape = build_tape(graph, dtype.name, analysis, batch_level, precision)
         self._program = Program(
             graph=graph,
             dtype=dtype,
@@ -248,6 +282,7 @@ class CompiledGraph:
             # XLA's CPU fusion is what needs the boundaries (compiler._lower); a GPU fuses
             # differently, and non-inlined calls are not tested there.
             boundaries=boundary_nodes(tape) if device.platform == "cpu" else frozenset(),
+            precision=precision,
         )
         p = self._program
         leaves = graph.leaves
@@ -333,6 +368,9 @@ class CompiledGraph:
         # The last index arguments that were checked (jax arrays only): the batch size before,
         # the arrays, what they became, the batch size after.
         self._last_index: tuple[Any, tuple[Any, ...], tuple[Any, ...], Any] | None = None
+        # The device-side checks of the last call's index arrays on an accelerator, read at
+        # the next call (compiler._args.device_index): no round trip per call.
+        self._pending: list[PendingCheck] = []
         # value_and_grad and backward: the VJP with the seed 1 made inside (one argument
         # fewer, the value unwrapped: see _make_value_and_grad); None where the function runs
         # in slices, or the output is not a single scalar (they are refused then).
@@ -569,7 +607,7 @@ class CompiledGraph:
             frozenset(n for n in names if n in self.index_names),
             grads,
         )
-        return _compile(self.graph, self.dtype, self.device, self.mode, spec)
+        return _compile(self.graph, self.dtype, self.device, self.mode, spec, self.matmul_precision)
 
     # -- argument handling ----------------------------------------------------------------
     def _floats(self, g: Group, values: Any, batch: list[int] | None) -> list[Any]:
@@ -631,7 +669,22 @@ class CompiledGraph:
             out.append(v)
         return self._floats(g, out, batch)
 
+    def check_index(self) -> None:
+        """Raise the :class:`~compiler.ArgumentError` of a negative value in an index array
+        that the last call received on an accelerator (such arrays are checked on the device,
+        and the result is read here or at the next call, so that a call costs no round trip).
+        Host data (NumPy, Python) and arrays on the CPU are checked before the call."""
+        pending, self._pending = self._pending, []
+        try:
+            for check in pending:
+                check.raise_if_bad()
+        except ArgumentError:
+            self._last_index = None  # the same arrays again are checked again
+            raise
+
     def _index_args(self, index: Index, batch: list[int] | None) -> list[Any]:
+        if self._pending:
+            self.check_index()
         g = self._index
         if index is None:
             if g.names:
@@ -667,11 +720,18 @@ class CompiledGraph:
         g = self._index
         labels, shapes = g.labels, g.shapes
         for k, v in enumerate(vals):
-            if batch is not None and g.batched[k]:
-                a = convert_index(v, shapes[k], batch[0], labels[k])
-                batch[0] = a.shape[0]
-            else:
-                a = convert_index(v, shapes[k], None, labels[k])
+            b = batch[0] if batch is not None and g.batched[k] else None
+            if on_accelerator(v):
+                a, pending = device_index(v, shapes[k], b, labels[k])
+                if pending is not None:
+                    self._pending.append(pending)
+                if b is not None:
+                    batch[0] = a.shape[0]  # type: ignore[index]
+                vals[k] = a
+                continue
+            a = convert_index(v, shapes[k], b, labels[k])
+            if b is not None:
+                batch[0] = a.shape[0]  # type: ignore[index]
             # Checked on the host (for a jax array on the CPU, a view of it); a device array
             # that is already int32 then goes in itself, not a copy made on the host.
             if self._index_as_is and type(v) is ArrayImpl and v.dtype == np.int32:
@@ -877,7 +937,8 @@ class CompiledGraph:
         if self.batching is not None:
             over = sorted(self.batching.leaves | self.batching.index)
             b = f", batched over {over} ({self.batching.grads} grads)"
+        prec = "" if self.matmul_precision == "float32" else f", {self.matmul_precision}"
         return (
             f"CompiledGraph(<{len(self.graph.nodes)} nodes>, {self.dtype.name}, "
-            f"{self.device.platform}:{self.device.id}, mode={self.mode!r}{b})"
+            f"{self.device.platform}:{self.device.id}, mode={self.mode!r}{b}{prec})"
         )

@@ -40,6 +40,7 @@ from torchlean_ir import GraphData, TorchleanError, format_node
 from torchlean_ir._util import clip
 
 from ._errors import CompileError
+from ._precision import traced_at
 from ._tape import Analysis, Batching, TapeEntry
 
 Kind = Literal["forward", "jvp", "vjp"]
@@ -65,6 +66,7 @@ class Program:
     runtime_index: tuple[int, ...]
     static_index: dict[int, np.ndarray]
     boundaries: frozenset[int] = frozenset()  # nodes whose rule calls XLA must not inline
+    precision: str = "float32"  # matrix products and convolutions (compiler._precision)
 
     @property
     def n_leaves(self) -> int:
@@ -321,7 +323,11 @@ def in_axes(p: Program, kind: Kind) -> tuple[int | None, ...]:
 
 def build(p: Program, kind: Kind, mode: str) -> Callable[..., Any]:
     """The (unjitted) function of ``kind`` for ``mode`` ("tape" or "jax") and the program's
-    batching."""
+    batching, traced at the program's matmul precision."""
+    return traced_at(p.precision, _build(p, kind, mode))
+
+
+def _build(p: Program, kind: Kind, mode: str) -> Callable[..., Any]:
     whole_vmap = p.batching is not None and not p.batch_level
     if mode == "tape":
         fn = {"forward": tape_forward, "jvp": tape_jvp, "vjp": tape_vjp}[kind](p)

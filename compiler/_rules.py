@@ -30,6 +30,7 @@ from torchlean_ir.backends import jax_backend
 
 from ._errors import CompileError
 from ._fuse import vmap_summed
+from ._precision import traced_at
 
 Shape = tuple[int, ...]
 RuleKind = Literal["fwd", "jvp", "vjp"]
@@ -60,6 +61,7 @@ class RuleSignature:
     flags: tuple[bool, ...]
     position: int | None
     batching: RuleBatching | None
+    precision: str = "float32"  # compiler._precision: the matmul / convolution precision
 
 
 def _canon(v: Any) -> Any:
@@ -183,8 +185,10 @@ def node_rule(
     flags: tuple[bool, ...] = (),
     position: int | None = None,
     batching: RuleBatching | None = None,
+    precision: str = "float32",
 ) -> Callable[..., Any]:
-    """The jitted ``tl_<kind>_<op>`` function for one node signature (cached)."""
+    """The jitted ``tl_<kind>_<op>`` function for one node signature (cached), traced at the
+    matmul ``precision`` (``compiler._precision``)."""
     sig = RuleSignature(
         kind,
         op.name,
@@ -196,6 +200,7 @@ def node_rule(
         tuple(flags),
         position if op.needs_position else None,
         batching,
+        precision,
     )
     fn = _CACHE.get(sig)
     if fn is None:
@@ -204,8 +209,11 @@ def node_rule(
 
 
 def _build(sig: RuleSignature, op: Op, attrs: Mapping[str, Any]) -> Callable[..., Any]:
-    raw = _raw_rule(
-        sig.kind, op, attrs, sig.arg_shapes, sig.out_shape, sig.dtype, sig.flags, sig.position
+    raw = traced_at(
+        sig.precision,
+        _raw_rule(
+            sig.kind, op, attrs, sig.arg_shapes, sig.out_shape, sig.dtype, sig.flags, sig.position
+        ),
     )
     name = f"tl_{sig.kind}_{op.name}"
     b = sig.batching

@@ -142,12 +142,17 @@ def analyse(graph: GraphData, batching: Batching | None = None) -> Analysis:
 
 
 def build_tape(
-    graph: GraphData, dtype: str, analysis: Analysis, batch_level: bool
+    graph: GraphData,
+    dtype: str,
+    analysis: Analysis,
+    batch_level: bool,
+    precision: str = "float32",
 ) -> tuple[TapeEntry, ...]:
     """The tape of ``graph``: one entry per live node, with its jitted rules.
 
     ``batch_level`` builds vmapped rules for batched nodes (a batch-level tape); otherwise every
-    rule is per-sample (the whole function may still be vmapped as one)."""
+    rule is per-sample (the whole function may still be vmapped as one). Every rule is traced at
+    the matmul ``precision`` (``compiler._precision``)."""
     n_leaves = graph.num_leaves
     entries = []
     for j, node in enumerate(graph.nodes):
@@ -182,6 +187,7 @@ def build_tape(
             out_shape=node.type.shape,
             dtype=dtype,
             position=j,
+            precision=precision,
         )
         entries.append(
             TapeEntry(

@@ -113,11 +113,13 @@ def trace(
 
 
 def compile_graph(graph: GraphData, options: Options | None = None) -> Any:
-    """``compiler.compile(graph, device=options.device)`` in the graph's own dtype (the
-    compiler caches per content hash, dtype, device and mode)."""
+    """``compiler.compile(graph, device=options.device,
+    matmul_precision=options.matmul_precision)`` in the graph's own dtype (the compiler caches
+    per content hash, dtype, device, mode and precision)."""
     import compiler
 
-    return compiler.compile(graph, device=as_options(options).device)
+    opts = as_options(options)
+    return compiler.compile(graph, device=opts.device, matmul_precision=opts.matmul_precision)
 
 
 def verify_graph(graph: GraphData, options: Options | None = None, **kwargs: Any) -> Any:

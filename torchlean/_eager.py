@@ -203,11 +203,12 @@ class _JaxKernels:
 
     on_device = True
 
-    def __init__(self, dtype: DType, device: Any) -> None:
+    def __init__(self, dtype: DType, device: Any, precision: str = "float32") -> None:
         from torchlean_ir.backends import jax_backend
 
         self.dtype = dtype
         self.device = device
+        self.precision = precision
         self.np_dtype = np.dtype(dtype.numpy_name)
         self.B = jax_backend(dtype.numpy_name)
 
@@ -221,6 +222,8 @@ class _JaxKernels:
     def make(self, op: Op, attrs: dict[str, Any]) -> tuple[Kernel, Kernel]:
         import jax
 
+        from compiler._precision import traced_at
+
         B, n_idx = self.B, len(op.index_args)
         lower, lower_vjp = op.lowering, op.lowering_vjp
         assert lower is not None and lower_vjp is not None
@@ -230,10 +233,10 @@ class _JaxKernels:
 
         def jitted(kind: str, position: int, body: Callable[..., Any]) -> Any:
             pos = position if op.needs_position else 0
-            key = (op, kind, attrs_key, self.dtype, pos)
+            key = (op, kind, attrs_key, self.dtype, pos, self.precision)
             fn = _JIT_CACHE.get(key)
             if fn is None:
-                fn = _JIT_CACHE[key] = jax.jit(body(pos))
+                fn = _JIT_CACHE[key] = jax.jit(traced_at(self.precision, body(pos)))
             return fn
 
         def fwd_body(position: int) -> Callable[..., Any]:
@@ -288,9 +291,10 @@ class _Batched:
     and jitted once per signature. A VJP sums the cotangents of its unbatched arguments over
     the batch (contracting the batch into the matrix product where there is one)."""
 
-    def __init__(self, dtype: DType, device: Any) -> None:
+    def __init__(self, dtype: DType, device: Any, precision: str = "float32") -> None:
         self.dtype_name = dtype.numpy_name
         self.device = device  # where a CPU session's params get their mirrors
+        self.precision = precision
 
     def rule(
         self,
@@ -317,6 +321,7 @@ class _Batched:
             flags,
             position,
             RuleBatching(arg_b, idx_b, summed),
+            self.precision,
         )
 
 
@@ -374,7 +379,7 @@ class EagerSession(Session):
             import jax
 
             device = _gpu_device() if opts.device == "gpu" else jax.devices("cpu")[0]
-            self._k = _JaxKernels(opts.float_dtype, device)
+            self._k = _JaxKernels(opts.float_dtype, device, opts.matmul_precision)
         else:
             raise TorchleanError(f"array_backend must be 'numpy' or 'jax', got {array_backend!r}")
         self.array_backend = array_backend
@@ -571,7 +576,7 @@ class EagerSession(Session):
                 import jax
 
                 device = jax.devices("cpu")[0]
-            self._bk = _Batched(self.dtype, device)
+            self._bk = _Batched(self.dtype, device, self.options.matmul_precision)
         return self._bk
 
     def _batch_of(

@@ -16,6 +16,8 @@ Device = Literal["cpu", "gpu"]
 
 _BACKENDS = ("eager", "compiled")
 _DEVICES = ("cpu", "gpu")
+# compiler._precision's names (not imported: the options load without JAX)
+_PRECISIONS = ("float32", "tf32", "bf16")
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +53,12 @@ class Options:
         compiled code: ``"f32"`` (default) or ``"f64"``. The eager CPU path runs the reference
         rules with NumPy in this dtype. Random ops draw the same bits on every path in each
         dtype.
+    matmul_precision:
+        Matrix products and convolutions of JAX code (compiled, eager on a GPU, batched ops):
+        ``"float32"`` (default: full float32 on every platform) or an opt-in fast mode,
+        ``"tf32"`` / ``"bf16"`` (TF32 or bfloat16 on the GPUs and TPUs that have them;
+        TorchLean's ``fastGpuMatmulPrecision``). See ``docs/compiler.md``, "Precision". A
+        verified float32 statement never covers a reduced-precision program.
     """
 
     backend: Backend = "eager"
@@ -59,6 +67,7 @@ class Options:
     seed: int = 0
     fast_kernels: bool = True
     dtype: str = "f32"
+    matmul_precision: str = "float32"
 
     def __post_init__(self) -> None:
         if self.backend not in _BACKENDS:
@@ -79,6 +88,11 @@ class Options:
             d = None
         if d is None or not d.is_float:
             raise TorchleanError(f"Options.dtype must be 'f32' or 'f64', got {self.dtype!r}")
+        if self.matmul_precision not in _PRECISIONS:
+            raise TorchleanError(
+                f"Options.matmul_precision must be one of {', '.join(_PRECISIONS)}, "
+                f"got {self.matmul_precision!r}"
+            )
         object.__setattr__(self, "dtype", d.value)
         object.__setattr__(self, "seed", int(self.seed))
 

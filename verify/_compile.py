@@ -13,13 +13,16 @@ class CompilerUnavailable(Exception):
     """The ``compiler`` package cannot be imported."""
 
 
-def compile_graph(graph: tl.GraphData, dtype: str) -> Any:
-    """``compiler.compile(graph, dtype=...)`` (a cached ``CompiledGraph``)."""
+def compile_graph(graph: tl.GraphData, dtype: str, precision: str = "float32") -> Any:
+    """``compiler.compile(graph, dtype=..., matmul_precision=...)`` (a cached
+    ``CompiledGraph``)."""
     try:
         import compiler
     except ImportError as e:  # pragma: no cover - the package ships with the compiler
         raise CompilerUnavailable(f"the compiler package is not importable: {e}") from None
-    return compiler.compile(graph, dtype={"float64": "f64", "float32": "f32"}[dtype])
+    return compiler.compile(
+        graph, dtype={"float64": "f64", "float32": "f32"}[dtype], matmul_precision=precision
+    )
 
 
 def outer_jaxprs(cg: Any) -> dict[str, Any]:

@@ -100,4 +100,17 @@ NOTE = (
     "of each operation is not modelled"
 )
 
-__all__ = ["NOTE", "constants", "is_float32", "round_f32", "round_number"]
+
+def reduced_note(precision: str) -> str:
+    """The note of a float32 compilation whose matrix products and convolutions run below
+    float32 (``compiler.compile(..., matmul_precision="tf32" | "bf16")``): what is still
+    proved, and that the float32 statement does not cover it."""
+    return (
+        f"reduced-precision compilation (matmul_precision={precision!r}): its jaxprs are checked "
+        "in exact arithmetic against the reference, but its matrix products and convolutions "
+        "round their inputs below float32 (TF32 or bfloat16) on the GPUs and TPUs that have "
+        "them, so no float32 statement covers this program"
+    )
+
+
+__all__ = ["NOTE", "constants", "is_float32", "reduced_note", "round_f32", "round_number"]

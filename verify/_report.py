@@ -167,6 +167,8 @@ class Report:
     graph_checks: tuple[Check, ...]
     seconds: float = 0.0
     notes: tuple[str, ...] = field(default_factory=tuple)
+    #: the precision of the compiled matrix products and convolutions (``compiler._precision``)
+    matmul_precision: str = "float32"
 
     @property
     def all_checks(self) -> list[Check]:
@@ -236,6 +238,7 @@ class Report:
             "version": SCHEMA_VERSION,
             "graph": self.graph,
             "dtype": self.dtype,
+            "matmul_precision": self.matmul_precision,
             "verdict": self.verdict,
             "exit_code": self.exit_code,
             "seconds": round(self.seconds, 3),
@@ -259,7 +262,7 @@ def _row_checks(checks: Sequence[Check]) -> str:
 
 def render_text(report: Report, *, max_rows: int = 60) -> str:
     """A plain-text table (one row per signature), the notes, the failures and the verdict."""
-    lines = [f"graph {report.graph} ({report.dtype})"]
+    lines = [f"graph {report.graph} ({report.dtype}, matmul precision {report.matmul_precision})"]
     firsts = [n for n in report.nodes if n.shared_with is None]
     for n in firsts[:max_rows]:
         same = [m.node for m in report.nodes if m.shared_with == n.node]

@@ -76,6 +76,8 @@ class Options:
     #: ``time.time()`` past which nothing more is checked (``verify_graph(timeout=...)``)
     deadline: float | None = None
     timeout: float | None = None
+    #: the compiled artifact's matmul / convolution precision (``compiler._precision``)
+    matmul_precision: str = "float32"
 
 
 #: The reason of a check the timeout left out, and of one it interrupted.
@@ -126,6 +128,13 @@ def graph_dtype(graph: tl.GraphData) -> str:
     return "f64" if d.value == "f64" else "f32"
 
 
+def _precision(value: str) -> str:
+    names = ("float32", "tf32", "bf16")  # compiler._precision
+    if value not in names:
+        raise ValueError(f"matmul_precision must be one of {', '.join(names)}, got {value!r}")
+    return value
+
+
 def _float_dtype(dtype: str) -> str:
     d = {"f64": "float64", "float64": "float64", "f32": "float32", "float32": "float32"}.get(dtype)
     if d is None:
@@ -157,6 +166,7 @@ def _work_rule(
 def _work_call(
     graph_json: str,
     dtype: str,
+    precision: str,
     node: int,
     kind: str,
     text: str,
@@ -170,7 +180,7 @@ def _work_call(
     if _past(deadline):
         return _timed(deadline, name, list)
     graph = tl.loads(graph_json)
-    cg = compile_graph(graph, dtype)
+    cg = compile_graph(graph, dtype, precision)
     entry = next(e for e in cg.tape if e.node == node)
     inner = trace_entry(cg, entry, kind)
     if str(inner) != text:
@@ -266,6 +276,7 @@ def verify_graph(
     name: str | None = None,
     method: Method = "auto",
     timeout: float | None = None,
+    matmul_precision: str = "float32",
 ) -> Report:
     """Verify ``graph``: rule soundness of every op signature, the compiled tape's rule calls
     and wiring (compiled in ``dtype``: by default the graph's own dtype, what
@@ -283,6 +294,10 @@ def verify_graph(
     ``timeout`` (seconds) bounds the run: past it nothing more is checked, work in progress
     stops, and each check not decided is ``not verified``, "not reached before the timeout" or
     "stopped by the timeout" (the verdict is then ``undecided`` unless a mismatch was found).
+    ``matmul_precision`` is the precision of the compiled artifact's matrix products and
+    convolutions (``compiler.compile(..., matmul_precision=...)``): the report names it, and a
+    reduced one (``"tf32"``, ``"bf16"``) drops the float32 statement (its note says so).
+
     Raises :class:`torchlean_ir.TorchleanError` for an invalid graph."""
     t0 = time.perf_counter()
     start = time.time()
@@ -296,7 +311,8 @@ def verify_graph(
         _refuse_in_a_worker()
     deadline = None if timeout is None else start + timeout
     opts = Options(_float_dtype(dtype), compiled, end_to_end, kinks, max_elements, jobs,
-                   tuple(plugins), method, deadline, timeout)  # fmt: skip
+                   tuple(plugins), method, deadline, timeout,
+                   _precision(matmul_precision))  # fmt: skip
     report_progress = progress or (lambda stage, done, total: None)
     runner = _Runner(jobs, opts.plugins)
     try:
@@ -350,6 +366,7 @@ def _verify(
         tuple(graph_checks),
         time.perf_counter() - t0,
         tuple(notes),
+        opts.matmul_precision,
     )
 
 
@@ -414,13 +431,14 @@ def _compiled_checks(
 
     notes: list[str] = []
     if opts.dtype == "float32":
-        from ._f32 import NOTE
+        from ._f32 import NOTE, reduced_note
 
-        notes.append(NOTE)
+        notes.append(reduced_note(opts.matmul_precision) if opts.matmul_precision != "float32"
+                     else NOTE)  # fmt: skip
     if _past(opts.deadline):
         return {}, [_not_verified("compiled", "compiled functions", NOT_REACHED)], notes
     try:
-        cg = compile_graph(graph, opts.dtype)
+        cg = compile_graph(graph, opts.dtype, opts.matmul_precision)
         progress("tracing", 0, 3)
         jaxprs = outer_jaxprs(cg)
         progress("tracing", 3, 3)
@@ -463,8 +481,9 @@ def _compiled_checks(
     progress("compiled calls", done[0], len(keyed))
     if runner.pool is not None:
         gj = tl.dumps(graph)
-        tasks = [(gj, opts.dtype, keyed[k].entry.node, keyed[k].kind, k[4], opts.max_elements,
-                  opts.method, opts.deadline) for k in todo]  # fmt: skip
+        tasks = [(gj, opts.dtype, opts.matmul_precision, keyed[k].entry.node, keyed[k].kind,
+                  k[4], opts.max_elements, opts.method, opts.deadline)
+                 for k in todo]  # fmt: skip
         results = runner.map(_work_call, tasks, tick)
     else:
         tasks = [(graph, keyed[k].kind, keyed[k].entry, keyed[k].inner, opts.dtype,

@@ -82,6 +82,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--dtype", default=None, choices=("f64", "f32", "all"),
                    help="the compilation to verify (default: the graph's own dtype, what "
                    "compiler.compile(graph) runs; all: both)")  # fmt: skip
+    p.add_argument("--matmul-precision", default="float32", choices=("float32", "tf32", "bf16"),
+                   help="the precision of the compiled matrix products and convolutions to "
+                   "verify (default float32; tf32 and bf16 are the compiler's opt-in fast "
+                   "modes, which no float32 statement covers)")  # fmt: skip
     p.add_argument("--method", default="auto", choices=("auto", "tensor", "elements"),
                    help="how links 1 and 2 cover the elements: tensor level (one symbolic "
                    "element for all), element by element, or auto (tensor, then elements "
@@ -162,7 +166,8 @@ def _print_report(console: Any, report: Report, quiet: bool) -> None:
 
     style = {"verified": "bold green", "mismatch": "bold red", "undecided": "bold yellow"}
     if not quiet:
-        table = Table(title=f"{report.graph} ({report.dtype})", title_justify="left")
+        title = f"{report.graph} ({report.dtype}, matmul precision {report.matmul_precision})"
+        table = Table(title=title, title_justify="left")
         for col in ("nodes", "signature", "checks passed", "method", "result"):
             table.add_column(col, overflow="fold")
         shared: dict[int, list[int]] = {}
@@ -307,6 +312,7 @@ def _main(argv: Sequence[str] | None, stdout: Any, reports: list[Report]) -> int
                 report = verify_graph(
                     graph,
                     dtype=dt,
+                    matmul_precision=args.matmul_precision,
                     method=args.method,
                     compiled=not args.no_compiled,
                     end_to_end=args.end_to_end,

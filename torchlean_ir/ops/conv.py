@@ -128,7 +128,9 @@ def _conv_lower(B: Any, W: Any, b: Any, x: Any, S: Ints, P: Ints) -> Any:
         W,
         window_strides=S,
         padding=[(p, p) for p in P],
-        precision=lax.Precision.HIGHEST,
+        # no precision of its own: the compiler traces every rule at the caller's matmul
+        # precision (float32 unless a fast mode is asked for: compiler._precision)
+        precision=None,
     )
     return y[0] + _bias(B, b, len(S))
 
@@ -208,7 +210,7 @@ def _conv_transpose_lower(B: Any, W: Any, b: Any, x: Any, S: Ints, P: Ints) -> A
         window_strides=(1,) * d,
         padding=[(k - 1 - p, k - 1 - p) for k, p in zip(W.shape[2:], P, strict=True)],
         lhs_dilation=S,
-        precision=lax.Precision.HIGHEST,
+        precision=None,  # the caller's matmul precision (see _conv_lower)
     )
     return y[0] + _bias(B, b, d)
 
