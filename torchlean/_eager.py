@@ -266,6 +266,17 @@ class _JaxKernels:
         import jax
 
         with self.x64():
+            if isinstance(value, jax.Array):
+                # already on a device: converted and moved there, never through the host
+                if value.dtype != self.np_dtype:
+                    if value.dtype.kind not in "fiu":
+                        raise TypeError(f"not a real array: {value.dtype}")
+                    value = value.astype(self.np_dtype)
+                return (
+                    value
+                    if value.devices() == {self.device}
+                    else jax.device_put(value, self.device)
+                )
             return jax.device_put(np.asarray(value, dtype=self.np_dtype), self.device)
 
     def param_value(self, p: Param) -> Any:
@@ -664,6 +675,14 @@ class EagerSession(Session):
         return Tensor(self, i, sig.out, gen)
 
     # -- values and gradients ----------------------------------------------------------------
+    def _device_value(self, t: Tensor) -> Any:
+        """The value of ``t`` as the JAX array it is, where the session computes with JAX (its
+        ``array_backend="jax"``, the GPU path), without waiting for it; ``None`` on the NumPy
+        path."""
+        if not self._k.on_device:
+            return None
+        return self._vals[self._id(t, "value")]
+
     def get_value(self, t: Tensor) -> np.ndarray:
         """The value of ``t`` as a NumPy array in the session's dtype (a copy); a batched
         value has the batch as its leading axis."""

@@ -10,6 +10,7 @@ go through JAX and come back as NumPy; values with a device-resident mirror stay
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Sequence
 from functools import partial
 from typing import Any, Literal
@@ -25,11 +26,18 @@ Kind = Literal["adam", "adamw"]
 
 def _check_hyper(lr: float, b1: float, b2: float, eps: float, wd: float = 0.0) -> None:
     for name, v in (("lr", lr), ("eps", eps), ("weight_decay", wd)):
-        if not np.isfinite(v) or v < 0:
+        if not _finite(v) or v < 0:
             raise TorchleanError(f"{name} must be a finite non-negative number, got {v!r}")
     for name, v in (("b1", b1), ("b2", b2)):
         if not 0 <= v < 1:
             raise TorchleanError(f"{name} must be in [0, 1), got {v!r}")
+
+
+def _finite(v: Any) -> bool:
+    try:
+        return math.isfinite(v)  # a Python call per number, not a NumPy ufunc dispatch
+    except TypeError:
+        return bool(np.isfinite(v))
 
 
 def _transform(kind: Kind, lr: Any, b1: Any, b2: Any, eps: Any, wd: Any) -> Any:

@@ -213,27 +213,52 @@ class ScalarTrainer(_Runner):
         self.data_axis = None if mesh is None else _check_mesh(mesh, data_axis, self.options)
         self._optimizer = Optimizer()
         self._opt_states: dict[str, Any] = {}
-        #: The loss of every step (``step`` / ``adam_step`` / ``adamw_step``), in order.
-        self.losses: list[float] = []
+        # per optimizer kind: the hyperparameters its state holds (a new value is put in the
+        # state; the same values again cost nothing)
+        self._hyper: dict[str, tuple[tuple[str, float], ...]] = {}
+        # the loss of every step, as returned: floats, or 0-d device arrays until read
+        self._losses: list[Any] = []
         if self._graph is not None and self._graph.output_types[0].shape != ():
             raise TorchleanError(
                 f"ScalarTrainer: the loss must be a scalar, got {self._graph.output_types[0]}"
             )
 
-    def _eager_loss(self, inputs: Sequence[Any], batched: bool) -> tuple[Tensor, float]:
-        """The loss tensor (per sample when batched) and its value (the mean over the batch)."""
+    @property
+    def losses(self) -> list[float]:
+        """The loss of every step (``step`` / ``adam_step`` / ``adamw_step``), in order, as
+        floats. Losses still on the device are fetched here, all in one transfer (a training
+        loop that does not read them never waits for the device)."""
+        pending = [k for k, v in enumerate(self._losses) if not isinstance(v, float)]
+        if pending:
+            import jax
+
+            got = jax.device_get([self._losses[k] for k in pending])
+            for k, v in zip(pending, got, strict=True):
+                self._losses[k] = float(v)
+        return list(self._losses)
+
+    @losses.setter
+    def losses(self, values: Sequence[float]) -> None:
+        self._losses = [float(v) for v in values]
+
+    def _eager_loss(self, inputs: Sequence[Any], batched: bool) -> tuple[Tensor, Any]:
+        """The loss tensor (per sample when batched) and its value (the mean over the batch):
+        a float on the NumPy path, a 0-d device array on the JAX path (read when needed)."""
         out = self._eager_output(inputs, batched)
         if out.shape != ():
             raise TorchleanError(f"ScalarTrainer: the loss must be a scalar, got {out.type}")
-        return out, float(np.mean(out.numpy()))
+        value = self.session._device_value(out)
+        if value is None:
+            return out, float(np.mean(out.numpy()))
+        return out, _device_mean(value)
 
     def _value_and_grads(
         self, inputs: Sequence[Any], batched: bool
-    ) -> tuple[float, list[tuple[Param, Any]]]:
+    ) -> tuple[Any, list[tuple[Param, Any]]]:
         if self.options.backend == "compiled":
             cg, leaves, index = self._compiled_call(inputs, batched)
             value, grads = cg.value_and_grad(leaves, index)
-            loss = float(np.mean(np.asarray(value)))
+            loss = _device_mean(value)
             return loss, [(p, grads[p.name]) for p in self.params if p.requires_grad]
         t, loss = self._eager_loss(inputs, batched)
         self.session.backward(t, grads="mean")
@@ -244,22 +269,23 @@ class ScalarTrainer(_Runner):
         return self.options.backend == "compiled" or self.session._on_device
 
     def forward(self, *inputs: Any, batched: bool = False) -> float:
-        """The loss (the mean over the batch when ``batched``)."""
+        """The loss (the mean over the batch when ``batched``), as a float."""
         if self.options.backend == "compiled":
             cg, leaves, index = self._compiled_call(inputs, batched)
             return float(np.mean(np.asarray(cg.forward(leaves, index))))
-        return self._eager_loss(inputs, batched)[1]
+        return float(self._eager_loss(inputs, batched)[1])
 
     def backward(self, *inputs: Any, batched: bool = False) -> dict[str, np.ndarray]:
         """The gradients of the loss for the params with ``requires_grad``, by name."""
         _, pairs = self._value_and_grads(inputs, batched)
         return {p.name: np.asarray(g, dtype=np.float64) for p, g in pairs}  # type: ignore[misc]
 
-    def _fused_step(self, kind: str, inputs: Sequence[Any], batched: bool, **hyper: float) -> float:
+    def _fused_step(self, kind: str, inputs: Sequence[Any], batched: bool, **hyper: float) -> Any:
         """Compiled backend: one jitted call (``compiler.TrainStep``): forward, tape VJP and
-        the optax update, params and moments donated and kept on the device. Hyperparameters
-        live in the optimizer state (``optax.inject_hyperparams``), so changing them between
-        steps never recompiles."""
+        the optax update, params and moments donated and kept on the device; the loss comes
+        back as a 0-d device array (nothing waits for the device). Hyperparameters live in the
+        optimizer state (``optax.inject_hyperparams``), so changing them between steps never
+        recompiles; they are uploaded only when they change."""
         import jax.numpy as jnp
         import optax
 
@@ -290,27 +316,31 @@ class ScalarTrainer(_Runner):
         opt_state = self._opt_states.get(kind)
         if opt_state is None:
             opt_state = step.init(params).opt_state
-        hp = opt_state.hyperparams
-        opt_state = opt_state._replace(
-            hyperparams={k: jnp.asarray(hyper.get(k, v), dtype=v.dtype) for k, v in hp.items()}
-        )
+            self._hyper.pop(kind, None)
+        values = tuple(hyper.items())
+        if self._hyper.get(kind) != values:
+            hp = opt_state.hyperparams
+            opt_state = opt_state._replace(
+                hyperparams={k: jnp.asarray(hyper.get(k, v), dtype=v.dtype) for k, v in hp.items()}
+            )
+            self._hyper[kind] = values
         state = compiler.TrainState(params, opt_state, 0, step.param_names)
         new, loss = step(state, leaves, index or None)
         self._opt_states[kind] = new.opt_state
         for p in self.params:
             if p.name in new.params:
                 p._set_device(new.params[p.name])
-        self.losses.append(float(loss))
-        return float(loss)
+        self._losses.append(loss)
+        return loss
 
-    def step(self, *inputs: Any, lr: float, batched: bool = False) -> float:
-        """One SGD step; returns the loss before it."""
+    def step(self, *inputs: Any, lr: float, batched: bool = False) -> Any:
+        """One SGD step; returns the loss before it (see :meth:`adam_step`)."""
         if self.options.backend == "compiled":
             _check_hyper(lr, 0.0, 0.0, 0.0)
             return self._fused_step("sgd", inputs, batched, learning_rate=lr)
         loss, pairs = self._value_and_grads(inputs, batched)
         self._optimizer.sgd(pairs, lr, on_device=self._on_device)
-        self.losses.append(loss)
+        self._losses.append(loss)
         return loss
 
     def adam_step(
@@ -321,8 +351,10 @@ class ScalarTrainer(_Runner):
         b2: float = 0.999,
         eps: float = 1e-8,
         batched: bool = False,
-    ) -> float:
-        """One Adam step (``optax.adam``); returns the loss before it."""
+    ) -> Any:
+        """One Adam step (``optax.adam``); returns the loss before it: a float on the eager
+        CPU path, else a 0-d array that stays on the device until read (``float(loss)``), so
+        a training loop never waits for the device (:attr:`losses` reads them all at once)."""
         if self.options.backend == "compiled":
             _check_hyper(lr, b1, b2, eps)
             return self._fused_step(
@@ -330,7 +362,7 @@ class ScalarTrainer(_Runner):
             )
         loss, pairs = self._value_and_grads(inputs, batched)
         self._optimizer.adam("adam", pairs, lr=lr, b1=b1, b2=b2, eps=eps, on_device=self._on_device)
-        self.losses.append(loss)
+        self._losses.append(loss)
         return loss
 
     def adamw_step(
@@ -342,8 +374,9 @@ class ScalarTrainer(_Runner):
         eps: float = 1e-8,
         weight_decay: float = 1e-2,
         batched: bool = False,
-    ) -> float:
-        """One AdamW step (``optax.adamw``); returns the loss before it."""
+    ) -> Any:
+        """One AdamW step (``optax.adamw``); returns the loss before it (see
+        :meth:`adam_step`)."""
         if self.options.backend == "compiled":
             _check_hyper(lr, b1, b2, eps, weight_decay)
             return self._fused_step(
@@ -367,7 +400,7 @@ class ScalarTrainer(_Runner):
             weight_decay=weight_decay,
             on_device=self._on_device,
         )
-        self.losses.append(loss)
+        self._losses.append(loss)
         return loss
 
     def save_loss_curve(
@@ -383,7 +416,7 @@ class ScalarTrainer(_Runner):
         backend) as a PNG, with the curves of ``compare`` (other trainers, or loss lists, by
         label) on the same chart, e.g. ``eager.save_loss_curve("c.png", compare={"compiled":
         compiled})``. Needs matplotlib (the ``examples`` extra); returns the path."""
-        curves = {label or self.options.backend: self.losses}
+        curves: dict[str, Sequence[float]] = {label or self.options.backend: self.losses}
         for label, other in (compare or {}).items():
             curves[label] = other.losses if isinstance(other, ScalarTrainer) else other
         return plot_losses(path, curves, title=title, log=log)
@@ -396,6 +429,13 @@ class ScalarTrainer(_Runner):
         """The verifier's report on the loss graph: its compiled backward equals the reference
         ``backprop_ctx``."""
         return verify_graph(self.graph, self.options, **kwargs)
+
+
+def _device_mean(value: Any) -> Any:
+    """The mean of a (batch of) loss values that stays on the device: a 0-d array."""
+    import jax.numpy as jnp
+
+    return value if value.ndim == 0 else jnp.mean(value)
 
 
 def _check_mesh(mesh: Any, data_axis: str | None, options: Options) -> str:
