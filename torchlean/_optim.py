@@ -65,7 +65,24 @@ def _update(kind: Kind, params: tuple, grads: tuple, states: tuple, hyper: tuple
     return tuple(new_p), tuple(new_s)
 
 
+def _init_all(kind: Kind, params: tuple) -> tuple:
+    return tuple(_init_state(kind, p) for p in params)
+
+
 _UPDATE_JIT: Any = None
+_INIT_JIT: Any = None
+
+
+def _init_jit() -> Any:
+    """The fresh states of several params in one jitted call: one executable instead of one
+    per moment shape, and states placed (committed) where the params are, as the update's own
+    outputs are, so the update is not compiled a second time at its second step."""
+    global _INIT_JIT
+    if _INIT_JIT is None:
+        import jax
+
+        _INIT_JIT = jax.jit(_init_all, static_argnums=0)
+    return _INIT_JIT
 
 
 def _update_jit() -> Any:
@@ -134,13 +151,18 @@ class Optimizer:
         params = tuple(p._device if on_device else p.value for p, _ in pairs)
         grads = tuple(g for _, g in pairs)
         with _x64(params):
+            import jax
             import jax.numpy as jnp
 
             dtype = params[0].dtype
-            states = []
-            for (p, _), v in zip(pairs, params, strict=True):
-                s = self.state(kind, p)
-                states.append(_init_state(kind, jnp.asarray(v)) if s is None else s)
+            states: list[Any] = [self.state(kind, p) for p, _ in pairs]
+            fresh = [k for k, s in enumerate(states) if s is None]
+            if fresh:
+                made = _init_jit()(kind, tuple(jnp.asarray(params[k]) for k in fresh))
+                if hasattr(params[0], "devices"):  # committed to the params' device
+                    made = jax.device_put(made, next(iter(params[0].devices())))
+                for k, s in zip(fresh, made, strict=True):
+                    states[k] = s
             # NumPy scalars: the jitted call takes them as they are (no dispatch of their own)
             hyper = tuple(np.asarray(h, dtype=dtype) for h in (lr, b1, b2, eps, weight_decay))
             new_p, new_s = _update_jit()(kind, params, grads, tuple(states), hyper)
