@@ -52,8 +52,8 @@ SCRIPT = textwrap.dedent(
     one = trainer(None)
     mesh = Mesh(np.array(jax.devices()), ("data",))
     dp = trainer(mesh)
-    l1 = [one.adam_step(x, y, lr=0.05, batched=True) for x, y in batches]
-    l4 = [dp.adam_step(x, y, lr=0.05, batched=True) for x, y in batches]
+    l1 = [float(one.adam_step(x, y, lr=0.05, batched=True)) for x, y in batches]
+    l4 = [float(dp.adam_step(x, y, lr=0.05, batched=True)) for x, y in batches]
     specs = sorted({(str(p._device.sharding.spec), len(p._device.devices())) for p in dp.params})
     f1 = one.forward(*batches[0], batched=True)
     f4 = dp.forward(*batches[0], batched=True)
