@@ -111,6 +111,10 @@ def _params(sig_attrs: dict[str, Any], op: Op, idx: tuple, position: int) -> dic
     return params
 
 
+#: default batched seeds on a device, by (shape, mean scale, dtype, device)
+_SEEDS: dict[tuple[Any, ...], Any] = {}
+
+
 class _NumpyKernels:
     """The registry's reference rules, run with NumPy in the session's dtype (optionally with
     the op's own jitted JAX lowering for the ops that declare one: ``fast_kernels``)."""
@@ -285,6 +289,12 @@ class _JaxKernels:
 
     seed = leaf
 
+    def index(self, value: np.ndarray) -> Any:
+        import jax
+
+        with self.x64():
+            return jax.device_put(value, self.device)
+
     def zeros(self, shape: tuple[int, ...]) -> Any:
         return self.leaf(np.zeros(shape))
 
@@ -411,6 +421,7 @@ class EagerSession(Session):
         self._grads: dict[int, Any] | None = None
         self._grad_scale: int | None = None  # the batch size after backward(grads="mean")
         self._nat_values = []
+        self._nat_device: dict[int, Any] = {}  # nat values uploaded once (the JAX path)
         self._nat_refs = []
         self._nat_batched = []
         self._batch: int | None = None  # the batch size, once a batched input is given
@@ -542,6 +553,19 @@ class EagerSession(Session):
             )
         return t
 
+    def _nat_arg(self, k: int) -> Any:
+        """Nat ``k`` as the kernels take it: on the JAX path uploaded once (not at every op
+        that reads it), on the NumPy path the array itself."""
+        if not self._k.on_device:
+            return self._nat_values[k]
+        v = self._nat_device.get(k)
+        if v is None:
+            v = self._nat_device[k] = self._k.index(self._nat_values[k])
+        return v
+
+    def _nats_changed(self) -> None:
+        self._nat_device.clear()
+
     def _add_nat(
         self, value: Any, size: int | None, name: str | None, what: str, batched: bool = False
     ) -> NatRef:
@@ -641,7 +665,7 @@ class EagerSession(Session):
             arg_types = tuple([types[i] for i in ids])
             sig = self._sig(key, op_name, arg_types, tuple([n.type for n in nats]), attrs)
         vals = self._vals
-        idx = tuple([self._nat_values[n._key] for n in nats]) if nats else ()
+        idx = tuple([self._nat_arg(n._key) for n in nats]) if nats else ()
         position = self._n_ops
         batch: _Batch | None = None
         if self._batch is not None:
@@ -724,6 +748,7 @@ class EagerSession(Session):
             raise TorchleanError(f"backward: grads must be 'sum' or 'mean', got {grads!r}")
         shape, batched = self._types[i].shape, self._bat[i]
         full = (self._batch, *shape) if batched else shape
+        default = seed is None
         if seed is None:
             if shape != ():
                 raise TorchleanError(
@@ -741,8 +766,16 @@ class EagerSession(Session):
         if scale is not None:
             # the mean over the batch, as the compiled batched backward takes it: on the seeds
             seed = np.asarray(seed, self._k.np_dtype) / np.asarray(scale, self._k.np_dtype)
-        # a batched seed goes to the first VJP call as it is (the call moves it to the device)
-        ct0 = np.asarray(seed, self._k.np_dtype) if batched else self._k.seed(seed)
+        if batched and default and self._k.on_device:
+            # the default seed of a training loop: uploaded once per batch size and reduction
+            ct0 = _SEEDS.get((full, scale, self._k.np_dtype, self._k.device))
+            if ct0 is None:
+                ct0 = _SEEDS[(full, scale, self._k.np_dtype, self._k.device)] = self._k.seed(seed)
+        elif batched:
+            # a batched seed goes to the first VJP call as it is (the call moves it there)
+            ct0 = np.asarray(seed, self._k.np_dtype)
+        else:
+            ct0 = self._k.seed(seed)
         cts: dict[int, Any] = {i: ct0}
         nodes, add = self._nodes, self._k.add
         for j in range(i, -1, -1):

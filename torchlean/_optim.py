@@ -71,6 +71,8 @@ def _init_all(kind: Kind, params: tuple) -> tuple:
 
 _UPDATE_JIT: Any = None
 _INIT_JIT: Any = None
+#: hyperparameters on a device, by (values, dtype, device)
+_HYPER: dict[tuple[Any, ...], tuple[Any, ...]] = {}
 
 
 def _init_jit() -> Any:
@@ -163,8 +165,21 @@ class Optimizer:
                     made = jax.device_put(made, next(iter(params[0].devices())))
                 for k, s in zip(fresh, made, strict=True):
                     states[k] = s
-            # NumPy scalars: the jitted call takes them as they are (no dispatch of their own)
-            hyper = tuple(np.asarray(h, dtype=dtype) for h in (lr, b1, b2, eps, weight_decay))
+            values = (lr, b1, b2, eps, weight_decay)
+            if on_device and hasattr(params[0], "devices"):
+                # on the device, uploaded once per set of values (not five transfers a step)
+                device = next(iter(params[0].devices()))
+                key = (values, np.dtype(dtype), device)
+                hyper = _HYPER.get(key)
+                if hyper is None:
+                    if len(_HYPER) > 64:
+                        _HYPER.clear()  # a schedule changes them every step: keep few
+                    hyper = _HYPER[key] = jax.device_put(
+                        tuple(np.asarray(h, dtype=dtype) for h in values), device
+                    )
+            else:
+                # NumPy scalars: the jitted call takes them as they are
+                hyper = tuple(np.asarray(h, dtype=dtype) for h in values)
             new_p, new_s = _update_jit()(kind, params, grads, tuple(states), hyper)
         for (p, _), v, s in zip(pairs, new_p, new_s, strict=True):
             self._states[(kind, id(p))] = (p, s)
