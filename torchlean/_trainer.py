@@ -286,6 +286,7 @@ class ScalarTrainer(_Runner):
         back as a 0-d device array (nothing waits for the device). Hyperparameters live in the
         optimizer state (``optax.inject_hyperparams``), so changing them between steps never
         recompiles; they are uploaded only when they change."""
+        import jax
         import jax.numpy as jnp
         import optax
 
@@ -310,8 +311,6 @@ class ScalarTrainer(_Runner):
             )
         params = {n: leaves.pop(n) for n in step.param_names}
         if self.mesh is not None:  # replicated over the mesh (a no-op once they are)
-            import jax
-
             params = {n: jax.device_put(v, step.param_sharding) for n, v in params.items()}
         opt_state = self._opt_states.get(kind)
         if opt_state is None:
@@ -320,8 +319,11 @@ class ScalarTrainer(_Runner):
         values = tuple(hyper.items())
         if self._hyper.get(kind) != values:
             hp = opt_state.hyperparams
-            opt_state = opt_state._replace(
-                hyperparams={k: jnp.asarray(hyper.get(k, v), dtype=v.dtype) for k, v in hp.items()}
+            opt_state = opt_state._replace(  # uploaded explicitly, where the state lives
+                hyperparams={
+                    k: jax.device_put(np.asarray(hyper.get(k, v), dtype=v.dtype), v.sharding)
+                    for k, v in hp.items()
+                }
             )
             self._hyper[kind] = values
         state = compiler.TrainState(params, opt_state, 0, step.param_names)

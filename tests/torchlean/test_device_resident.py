@@ -1,0 +1,71 @@
+"""Training stays on the device: a step of ``ScalarTrainer`` (compiled, or eager on the JAX
+path a GPU uses) makes no implicit host-to-device or device-to-host transfer once warm, returns
+its loss without waiting for it, and keeps parameters and moments on the device until read.
+Run on the CPU with ``jax.transfer_guard("disallow")``, which refuses implicit transfers there
+as it would on a GPU."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import numpy as np
+import pytest
+
+from torchlean import EagerSession, NatInput, Options, ScalarTrainer, nn
+
+
+def _trainer(backend: str) -> tuple[ScalarTrainer, Any]:
+    opts = Options(backend=backend, dtype="f32")
+    rng = opts.rng("init")
+    model = nn.Sequential(nn.Linear(12, 16, rng=rng), nn.ReLU(), nn.Linear(16, 4, rng=rng))
+
+    def loss(ops: Any, image: Any, label: Any) -> Any:
+        return ops.cross_entropy(model(ops, image), label)
+
+    trainer = ScalarTrainer(loss, model.parameters(), [(12,), NatInput()], opts)
+    if backend == "eager":
+        trainer.session = EagerSession(opts, array_backend="jax")  # the GPU's path, on the CPU
+    return trainer, model
+
+
+def _data() -> tuple[Any, np.ndarray]:
+    rng = np.random.default_rng(0)
+    x = jax.device_put(rng.normal(size=(8, 12)).astype(np.float32))
+    return x, rng.integers(0, 4, size=8)
+
+
+@pytest.mark.parametrize("backend", ["compiled", "eager"])
+def test_a_warm_step_makes_no_implicit_transfer(backend: str) -> None:
+    trainer, model = _trainer(backend)
+    x, y = _data()
+    labels = jax.device_put(y.astype(np.int32)) if backend == "compiled" else y
+    for _ in range(2):
+        trainer.adam_step(x, labels, lr=1e-2, batched=True)
+        trainer.adamw_step(x, labels, lr=2e-2, batched=True)
+    with jax.transfer_guard("disallow"):
+        loss = trainer.adam_step(x, labels, lr=1e-2, batched=True)
+        loss = trainer.adamw_step(x, labels, lr=1e-2, batched=True)
+    assert isinstance(loss, jax.Array) and loss.shape == ()
+    assert all(not p.synced for p in model.parameters())  # the host copies are stale
+    losses = trainer.losses  # read here, all at once
+    assert len(losses) == 6 and all(type(v) is float for v in losses)
+    assert losses[-1] == float(loss)
+    values = trainer.get_params()  # synchronised on read
+    assert all(p.synced for p in model.parameters())
+    assert all(np.all(np.isfinite(v)) for v in values.values())
+
+
+def test_losses_follow_the_numpy_path() -> None:
+    """The device path computes what the NumPy path computes, step by step."""
+    x, y = _data()
+    ref, _ = _trainer("eager")
+    ref.session = EagerSession(ref.options)  # NumPy kernels: float losses
+    dev, _ = _trainer("eager")
+    for _ in range(3):
+        a = ref.adam_step(np.asarray(x), y, lr=1e-2, batched=True)
+        dev.adam_step(x, y, lr=1e-2, batched=True)
+        assert type(a) is float
+    np.testing.assert_allclose(dev.losses, ref.losses, rtol=1e-5)
+    dev.losses = [1.0]
+    assert dev.losses == [1.0]
