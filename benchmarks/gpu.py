@@ -35,7 +35,9 @@ device: ``jax.block_until_ready`` on the parameters, ``torch.cuda.synchronize``)
 On a machine without a GPU everything runs on the CPU (and says so); ``--quick`` shrinks every
 size (MLP 64-32-32-10 batch 32, GPT-2 2 layers d 64 seq 32 vocab 256, ...) so that the whole
 script runs on a CPU in a couple of minutes. ``torch.compile`` is skipped with a note where it
-fails or where ``--budget`` seconds are nearly spent. Progress lines go to stdout as the run
+fails or where ``--budget`` seconds are nearly spent. Where ``symengine`` (imported by
+``torchlean_ir`` for the verifier's symbolic backend, used by nothing here) is not installed, an
+empty module stands in for it and the output says so. Progress lines go to stdout as the run
 goes; after each measurement the section so far is written (``DIR/gpu.md``, the raw numbers in
 ``DIR/gpu.json`` with ``--out DIR``; ``docs/benchmarks.md`` unless ``--no-write``), so a run
 cut short still leaves its results.
@@ -915,16 +917,16 @@ def _gpt2_body(
         f"ids plus learned position embeddings ({g['seq']} positions), {g['layers']} pre-LN "
         "blocks with causal multi-head attention and a tanh-GELU MLP (4x width), a final layer "
         "norm, the **LM head tied** to the token embeddings, the mean next-token cross-entropy. "
-        "Not exactly GPT-2: the IR's `multi_head_attention` has no query/key/value biases, so "
-        "no side has them (the output projection's bias is there, added after the op), and "
-        "the position table has the sequence's 256 rows, not 1024. Attention is written out "
-        "(scores, mask, softmax) on the hand-written sides, no fused attention kernel. Ours is "
-        "a graph of one sequence (token ids and flat label positions as index input vectors; "
-        "`gather_rows_nat`, `multi_head_attention(mask=causal)`, `log_softmax`, "
-        "`gather_vec_nat`) compiled and batched (`grads='mean'`) under `compiler.TrainStep`; "
-        "`torch.compile` (default mode) compiles the loss, its backward through AOTAutograd, "
-        "the optimizer runs eager. *first step*: wall time of the first step, compilation "
-        "included.\n\n"
+        "Not exactly GPT-2: the IR's `multi_head_attention` has no query/key/value biases, so"
+        " no side has them (the output projection's bias is there, added after the op), and "
+        f"the position table has the sequence's {g['seq']} rows, not 1024. Attention is "
+        "written out (scores, mask, softmax) on the hand-written sides, no fused attention "
+        "kernel. Ours is a graph of one sequence (token ids and flat label positions as index"
+        " input vectors; `gather_rows_nat`, `multi_head_attention(mask=causal)`, "
+        "`log_softmax`, `gather_vec_nat`) compiled and batched (`grads='mean'`) under "
+        "`compiler.TrainStep`; `torch.compile` (default mode) compiles the loss, its backward"
+        " through AOTAutograd, the optimizer runs eager. *first step*: wall time of the first"
+        " step, compilation included.\n\n"
         + table(
             [
                 "training step",
