@@ -68,29 +68,31 @@ def _nll_jax(logits: Any, labels: Any) -> Any:
 MLP_DIMS = (784, 256, 256, 10)
 
 
-def mlp(batch: int = 64, seed: int = 0) -> Bench:
+def mlp(batch: int = 64, seed: int = 0, dims: tuple[int, ...] | None = None) -> Bench:
+    dims = MLP_DIMS if dims is None else tuple(dims)
+    layers = len(dims) - 1
     b = tl.GraphBuilder("f32")
-    x = b.input("x", (MLP_DIMS[0],))
+    x = b.input("x", (dims[0],))
     label = b.index("label")
     h = x
-    for k, (i, o) in enumerate(itertools.pairwise(MLP_DIMS)):
+    for k, (i, o) in enumerate(itertools.pairwise(dims)):
         h = b.linear(b.param(f"W{k}", (o, i)), b.param(f"b{k}", (o,)), h)
-        if k < len(MLP_DIMS) - 2:
+        if k < layers - 1:
             h = h.relu()
     g = b.build(-b.gather_scalar_nat(b.log_softmax(h), label))
     rng = np.random.default_rng(seed)
     params: dict[str, np.ndarray] = {}
-    for k, (i, o) in enumerate(itertools.pairwise(MLP_DIMS)):
+    for k, (i, o) in enumerate(itertools.pairwise(dims)):
         params[f"W{k}"] = (rng.normal(size=(o, i)) / math.sqrt(i)).astype(np.float32)
         params[f"b{k}"] = np.zeros(o, np.float32)
-    data = {"x": rng.normal(size=(batch, MLP_DIMS[0])).astype(np.float32)}
-    index = {"label": rng.integers(0, MLP_DIMS[-1], size=batch).astype(np.int32)}
+    data = {"x": rng.normal(size=(batch, dims[0])).astype(np.float32)}
+    index = {"label": rng.integers(0, dims[-1], size=batch).astype(np.int32)}
 
     def jax_loss(p: dict, d: dict, i: dict) -> Any:
         h = d["x"]
-        for k in range(3):
+        for k in range(layers):
             h = h @ p[f"W{k}"].T + p[f"b{k}"]
-            if k < 2:
+            if k < layers - 1:
                 h = jax.nn.relu(h)
         return _nll_jax(h, i["label"])
 
@@ -98,14 +100,14 @@ def mlp(batch: int = 64, seed: int = 0) -> Bench:
         import torch
 
         h = d["x"]
-        for k in range(3):
+        for k in range(layers):
             h = torch.nn.functional.linear(h, p[f"W{k}"], p[f"b{k}"])
-            if k < 2:
+            if k < layers - 1:
                 h = torch.relu(h)
         return torch.nn.functional.cross_entropy(h, i["label"])
 
-    return Bench("MLP 784-256-256-10", g, ("x", "label"), params, data, index, jax_loss,
-                 torch_loss)  # fmt: skip
+    return Bench(f"MLP {'-'.join(map(str, dims))}", g, ("x", "label"), params, data, index,
+                 jax_loss, torch_loss)  # fmt: skip
 
 
 # -- CNN -------------------------------------------------------------------------------------
@@ -286,12 +288,26 @@ def lenet5(batch: int = 64, seed: int = 0) -> Bench:
 TF_SEQ, TF_DIM, TF_HEADS, TF_FF = 32, 64, 4, 256
 
 
-def transformer(batch: int = 32, seed: int = 0) -> Bench:
-    n, d, H, ff = TF_SEQ, TF_DIM, TF_HEADS, TF_FF
+def transformer(
+    batch: int = 32,
+    seed: int = 0,
+    *,
+    seq: int | None = None,
+    dim: int | None = None,
+    heads: int | None = None,
+    ff: int | None = None,
+) -> Bench:
+    """The transformer block; ``seq``, ``dim``, ``heads``, ``ff`` default to the ``TF_*``
+    constants."""
+    n = TF_SEQ if seq is None else seq
+    d = TF_DIM if dim is None else dim
+    H = TF_HEADS if heads is None else heads
+    ff = TF_FF if ff is None else ff
+    shapes = _transformer_shapes(d, ff)
     b = tl.GraphBuilder("f32")
     x = b.input("x", (n, d))
     target = b.input("target", (n, d))
-    P = {k: b.param(k, s) for k, s in _transformer_shapes().items()}
+    P = {k: b.param(k, s) for k, s in shapes.items()}
 
     def dense(h: Any, W: str, bias: str) -> Any:  # (n, in) @ (in, out) + bias
         return h @ P[W] + b.broadcast_to(P[bias], shape=(n, P[W].type.shape[1]))
@@ -304,7 +320,7 @@ def transformer(batch: int = 32, seed: int = 0) -> Bench:
     g = b.build(b.mse_loss(x2 + dense(h, "W2", "b2"), target))
     rng = np.random.default_rng(seed)
     params = {}
-    for k, s in _transformer_shapes().items():
+    for k, s in shapes.items():
         if k.endswith(".g"):
             params[k] = np.ones(s, np.float32)
         elif len(s) == 1:
@@ -358,12 +374,156 @@ def transformer(batch: int = 32, seed: int = 0) -> Bench:
                  ("x", "target"), params, data, {}, jax_loss, torch_loss)  # fmt: skip
 
 
-def _transformer_shapes() -> dict[str, tuple[int, ...]]:
-    d, ff = TF_DIM, TF_FF
+def _transformer_shapes(d: int | None = None, ff: int | None = None) -> dict[str, tuple[int, ...]]:
+    d = TF_DIM if d is None else d
+    ff = TF_FF if ff is None else ff
     return {
         "ln1.g": (d,), "ln1.b": (d,), "Wq": (d, d), "Wk": (d, d), "Wv": (d, d), "Wo": (d, d),
         "ln2.g": (d,), "ln2.b": (d,), "W1": (d, ff), "b1": (ff,), "W2": (ff, d), "b2": (d,),
     }  # fmt: skip
+
+
+# -- GPT-2 (full model) ----------------------------------------------------------------------
+
+#: GPT-2 small: 12 layers, width 768, 12 heads, MLP 3072, vocabulary 50257 (sequence 256 here).
+GPT2_SMALL = {"layers": 12, "dim": 768, "heads": 12, "seq": 256, "vocab": 50257}
+
+
+def _gpt2_shapes(d: int, ff: int) -> dict[str, tuple[int, ...]]:
+    return {
+        "ln1.g": (d,), "ln1.b": (d,), "Wq": (d, d), "Wk": (d, d), "Wv": (d, d), "Wo": (d, d),
+        "bo": (d,), "ln2.g": (d,), "ln2.b": (d,), "W1": (d, ff), "b1": (ff,), "W2": (ff, d),
+        "b2": (d,),
+    }  # fmt: skip
+
+
+def gpt2(
+    batch: int = 8,
+    seed: int = 0,
+    *,
+    layers: int = 12,
+    dim: int = 768,
+    heads: int = 12,
+    seq: int = 256,
+    vocab: int = 50257,
+) -> Bench:
+    """A GPT-2 language model's training loss, the same math on all three sides: token
+    embeddings (rows of ``wte`` gathered by the token ids, an index input vector) plus learned
+    position embeddings ``wpe`` (``seq`` rows); ``layers`` pre-LN blocks ``x + MHA(LN(x)) + bo``
+    (causal mask; the ``multi_head_attention`` op has no query/key/value biases, so no side has
+    them; the output projection's bias is added after it) and ``x + W2 GELU_tanh(W1 LN(x) + b1)
+    + b2`` (MLP ``4 dim``); a final layer norm; the LM head tied to ``wte`` (logits ``h
+    wte^T``); the mean cross-entropy of the next token over the sequence.
+
+    Our graph describes one sequence. Its loss picks each position's label log-probability out
+    of the flattened ``(seq * vocab,)`` log-softmax with ``gather_vec_nat`` at the index input
+    ``target`` = ``t * vocab + label[t]`` (the IR has no per-row gather by a runtime index);
+    the hand-written sides take ``labels`` directly. ``index`` holds ``tokens``, ``target`` and
+    ``labels`` (each ``(batch, seq)``, int32)."""
+    n, d, H, V, ff = seq, dim, heads, vocab, 4 * dim
+    shapes = _gpt2_shapes(d, ff)
+    causal = np.tril(np.ones((n, n), dtype=bool))
+    b = tl.GraphBuilder("f32")
+    tokens = b.index("tokens", n)
+    target = b.index("target", n)
+    wte, wpe = b.param("wte", (V, d)), b.param("wpe", (n, d))
+    lnf_g, lnf_b = b.param("lnf.g", (d,)), b.param("lnf.b", (d,))
+
+    def rows(v: Any, cols: int) -> Any:  # a bias broadcast over the sequence
+        return b.broadcast_to(v, shape=(n, cols))
+
+    x = b.gather_rows_nat(wte, tokens) + wpe
+    for layer in range(layers):
+        P = {k: b.param(f"h{layer}.{k}", s) for k, s in shapes.items()}
+        h = b.layer_norm(x, P["ln1.g"], P["ln1.b"], eps=1e-5)
+        att = b.multi_head_attention(P["Wq"], P["Wk"], P["Wv"], P["Wo"], h, heads=H, mask=causal)
+        x = x + att + rows(P["bo"], d)
+        h = b.layer_norm(x, P["ln2.g"], P["ln2.b"], eps=1e-5)
+        h = b.gelu(h @ P["W1"] + rows(P["b1"], ff))
+        x = x + h @ P["W2"] + rows(P["b2"], d)
+    logits = b.layer_norm(x, lnf_g, lnf_b, eps=1e-5) @ b.transpose2d(wte)
+    lp = b.flatten(b.log_softmax(logits))
+    g = b.build(-b.reduce_mean(b.gather_vec_nat(lp, target), axis=0))
+
+    rng = np.random.default_rng(seed)
+    params = {
+        "wte": (rng.normal(size=(V, d)) * 0.02).astype(np.float32),
+        "wpe": (rng.normal(size=(n, d)) * 0.01).astype(np.float32),
+        "lnf.g": np.ones(d, np.float32),
+        "lnf.b": np.zeros(d, np.float32),
+    }
+    for layer in range(layers):
+        for k, s in shapes.items():
+            if k.endswith(".g"):
+                v = np.ones(s, np.float32)
+            elif len(s) == 1:
+                v = np.zeros(s, np.float32)
+            else:  # GPT-2's init: 0.02, the residual projections scaled by 1/sqrt(2 layers)
+                std = 0.02 / math.sqrt(2 * layers) if k in ("Wo", "W2") else 0.02
+                v = (rng.normal(size=s) * std).astype(np.float32)
+            params[f"h{layer}.{k}"] = v
+    text = rng.integers(0, V, size=(batch, n + 1))
+    labels = text[:, 1:].astype(np.int32)
+    index = {
+        "tokens": text[:, :-1].astype(np.int32),
+        "target": (np.arange(n, dtype=np.int64) * V + labels).astype(np.int32),
+        "labels": labels,
+    }
+    hd = d // H
+
+    def jax_ln(x: Any, g: Any, bias: Any) -> Any:
+        mu = jnp.mean(x, -1, keepdims=True)
+        var = jnp.mean((x - mu) ** 2, -1, keepdims=True)
+        return (x - mu) * jax.lax.rsqrt(var + 1e-5) * g + bias
+
+    def jax_loss(p: dict, dd: dict, i: dict) -> Any:
+        tok = i["tokens"]
+        B = tok.shape[0]
+        x = jnp.take(p["wte"], tok, axis=0) + p["wpe"]
+
+        def split(m: Any) -> Any:  # (B, n, d) -> (B, H, n, hd)
+            return m.reshape(B, n, H, hd).transpose(0, 2, 1, 3)
+
+        for layer in range(layers):
+            q = {k: p[f"h{layer}.{k}"] for k in shapes}
+            h = jax_ln(x, q["ln1.g"], q["ln1.b"])
+            Q, K, Vv = split(h @ q["Wq"]), split(h @ q["Wk"]), split(h @ q["Wv"])
+            s = Q @ jnp.swapaxes(K, -1, -2) / math.sqrt(hd)
+            a = jax.nn.softmax(jnp.where(causal, s, -jnp.inf), axis=-1)
+            o = (a @ Vv).transpose(0, 2, 1, 3).reshape(B, n, d)
+            x = x + o @ q["Wo"] + q["bo"]
+            h = jax_ln(x, q["ln2.g"], q["ln2.b"])
+            x = x + jax.nn.gelu(h @ q["W1"] + q["b1"], approximate=True) @ q["W2"] + q["b2"]
+        logits = jax_ln(x, p["lnf.g"], p["lnf.b"]) @ p["wte"].T
+        lp = jax.nn.log_softmax(logits, axis=-1)
+        return -jnp.mean(jnp.take_along_axis(lp, i["labels"][..., None], axis=-1))
+
+    def torch_loss(p: dict, dd: dict, i: dict) -> Any:
+        import torch
+
+        F = torch.nn.functional
+        tok = i["tokens"]
+        B = tok.shape[0]
+        mask = torch.ones((n, n), dtype=torch.bool, device=tok.device).tril()
+        x = F.embedding(tok, p["wte"]) + p["wpe"]
+
+        def split(m: Any) -> Any:
+            return m.reshape(B, n, H, hd).transpose(1, 2)
+
+        for layer in range(layers):
+            q = {k: p[f"h{layer}.{k}"] for k in shapes}
+            h = F.layer_norm(x, (d,), q["ln1.g"], q["ln1.b"], eps=1e-5)
+            Q, K, Vv = split(h @ q["Wq"]), split(h @ q["Wk"]), split(h @ q["Wv"])
+            s = (Q @ K.transpose(-1, -2) / math.sqrt(hd)).masked_fill(~mask, float("-inf"))
+            o = (torch.softmax(s, dim=-1) @ Vv).transpose(1, 2).reshape(B, n, d)
+            x = x + o @ q["Wo"] + q["bo"]
+            h = F.layer_norm(x, (d,), q["ln2.g"], q["ln2.b"], eps=1e-5)
+            x = x + F.gelu(h @ q["W1"] + q["b1"], approximate="tanh") @ q["W2"] + q["b2"]
+        logits = F.layer_norm(x, (d,), p["lnf.g"], p["lnf.b"], eps=1e-5) @ p["wte"].T
+        return F.cross_entropy(logits.reshape(-1, V), i["labels"].reshape(-1).long())
+
+    name = f"GPT-2 ({layers} layers, d {d}, {H} heads, seq {n}, vocab {V})"
+    return Bench(name, g, ("tokens", "target"), params, {}, index, jax_loss, torch_loss)
 
 
 MODELS: dict[str, Callable[..., Bench]] = {
