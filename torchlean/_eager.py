@@ -113,6 +113,34 @@ def _params(sig_attrs: dict[str, Any], op: Op, idx: tuple, position: int) -> dic
 
 #: default batched seeds on a device, by (shape, mean scale, dtype, device)
 _SEEDS: dict[tuple[Any, ...], Any] = {}
+#: VJP kernels being compiled in the background (EagerSession._warm_vjp), by id of the kernel
+_WARMING: dict[int, Any] = {}
+_POOL: Any = None
+
+
+def _warm_up(
+    fn: Kernel, shapes: list[tuple[tuple[int, ...], Any]], device: Any, x64: Callable[[], Any]
+) -> Any:
+    """Run ``fn`` once on zeros of ``shapes`` on ``device`` in a background thread (its
+    compilation lands in the jit cache); the future of that run."""
+    global _POOL
+    if _POOL is None:
+        import os
+        from concurrent.futures import ThreadPoolExecutor
+
+        _POOL = ThreadPoolExecutor(max(1, min(8, os.cpu_count() or 1)), "torchlean-warm")
+
+    def run() -> None:
+        import jax
+
+        try:
+            with x64():
+                args = [jax.device_put(np.zeros(s, d), device) for s, d in shapes]
+                jax.block_until_ready(fn(*args))
+        except Exception:
+            pass
+
+    return _POOL.submit(run)
 
 
 class _NumpyKernels:
@@ -674,6 +702,8 @@ class EagerSession(Session):
             idx_b = tuple([self._nat_batched[n._key] for n in nats])
             if True in arg_b or True in idx_b:
                 batch = self._batch_of(key, sig, ids, nats, arg_b, idx_b, position)
+        if batch is not None and not self._k.on_device:
+            self._to_batch_device(ids)
         try:
             if batch is None:
                 out = sig.forward([vals[i] for i in ids], idx, position)
@@ -692,7 +722,10 @@ class EagerSession(Session):
         self._bat.append(batch is not None)
         if True in diff:
             rg.append(True)
-            self._nodes.append(_Node(sig, tuple(ids), idx, position, diff, batch))
+            node = _Node(sig, tuple(ids), idx, position, diff, batch)
+            self._nodes.append(node)
+            if batch is not None and self._k.on_device:
+                self._warm_vjp(node, out)
         else:
             rg.append(False)
             self._nodes.append(None)
@@ -719,6 +752,33 @@ class EagerSession(Session):
         b = node.batch
         if b is None:
             return sig.vjp(args, vals[j], ct, node.idx, node.position)  # type: ignore[no-any-return]
+        fn = self._batched_vjp(node)
+        warming = _WARMING.pop(id(fn), None)
+        if warming is not None:
+            warming.result()  # compiled in the background since the forward: wait, once
+        gs = iter(fn(*args, vals[j], ct, *node.idx))
+        return tuple(next(gs) if d else None for d in node.diff)
+
+    def _to_batch_device(self, ids: list[int]) -> None:
+        """NumPy values an op on a batch reads (a param's host value on the first step, an
+        unbatched input) moved to the batch kernels' device, in the tape too (the VJP reads
+        them): committed arrays, as the params' device mirrors are from the second step on, so
+        the kernels see the same argument types at every step and compile once."""
+        vals = self._vals
+        device = None
+        for i in ids:
+            v = vals[i]
+            if isinstance(v, np.ndarray | np.generic):
+                if device is None:
+                    import jax
+
+                    device = self._batched_kernels().device
+                vals[i] = jax.device_put(v, device)
+
+    def _batched_vjp(self, node: _Node) -> Kernel:
+        """The vmapped VJP kernel of a batched node (made once per signature and flags)."""
+        b = node.batch
+        assert b is not None
         fn = b.vjps.get(node.diff)
         if fn is None:
             arg_shapes = tuple([self._types[a].shape for a in node.args])
@@ -729,12 +789,27 @@ class EagerSession(Session):
                 ]
             )
             fn = self._batched_kernels().rule(
-                "vjp", sig, arg_shapes, index_shapes, b.arg_b, b.idx_b, node.position, node.diff
-            )
-            if not sig.op.needs_position:
+                "vjp", node.sig, arg_shapes, index_shapes, b.arg_b, b.idx_b, node.position,
+                node.diff,
+            )  # fmt: skip
+            if not node.sig.op.needs_position:
                 b.vjps[node.diff] = fn
-        gs = iter(fn(*args, vals[j], ct, *node.idx))
-        return tuple(next(gs) if d else None for d in node.diff)
+        return fn
+
+    def _warm_vjp(self, node: _Node, out: Any) -> None:
+        """On a device, the first time a batched signature runs forward: compile its VJP
+        kernel in a background thread (XLA compiles off the GIL), so the first backward
+        finds it ready or nearly (the first step's compilations overlap instead of adding up).
+        The kernel runs once there on zeros of the real shapes, on the same device."""
+        if node.sig.op.needs_position or node.diff in node.batch.vjps:  # type: ignore[union-attr]
+            return
+        fn = self._batched_vjp(node)
+        vals = self._vals
+        shapes = [(np.shape(vals[a]), vals[a].dtype) for a in node.args]
+        shapes += [(np.shape(out), out.dtype)] * 2
+        shapes += [(np.shape(v), np.asarray(v).dtype if not hasattr(v, "dtype") else v.dtype)
+                   for v in node.idx]  # fmt: skip
+        _WARMING[id(fn)] = _warm_up(fn, shapes, self._k.device, self._k.x64)
 
     def backward(self, t: Tensor, seed: Any = None, *, grads: GradReduction = "sum") -> None:
         """Reverse mode from ``t``: seed 1 for a scalar, or an explicit cotangent ``seed`` of

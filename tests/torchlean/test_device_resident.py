@@ -69,3 +69,50 @@ def test_losses_follow_the_numpy_path() -> None:
     np.testing.assert_allclose(dev.losses, ref.losses, rtol=1e-5)
     dev.losses = [1.0]
     assert dev.losses == [1.0]
+
+
+class _Compiles:
+    """Counts XLA compilations (``jax_log_compiles``) while installed."""
+
+    def __init__(self) -> None:
+        import logging
+
+        self.n = 0
+        counter = self
+
+        class Handler(logging.Handler):
+            def emit(self, record: logging.LogRecord) -> None:
+                if "Finished XLA compilation" in record.getMessage():
+                    counter.n += 1
+
+        self.handler = Handler()
+
+    def __enter__(self) -> _Compiles:
+        import logging
+
+        self._old = jax.config.jax_log_compiles
+        jax.config.update("jax_log_compiles", True)
+        logging.getLogger("jax").addHandler(self.handler)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        import logging
+
+        logging.getLogger("jax").removeHandler(self.handler)
+        jax.config.update("jax_log_compiles", self._old)
+
+
+@pytest.mark.parametrize("array_backend", ["numpy", "jax"])
+def test_eager_training_compiles_only_in_its_first_step(array_backend: str) -> None:
+    """The second step meets the kernels with the argument types of the first (params as
+    committed device arrays from the start, fresh optimizer states placed where the params
+    are), so nothing is compiled again."""
+    trainer, _ = _trainer("eager")
+    trainer.session = EagerSession(trainer.options, array_backend=array_backend)
+    x, y = _data()
+    x = np.asarray(x)
+    trainer.adam_step(x, y, lr=1e-2, batched=True)
+    with _Compiles() as compiles:
+        for _ in range(2):
+            trainer.adam_step(x, y, lr=1e-2, batched=True)
+    assert compiles.n == 0
