@@ -19,7 +19,7 @@ data axis, parameters and optimizer moments replicated, gradients reduced by XLA
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -133,16 +133,31 @@ class _Runner:
     def _compiled_call(self, inputs: Sequence[Any], batched: bool) -> tuple[Any, dict, dict]:
         """The compiled graph for the call (mapped over the batch, with mean gradients, when
         ``batched``) and its leaves (params as device mirrors) and index inputs."""
+        cg = self._graph_for(inputs, batched)
+        leaves, index = self._input_args(inputs, cg, ())
+        return cg, leaves, index
+
+    def _graph_for(self, inputs: Sequence[Any], batched: bool) -> Any:
+        """The compiled graph for the call, the inputs checked: the graph of one sample, or
+        mapped over the batch with mean gradients when ``batched``."""
         self._check_inputs(inputs)
-        cg = self._cg
-        if batched:
-            _batch_size(self.specs, inputs)
-            cg = self._batched.get("mean")
-            if cg is None:
-                cg = self._batched["mean"] = self._cg.batched(over=self._names(), grads="mean")
+        if not batched:
+            return self._cg
+        _batch_size(self.specs, inputs)
+        cg = self._batched.get("mean")
+        if cg is None:
+            cg = self._batched["mean"] = self._cg.batched(over=self._names(), grads="mean")
+        return cg
+
+    def _input_args(
+        self, inputs: Sequence[Any], cg: Any, skip: Collection[str]
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The leaves (the params not in ``skip``, as device mirrors, then the inputs) and the
+        index inputs of a call."""
         leaves: dict[str, Any] = {
             p.name: p.device_value(cg.device, cg.dtype)  # type: ignore[misc]
             for p in self.params
+            if p.name not in skip
         }
         index: dict[str, Any] = {}
         for i, (spec, v) in enumerate(zip(self.specs, inputs, strict=True)):
@@ -150,7 +165,7 @@ class _Runner:
                 index[nat_name(i)] = v
             else:
                 leaves[input_name(i)] = v
-        return cg, leaves, index
+        return leaves, index
 
     def _names(self) -> list[str]:
         return [
@@ -216,6 +231,9 @@ class ScalarTrainer(_Runner):
         # per optimizer kind: the hyperparameters its state holds (a new value is put in the
         # state; the same values again cost nothing)
         self._hyper: dict[str, tuple[tuple[str, float], ...]] = {}
+        # per optimizer kind: (the step, (param, its new device value) pairs, the new params):
+        # while the params still hold those values, the next step takes them as they are
+        self._last_step: dict[str, tuple[Any, tuple[tuple[Param, Any], ...], dict]] = {}
         # the loss of every step, as returned: floats, or 0-d device arrays until read
         self._losses: list[Any] = []
         if self._graph is not None and self._graph.output_types[0].shape != ():
@@ -297,7 +315,7 @@ class ScalarTrainer(_Runner):
                 "ScalarTrainer: with a mesh, a training step splits the batch over the devices: "
                 "call it with batched=True"
             )
-        cg, leaves, index = self._compiled_call(inputs, batched)
+        cg = self._graph_for(inputs, batched)
         key = (id(cg), kind, id(self.mesh), self.data_axis)
         step = _STEPS.get(key)
         if step is None or step.compiled is not cg or step.mesh is not self.mesh:
@@ -309,9 +327,18 @@ class ScalarTrainer(_Runner):
             step = _STEPS[key] = compiler.TrainStep(
                 cg, tx, mesh=self.mesh, data_axis=self.data_axis
             )
-        params = {n: leaves.pop(n) for n in step.param_names}
-        if self.mesh is not None:  # replicated over the mesh (a no-op once they are)
-            params = {n: jax.device_put(v, step.param_sharding) for n, v in params.items()}
+        leaves, index = self._input_args(inputs, cg, step.param_names)
+        last = self._last_step.get(kind)
+        if last is not None and last[0] is step and all(p._device is a for p, a in last[1]):
+            params = last[2]  # the last step's outputs, untouched since: in as they are
+        else:
+            params = {
+                p.name: p.device_value(cg.device, cg.dtype)
+                for p in self.params
+                if p.name in step.param_names
+            }
+            if self.mesh is not None:  # replicated over the mesh (a no-op once they are)
+                params = {n: jax.device_put(v, step.param_sharding) for n, v in params.items()}
         opt_state = self._opt_states.get(kind)
         if opt_state is None:
             opt_state = step.init(params).opt_state
@@ -329,9 +356,13 @@ class ScalarTrainer(_Runner):
         state = compiler.TrainState(params, opt_state, 0, step.param_names)
         new, loss = step(state, leaves, index or None)
         self._opt_states[kind] = new.opt_state
+        trained = []
         for p in self.params:
-            if p.name in new.params:
-                p._set_device(new.params[p.name])
+            arr = new.params.get(p.name)  # type: ignore[arg-type]
+            if arr is not None:
+                p._set_device(arr)
+                trained.append((p, arr))
+        self._last_step[kind] = (step, tuple(trained), new.params)
         self._losses.append(loss)
         return loss
 
