@@ -111,6 +111,20 @@ def _params(sig_attrs: dict[str, Any], op: Op, idx: tuple, position: int) -> dic
     return params
 
 
+def kernel_compiler_options(device: Any) -> dict[str, Any] | None:
+    """XLA options of the eager session's per-op kernels on ``device``. On a GPU, Triton GEMM
+    autotuning is off: XLA otherwise tries Triton configurations for every new float32 matrix
+    product shape, 7 to 12 s each on an H200 (an MLP's first eager step took 32 s in a fresh
+    process, 1.4 s without it; docs/benchmarks.md, "GPU"); small per-op products run on
+    cuBLAS."""
+    if getattr(device, "platform", "cpu") != "gpu":
+        return None
+    return {"xla_gpu_enable_triton_gemm": False}
+
+
+#: the batched rules of the compiler jitted again as top-level eager kernels (GPU options)
+_TOP_LEVEL: dict[Any, Any] = {}
+
 #: default batched seeds on a device, by (shape, mean scale, dtype, device)
 _SEEDS: dict[tuple[Any, ...], Any] = {}
 #: VJP kernels being compiled in the background (EagerSession._warm_vjp), by id of the kernel
@@ -268,7 +282,10 @@ class _JaxKernels:
             key = (op, kind, attrs_key, self.dtype, pos, self.precision)
             fn = _JIT_CACHE.get(key)
             if fn is None:
-                fn = _JIT_CACHE[key] = jax.jit(traced_at(self.precision, body(pos)))
+                fn = _JIT_CACHE[key] = jax.jit(
+                    traced_at(self.precision, body(pos)),
+                    compiler_options=kernel_compiler_options(self.device),
+                )
             return fn
 
         def fwd_body(position: int) -> Callable[..., Any]:
@@ -356,10 +373,12 @@ class _Batched:
         position: int,
         flags: tuple[bool, ...] = (),
     ) -> Kernel:
+        import jax
+
         from compiler._rules import RuleBatching, node_rule
 
         summed = tuple(not b for b, f in zip(arg_b, flags, strict=True) if f) if flags else ()
-        return node_rule(  # type: ignore[no-any-return]
+        fn = node_rule(
             kind,
             sig.op,
             sig.attrs,
@@ -372,6 +391,15 @@ class _Batched:
             RuleBatching(arg_b, idx_b, summed),
             self.precision,
         )
+        options = kernel_compiler_options(self.device)
+        if options is None:
+            return fn  # type: ignore[no-any-return]
+        top = _TOP_LEVEL.get(fn)
+        if top is None:
+            # the shared rule (nested inside compiled graphs, where the graph's own options
+            # apply) called on its own here: jitted once more with the eager kernels' options
+            top = _TOP_LEVEL[fn] = jax.jit(fn, compiler_options=options)
+        return top
 
 
 class _Batch(NamedTuple):
