@@ -195,8 +195,8 @@ def _as_int32(v: jax.Array) -> jax.Array:
 
 @dataclass(frozen=True)
 class PendingCheck:
-    """The device-side check of one index argument: its lowest value (0 for an empty or
-    unsigned array), on its way to the host; read at the next call (``raise_if_bad``)."""
+    """The device-side check of one index argument: its lowest value (0 for an empty
+    array), on its way to the host; read by a later call once computed (``raise_if_bad``)."""
 
     where: str
     lowest: jax.Array
@@ -205,9 +205,9 @@ class PendingCheck:
         low = int(self.lowest)  # copied to the host asynchronously when the check was made
         if low < 0:
             raise ArgumentError(
-                f"{self.where} (in the previous call): expected non-negative integers, got "
-                f"{low} (an index array on the device is checked on the device; its result is "
-                "read at the next call)"
+                f"{self.where} (in an earlier call): expected non-negative integers, got "
+                f"{low} (an index array on an accelerator is checked there; the result is read "
+                "by a later call, or by check_index())"
             )
 
 
@@ -217,7 +217,7 @@ def device_index(
     """:func:`convert_index` of a ``jax.Array`` on an accelerator, without a round trip: the
     dtype and shape are checked on the host (they are known without the values); the int32
     cast and the check for negative values run on the device, and the check's result comes
-    back with a :class:`PendingCheck` (``None`` for unsigned values), read at the next call."""
+    back with a :class:`PendingCheck` (``None`` for unsigned values), read by a later call."""
     if v.dtype.kind not in "iu":
         raise ArgumentError(f"{where}: expected non-negative integers, got dtype {v.dtype}")
     _check_shape(tuple(v.shape), shape, batch, where)

@@ -44,6 +44,8 @@ Leaves = Mapping[str, Any] | Sequence[Any]
 Index = Mapping[str, Any] | Sequence[Any] | None
 
 _CACHE: dict[tuple[Any, ...], CompiledGraph] = {}
+#: index checks left on the device (CompiledGraph._read_checks) before a call waits for some
+_MAX_PENDING = 16
 _aval = operator.attrgetter("aval")
 _ARRAY_TYPE = {ArrayImpl}
 _LOCK = threading.Lock()
@@ -369,7 +371,7 @@ class CompiledGraph:
         # the arrays, what they became, the batch size after.
         self._last_index: tuple[Any, tuple[Any, ...], tuple[Any, ...], Any] | None = None
         # The device-side checks of the last call's index arrays on an accelerator, read at
-        # the next call (compiler._args.device_index): no round trip per call.
+        # a later call once computed (compiler._args.device_index): no round trip per call.
         self._pending: list[PendingCheck] = []
         # value_and_grad and backward: the VJP with the seed 1 made inside (one argument
         # fewer, the value unwrapped: see _make_value_and_grad); None where the function runs
@@ -670,21 +672,32 @@ class CompiledGraph:
         return self._floats(g, out, batch)
 
     def check_index(self) -> None:
-        """Raise the :class:`~compiler.ArgumentError` of a negative value in an index array
-        that the last call received on an accelerator (such arrays are checked on the device,
-        and the result is read here or at the next call, so that a call costs no round trip).
-        Host data (NumPy, Python) and arrays on the CPU are checked before the call."""
+        """Wait for the checks of the index arrays that earlier calls received on an
+        accelerator, and raise the :class:`~compiler.ArgumentError` of a negative value among
+        them. Such arrays are checked on the device; a call reads the results that are ready
+        (never waiting for the device), so a bad value is reported by the first call after
+        its check has run, or here. Host data (NumPy, Python) and arrays on the CPU are
+        checked before the call."""
+        self._read_checks(wait=True)
+
+    def _read_checks(self, wait: bool) -> None:
         pending, self._pending = self._pending, []
+        # a device far behind: wait for the oldest checks rather than keep a growing list
+        waits = len(pending) - _MAX_PENDING if not wait else len(pending)
         try:
-            for check in pending:
-                check.raise_if_bad()
+            for k, check in enumerate(pending):
+                if k < waits or check.lowest.is_ready():
+                    check.raise_if_bad()
+                else:
+                    self._pending.append(check)
         except ArgumentError:
+            self._pending = []
             self._last_index = None  # the same arrays again are checked again
             raise
 
     def _index_args(self, index: Index, batch: list[int] | None) -> list[Any]:
         if self._pending:
-            self.check_index()
+            self._read_checks(wait=False)
         g = self._index
         if index is None:
             if g.names:

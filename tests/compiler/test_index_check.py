@@ -3,8 +3,8 @@
 Host data and CPU arrays are checked before the call (an immediate one-line error). A
 ``jax.Array`` on a GPU would have to be copied back to be checked on the host, which waits for
 the device at every call; it is checked on the device instead, and the check's result is read
-at the next call (or by ``CompiledGraph.check_index()``). These tests run the device path on the
-CPU by declaring CPU arrays to be on an accelerator.
+by a later call once computed (or by ``CompiledGraph.check_index()``, which waits). These tests
+run the device path on the CPU by declaring CPU arrays to be on an accelerator.
 """
 
 from __future__ import annotations
@@ -71,14 +71,15 @@ def test_device_labels_are_not_read_on_the_host(
 def test_a_negative_device_label_is_reported_at_the_next_call(on_device: list) -> None:
     cg = _cg()
     bad = jax.device_put(np.array([0, -3, 1], np.int32))
-    cg.value_and_grad(_leaves(3), {"label": bad})  # dispatched; checked on the device
+    value, _ = cg.value_and_grad(_leaves(3), {"label": bad})  # checked on the device
+    jax.block_until_ready(value)  # the check ran before the program
     good = jax.device_put(np.array([0, 1, 1], np.int32))
     with pytest.raises(ArgumentError) as e:
         cg.value_and_grad(_leaves(3), {"label": good})
     msg = str(e.value)
     assert "\n" not in msg
     assert msg.startswith(
-        "index['label'] (in the previous call): expected non-negative integers, got -3"
+        "index['label'] (in an earlier call): expected non-negative integers, got -3"
     )
     # reported once; the next call goes through
     cg.value_and_grad(_leaves(3), {"label": good})
@@ -98,8 +99,9 @@ def test_training_steps_check_on_the_device(on_device: list) -> None:
     state, loss = step(state, {"x": leaves["x"]}, {"label": y})
     assert np.isfinite(float(loss))
     bad = jax.device_put(np.array([0, 1, -1, 2], np.int64))
-    state, _ = step(state, {"x": leaves["x"]}, {"label": bad})
-    with pytest.raises(ArgumentError, match=r"index\['label'\] \(in the previous call\).*got -1"):
+    state, loss = step(state, {"x": leaves["x"]}, {"label": bad})
+    jax.block_until_ready(loss)
+    with pytest.raises(ArgumentError, match=r"index\['label'\] \(in an earlier call\).*got -1"):
         step(state, {"x": leaves["x"]}, {"label": y})
 
 
@@ -129,3 +131,31 @@ def test_large_values_become_int32_max_on_the_device(on_device: list) -> None:
     pending.raise_if_bad()
     u, none = _args.device_index(jax.device_put(np.array([3], np.uint32)), (), 1, "i")
     assert none is None and np.asarray(u).tolist() == [3]
+
+
+def test_a_call_never_waits_for_a_check(on_device: list, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A check the device has not computed yet stays pending (the call goes on); past
+    ``_MAX_PENDING`` of them the oldest is waited for; ``check_index()`` waits for all."""
+    cg = _cg()
+    waited: list[int] = []
+
+    class Slow(_args.PendingCheck):
+        def raise_if_bad(self) -> None:
+            waited.append(int(self.lowest))
+            super().raise_if_bad()
+
+    def slow_index(v: object, shape: object, batch: object, where: str) -> object:
+        a, pending = _args.device_index(v, shape, batch, where)  # type: ignore[arg-type]
+        assert pending is not None
+        return a, Slow(pending.where, pending.lowest)
+
+    monkeypatch.setattr(_compiled, "device_index", slow_index)
+    monkeypatch.setattr(_args.ArrayImpl, "is_ready", lambda self: False)
+    labels = [jax.device_put(np.array([0, 1, k % 3], np.int32)) for k in range(20)]
+    for y in labels:
+        cg.value_and_grad(_leaves(3), {"label": y})
+    # read at the start of a call: the checks of _MAX_PENDING calls, then this call's own
+    assert len(cg._pending) == _compiled._MAX_PENDING + 1
+    assert len(waited) == len(labels) - 1 - _compiled._MAX_PENDING
+    cg.check_index()
+    assert not cg._pending and len(waited) == len(labels)
