@@ -143,6 +143,7 @@ _SAME = {
     "log": "Log",
     "inv": "Reciprocal",
     "softplus": "Softplus",
+    "erf": "Erf",
     "matmul": "MatMul",
     "bmm": "MatMul",
     "detach": "Identity",
@@ -162,6 +163,16 @@ def _same(ctx: _Ex, node: Node, ins: list[str], bs: list[bool]) -> str:
 @_exports("sqrt", onnx="Relu, Sqrt", note="sqrt(max(x, 0)): ours is 0 for x <= 0")
 def _sqrt(ctx: _Ex, node: Node, ins: list[str], bs: list[bool]) -> str:
     return ctx.add("Sqrt", [ctx.add("Relu", ins)])
+
+
+@_exports("rsqrt", onnx="Sqrt, Reciprocal")
+def _rsqrt(ctx: _Ex, node: Node, ins: list[str], bs: list[bool]) -> str:
+    return ctx.add("Reciprocal", [ctx.add("Sqrt", ins)])
+
+
+@_exports("pow", onnx="Pow", note="the exponent a constant scalar")
+def _pow(ctx: _Ex, node: Node, ins: list[str], bs: list[bool]) -> str:
+    return ctx.add("Pow", [ins[0], ctx.floats(node.attrs["p"])])
 
 
 @_exports("scale", onnx="Mul")
