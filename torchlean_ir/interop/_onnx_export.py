@@ -165,14 +165,17 @@ def _sqrt(ctx: _Ex, node: Node, ins: list[str], bs: list[bool]) -> str:
     return ctx.add("Sqrt", [ctx.add("Relu", ins)])
 
 
-@_exports("rsqrt", onnx="Sqrt, Reciprocal")
-def _rsqrt(ctx: _Ex, node: Node, ins: list[str], bs: list[bool]) -> str:
-    return ctx.add("Reciprocal", [ctx.add("Sqrt", ins)])
+def _power(ctx: _Ex, x: str, p: float) -> str:
+    # the exponent as a float64 constant (Pow's exponent type is its own): read back exactly
+    from onnx import numpy_helper
+
+    value = numpy_helper.from_array(np.asarray(p, dtype=np.float64), ctx.fresh("p"))
+    return ctx.add("Pow", [x, ctx.add("Constant", [], value=value)])
 
 
-@_exports("pow", onnx="Pow", note="the exponent a constant scalar")
+@_exports("pow", "rsqrt", onnx="Pow", note="the exponent a float64 constant; rsqrt: -0.5")
 def _pow(ctx: _Ex, node: Node, ins: list[str], bs: list[bool]) -> str:
-    return ctx.add("Pow", [ins[0], ctx.floats(node.attrs["p"])])
+    return _power(ctx, ins[0], -0.5 if node.op == "rsqrt" else node.attrs["p"])
 
 
 @_exports("scale", onnx="Mul")

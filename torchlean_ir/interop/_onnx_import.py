@@ -231,7 +231,7 @@ def _variadic(c: _Ctx, node: Any, ins: list[T | None]) -> list[T]:
 
 @_imports(
     "Pow",
-    ours="pow (exponents 2: mul, 0.5: sqrt, -1: inv)",
+    ours="pow (exponents 2: mul, 0.5: sqrt, -1: inv, -0.5: rsqrt)",
     note="a constant scalar exponent (an initializer included): any finite value",
 )
 def _pow(c: _Ctx, node: Any, ins: list[T | None]) -> list[T]:

@@ -215,7 +215,7 @@ def _arith(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
 
 @_aten(
     "pow",
-    ours="pow (exponents 2: mul, 0.5: sqrt, -1: inv)",
+    ours="pow (exponents 2: mul, 0.5: sqrt, -1: inv, -0.5: rsqrt)",
     note="a constant exponent (a number): any finite value",
 )
 def _pow(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:

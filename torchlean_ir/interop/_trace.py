@@ -234,7 +234,8 @@ class Tracer:
 
     def power(self, x: T, p: float) -> T:
         """``x ** p`` for a constant exponent: ``pow``, except the exponents that had their own
-        form before ``pow`` existed (1: x, 2: mul, 0.5: sqrt, -1: inv), which keep it."""
+        form before ``pow`` existed (1: x, 2: mul, 0.5: sqrt, -1: inv), which keep it, and
+        -0.5: ``rsqrt`` (the same function, domain and derivative)."""
         if not math.isfinite(p):
             raise Refused(f"pow with exponent {p!r} (the exponent must be finite)")
         if p == 1:
@@ -245,6 +246,8 @@ class Tracer:
             return self.unary("sqrt", x)
         if p == -1:
             return self.unary("inv", x)
+        if p == -0.5:
+            return self.unary("rsqrt", x)
         return self.unary("pow", x, p=float(p))
 
     def gelu_exact(self, x: T) -> T:
