@@ -120,6 +120,34 @@ def test_torch_module_imports_and_matches_autograd(name: str, decomposed: bool) 
         assert _rel(grads[pname], g.numpy()) < 1e-4, pname
 
 
+@pytest.mark.parametrize(
+    "fn, lo, hi, torch_agrees",
+    [
+        (lambda h: F.hardtanh(h, -0.5, 0.5), -0.5, 0.5, True),
+        (F.relu6, 0.0, 6.0, True),
+        (lambda h: torch.clamp(h, -0.5, 0.5), -0.5, 0.5, False),
+    ],
+    ids=["hardtanh", "relu6", "clamp"],
+)
+def test_gradient_at_the_bounds(fn: Any, lo: float, hi: float, torch_agrees: bool) -> None:
+    """At x = min and x = max exactly: hardtanh's and ReLU6's gradient is 0 in PyTorch
+    (``hardtanh_backward`` passes it only strictly inside), as ours (clamp's convention);
+    ``torch.clamp`` passes it (1) at the bounds, ours does not (docs/ops.md)."""
+    model = Act(fn, 3, 4)
+    with torch.no_grad():  # h = the bias whatever x: both bounds, inside, outside
+        model.fc.weight.zero_()
+        model.fc.bias.copy_(torch.tensor([lo, hi, (lo + hi) / 2, hi + 1]))
+    x = torch.randn(2, 3)
+    imp = interop.from_torch(torch.export.export(model, (x,)))
+    (xname,) = imp.batched
+    cg = compiler.compile(imp.graph).batched(over=imp.batched, grads="sum")
+    ct = torch.ones(2, 4)
+    (want,) = torch.autograd.grad(model(x), [model.fc.bias], ct)
+    _, grads = cg.value_and_vjp({**imp.params, xname: x.numpy()}, ct.numpy())
+    np.testing.assert_array_equal(grads["fc.bias"], [0.0, 0.0, 2.0, 0.0])
+    assert np.array_equal(grads["fc.bias"], want.numpy()) == torch_agrees
+
+
 def test_gelu_exact_is_built_from_erf_as_torch_computes_it() -> None:
     """0.5 x (1 + erf(x / sqrt 2)) as h + h erf(x c), h = x / 2, c = M_SQRT1_2: in float64 within
     a few ulps of torch's own exact GELU, relative to the value or, in the negative tail where
