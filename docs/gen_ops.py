@@ -163,7 +163,13 @@ def _op_section(op: tl.Op, t: dict[str, Any], rows: int, kinks: list[str]) -> li
         if op.variadic
         else ", ".join(f"`{a}`" for a in op.arg_names) or "none"
     )
-    domain = ", ".join(f"`{a}`: {d}" for a, d in sorted(op.domain.items())) or "real"
+    domain = (
+        ", ".join(
+            f"`{a}`: {d if isinstance(d, str) else (d.__doc__ or 'depends on the attributes')}"
+            for a, d in sorted(op.domain.items())
+        )
+        or "real"
+    )
     nondiff = [f"`{a}`" for a in op.arg_names if a in op.nondiff]
     nondiff += [f"`{ix.name}` (index)" for ix in op.index_args]
     table = [

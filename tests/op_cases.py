@@ -54,7 +54,7 @@ class OpCase:
         op = tl.get_op(self.op)
         out = {}
         for i, s in enumerate(self.shapes):
-            sampler = self.samplers.get(i) or DOMAIN_SAMPLERS[op.arg_domain(i)]
+            sampler = self.samplers.get(i) or DOMAIN_SAMPLERS[op.arg_domain(i, self.attrs)]
             out[f"a{i}"] = np.asarray(sampler(rng, s), dtype=np.float64)
         return out
 
@@ -122,6 +122,13 @@ CASES: list[OpCase] = [
     OpCase("exp", ((4,),)),
     OpCase("log", ((4,),)),
     OpCase("inv", ((4,),)),
+    OpCase("rsqrt", ((4,),)),
+    OpCase("erf", ((2, 3),)),
+    OpCase("pow", ((5,),), {"p": 3.0}),
+    OpCase("pow", ((4,),), {"p": -2.0}, label="neg"),
+    OpCase("pow", ((3,),), {"p": 0.0}, label="zero"),
+    OpCase("pow", ((4,),), {"p": 2.5}, label="real"),
+    OpCase("pow", ((4,),), {"p": 0.3}, label="small"),
     OpCase("softplus", ((6,),)),
     OpCase("softmax", ((2, 4),)),
     OpCase("softmax", ((5,),), label="vec"),

@@ -95,6 +95,13 @@ UNARY: dict[str, tuple[dict[str, Any], Callable[[M], M], Callable[[M], M]]] = {
         lambda x: 1 / (2 * mp.sqrt(x)) if x > 0 else 0,
     ),
     "inv": ({}, lambda x: 1 / x, lambda x: -1 / x**2),
+    "rsqrt": (
+        {},
+        lambda x: 1 / mp.sqrt(x) if x > 0 else mp.nan,
+        lambda x: -1 / (2 * x * mp.sqrt(x)) if x > 0 else mp.nan,
+    ),
+    "erf": ({}, mp.erf, lambda x: 2 / mp.sqrt(mp.pi) * mp.exp(-x * x)),
+    "pow": ({"p": 3.0}, lambda x: x**3, lambda x: 3 * x**2),
     "abs": ({}, abs, _sign),
     "relu": ({}, lambda x: max(x, 0), lambda x: 1 if x > 0 else 0),
     "clamp": (
@@ -146,9 +153,17 @@ def _flat(a: np.ndarray) -> list[M]:
     return [_m(v) for v in np.asarray(a, np.float64).reshape(-1)]
 
 
+def _real_power(p: float) -> tuple[Callable[[M], M], Callable[[M], M]]:
+    """x ** p and its derivative for a non-integer p (float32: p is the nearest float32)."""
+    q = _m(_f32(p))
+    return (lambda x: x**q if x > 0 else mp.nan), (lambda x: q * x ** (q - 1) if x > 0 else mp.nan)
+
+
 def _unary_rows() -> list[Row]:
     rows = []
     unary = [(name, attrs, f, df, "") for name, (attrs, f, df) in UNARY.items()]
+    unary.append(("pow", {"p": -2.0}, lambda x: x**-2, lambda x: -2 / x**3, "p-2-"))
+    unary += [("pow", {"p": p}, *_real_power(p), f"p{p:g}-") for p in (2.5, 0.3, -1.5)]
     unary.append(  # eps = 0: see KNOWN
         (
             "safe_log",

@@ -155,6 +155,10 @@ def test_issue_6_ops_are_registered_with_every_rule_and_a_row() -> None:
 BEYOND_TORCHLEAN: dict[str, str] = {
     "batchnorm_eval": "inference-mode batch norm of imported models (ONNX BatchNormalization, "
     "PyTorch eval-mode BatchNorm*d); issue 13",
+    "erf": "exact GELU of imported models (BERT, ViT: PyTorch's gelu approximate='none', ONNX "
+    "Erf); issue 26",
+    "pow": "constant powers of imported models (HF gelu_new's x ** 3.0, RMSNorm); issue 26",
+    "rsqrt": "RMSNorm and layer-norm decompositions of imported models (aten.rsqrt); issue 26",
 }
 
 

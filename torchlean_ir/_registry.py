@@ -49,6 +49,8 @@ from ._util import short_repr
 
 Rule = Callable[..., Any]
 Domain = Literal["real", "positive", "nonzero", "unit"]
+#: A domain that depends on the attributes (``pow``'s on its exponent): ``fn(**attrs)``.
+DomainRule = Callable[..., Domain]
 
 #: The rules every op must have; :func:`missing_rules` reports the ones an op lacks.
 REQUIRED_RULES = ("shape", "forward", "jvp", "vjp", "lowering", "symbolic")
@@ -83,7 +85,9 @@ class Op:
         Names of tensor arguments that never receive a gradient (their VJP entry is ``None``).
     domain:
         Per argument, the inputs on which the op is defined and smooth away from its kinks
-        (``"positive"`` for ``log``): tests and the verifier sample from it.
+        (``"positive"`` for ``log``): tests and the verifier sample from it. A function of the
+        attributes where it depends on them (``pow``: ``"positive"`` for a non-integer
+        exponent).
     needs_position:
         The forward receives ``_position=<node index>`` (seeded random ops).
     """
@@ -98,7 +102,7 @@ class Op:
         variadic: bool = False,
         min_args: int = 1,
         nondiff: Iterable[str] = (),
-        domain: Mapping[str, Domain] | None = None,
+        domain: Mapping[str, Domain | DomainRule] | None = None,
         needs_position: bool = False,
         family: str = "misc",
         doc: str = "",
@@ -111,7 +115,7 @@ class Op:
         self.variadic = variadic
         self.min_args = min_args if variadic else len(self.arg_names)
         self.nondiff: frozenset[str] = frozenset(nondiff)
-        self.domain: dict[str, Domain] = dict(domain or {})
+        self.domain: dict[str, Domain | DomainRule] = dict(domain or {})
         self.needs_position = needs_position
         self.family = family
         self.doc = doc
@@ -189,8 +193,12 @@ class Op:
     def is_diff_arg(self, i: int) -> bool:
         return self.arg_name(i) not in self.nondiff
 
-    def arg_domain(self, i: int) -> Domain:
-        return self.domain.get(self.arg_name(i), "real")
+    def arg_domain(self, i: int, attrs: Mapping[str, Any] | None = None) -> Domain:
+        """The domain of argument ``i`` for a node with attributes ``attrs``."""
+        dom = self.domain.get(self.arg_name(i), "real")
+        if callable(dom):
+            return dom(**{k: v for k, v in (attrs or {}).items() if k in self.attrs})
+        return dom
 
     def infer_type(
         self,

@@ -107,9 +107,10 @@ for _name in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__
 _Elem.__hash__ = None  # type: ignore[assignment]
 
 #: The backend functions a certified rule may call: each maps elements to elements.
-ELEMENTWISE = ("exp", "log", "log1p", "expm1", "tanh", "sqrt", "abs", "sign", "maximum",
-               "minimum", "where", "logical_and", "logical_or", "logical_not", "to_float",
-               "softplus", "sigmoid", "stop_gradient", "zeros_like", "ones_like")  # fmt: skip
+ELEMENTWISE = ("exp", "log", "log1p", "expm1", "tanh", "sqrt", "erf", "pi", "abs", "sign",
+               "maximum", "minimum", "where", "logical_and", "logical_or", "logical_not",
+               "to_float", "softplus", "sigmoid", "stop_gradient", "zeros_like",
+               "ones_like")  # fmt: skip
 
 
 class _ElemBackend:

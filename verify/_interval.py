@@ -101,6 +101,12 @@ def enclose(e: se.Basic) -> Any:
     if name == "cosh":
         x = enclose(args[0])
         return (IV.exp(x) + IV.exp(-x)) / 2
+    if name == "erf":  # increasing: erf of the endpoints, each widened past mpmath's error
+        x = enclose(args[0])
+        with mpmath.workprec(IV.prec + 20):
+            lo, hi = mpmath.erf(x.a), mpmath.erf(x.b)
+        eps = mpmath.mpf(2) ** -(IV.prec - 4)
+        return IV.mpf([lo - eps * (1 + abs(lo)), hi + eps * (1 + abs(hi))])
     if name == "sin":
         return IV.sin(enclose(args[0]))
     if name == "cos":

@@ -178,7 +178,7 @@ def _compare_lowered(
 ) -> str:
     out_t = op.infer_type(sig.arg_types, sig.index_types, sig.attrs)
     vals = _symbolic_inputs(op, sig, names, out_t.shape, low.flags)
-    domains = {s.name: op.arg_domain(p) for p in range(len(names))
+    domains = {s.name: op.arg_domain(p, sig.attrs) for p in range(len(names))
                for s in vals[("arg", p)].a.reshape(-1)}  # fmt: skip
     n = len(sig.arg_types)
     seed = _seed(sig.label(), low.kind, fixed)

@@ -295,7 +295,7 @@ def _setup(op: tl.Op, sig: Signature) -> _Setup:
     ]
     domains: dict[str, str] = {}
     for p, x in enumerate(X):
-        dom = op.arg_domain(p)
+        dom = op.arg_domain(p, sig.attrs)
         for s in x.a.reshape(-1):
             domains[s.name] = dom
     return _Setup(op, names, X, T, domains, diff_args)

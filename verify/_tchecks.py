@@ -115,7 +115,7 @@ def setup(sig: Signature, *, index_hi: int | None = None, tag: str = "nat",
                          f"{rng}, positions independent")  # fmt: skip
     if op.needs_position:
         params["_position"] = sig.position
-    domains = {n: op.arg_domain(p) for p, n in enumerate(names)}
+    domains = {n: op.arg_domain(p, sig.attrs) for p, n in enumerate(names)}
     return TSetup(op, names, X, Tn, diff, params, nats, domains, texts, shown)
 
 

@@ -976,6 +976,12 @@ class TensorBackend:
     def sqrt(self, x: Any) -> TArray:
         return unary(x, se.sqrt, "f")
 
+    def erf(self, x: Any) -> TArray:
+        return unary(x, se.erf, "f")
+
+    def pi(self) -> TArray:
+        return TArray((), lambda idx: se.pi, "f")
+
     def abs(self, x: Any) -> TArray:
         z = T.ZERO
         return unary(x, lambda v: _piecewise(v > 0, v, _piecewise(v < 0, -v, z)), "f")

@@ -373,6 +373,7 @@ _FLOAT_BIN: dict[str, Callable[[Any, Any], Any]] = {
     "max": lambda a, b: se.Max(a, b),
     "min": lambda a, b: se.Min(a, b),
     "pow": lambda a, b: a**b,
+    "atan2": lambda a, b: se.atan2(a, b),
 }
 _INT_SYMBOLIC: dict[str, Callable[[Any, Any], Any]] = {
     "add": lambda a, b: a + b,

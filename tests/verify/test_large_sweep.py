@@ -77,6 +77,10 @@ CASES: list[Large] = [
     Large("safe_log", ((_M, _N),), {"eps": 1e-6}),
     Large("gelu", ((_M, _N),)),
     Large("silu", ((_M, _N),)),
+    Large("erf", ((_M, _N),)),
+    Large("rsqrt", ((_M, _N),)),
+    Large("pow", ((_M, _N),), {"p": 3.0}),
+    Large("pow", ((_M, _N),), {"p": -1.5}, label="real"),
     Large("mse_loss", ((_M, _N), (_M, _N))),
     # -- layout --------------------------------------------------------------------------------
     Large("broadcast_to", ((512, 1),), {"shape": (4, 512, 1024)}),

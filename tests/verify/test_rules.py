@@ -90,3 +90,41 @@ def test_a_rule_that_raises_is_a_failure_with_the_reason() -> None:
         op.vjp_rule = old
     failed = [c for c in checks if c.result == "fail"]
     assert failed and "boom" in failed[0].how
+
+
+def _erf_sig(dtype: str = "f64") -> Signature:
+    b = tl.GraphBuilder(dtype)
+    return Signature.of(b.build(b.apply("erf", b.param("x", (3,)))), 0)
+
+
+def test_erf_derivative_with_a_float_constant_is_refuted(monkeypatch: pytest.MonkeyPatch) -> None:
+    """erf' = 2 / sqrt(pi) exp(-x^2) takes pi from the backend (exact symbolically): with the
+    float64 value of 2 / sqrt(pi) instead, the rule is off by about 1e-17 relative, and the
+    verifier says so exactly (an interval enclosure of the difference excludes 0)."""
+    c = 2 / np.sqrt(np.pi)
+
+    def vjp(B: object, args: tuple, out: object, ct: object) -> tuple:
+        return (B.exp(-(args[0] * args[0])) * float(c) * ct,)  # type: ignore[attr-defined]
+
+    monkeypatch.setattr(tl.get_op("erf"), "vjp_rule", vjp)
+    checks = check_signature(_erf_sig())
+    bad = [ch for ch in checks if ch.name == "vjp = adjoint"]
+    assert bad and bad[0].result == "fail" and bad[0].method == "exact"
+
+
+@pytest.mark.parametrize("dtype", ["f64", "f32"])
+def test_a_compiled_erf_derivative_with_a_literal_pi_is_refuted(
+    dtype: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The compiled program computes pi as atan2(0, -1), which the jaxpr interpreters read as
+    pi; a literal (the float's rational) is not pi, in either dtype."""
+    from torchlean_ir.backends._jax import JaxBackend
+
+    for c in check_op_lowering(_erf_sig(dtype)):
+        assert (c.result, c.method) == ("pass", "exact"), (c.name, c.how)
+    monkeypatch.setattr(JaxBackend, "pi", lambda self: self.asarray(np.pi))
+    checks = check_op_lowering(_erf_sig(dtype))
+    got = {c.name: (c.result, c.method) for c in checks}
+    assert got == {"lowered forward = reference": ("pass", "exact"),
+                   "lowered jvp = reference": ("fail", "exact"),
+                   "lowered vjp = reference": ("fail", "exact")}, got  # fmt: skip

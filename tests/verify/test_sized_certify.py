@@ -29,12 +29,13 @@ from .test_certify import _signatures
 #: (docs/verification.md lists them): a change of this set, either way, fails here.
 SIZED = {"abs", "add", "avg_pool", "avg_pool2d", "avg_pool2d_pad", "batchnorm_channel_first",
          "batchnorm_eval", "bmm", "broadcast_to", "clamp", "concat", "concat_vectors", "conv",
-         "conv2d", "conv_transpose", "conv_transpose2d", "detach", "exp", "flatten", "gather_row",
+         "conv2d", "conv_transpose", "conv_transpose2d", "detach", "erf", "exp", "flatten",
+         "gather_row",
          "gather_scalar", "gelu", "global_avg_pool2d", "inv", "layer_norm", "linear", "log",
          "log_softmax", "matmul", "max", "max_pool", "max_pool2d", "max_pool2d_pad", "min",
-         "mse_loss", "mul", "multi_head_attention", "reduce_mean", "reduce_sum", "relu", "safe_log",
-         "scale", "scatter_add_row", "scatter_add_vec", "sigmoid", "silu", "slice",
-         "smooth_max_pool", "smooth_max_pool2d", "softmax",
+         "mse_loss", "mul", "multi_head_attention", "pow", "reduce_mean", "reduce_sum", "relu",
+         "rsqrt", "safe_log", "scale", "scatter_add_row", "scatter_add_vec", "sigmoid", "silu",
+         "slice", "smooth_max_pool", "smooth_max_pool2d", "softmax",
          "softplus", "sqrt", "sub", "sum", "swap_adjacent_at_depth", "tanh", "transpose2d",
          "transpose3d_first_to_last", "transpose3d_last_to_first",
          "transpose3d_last_two"}  # fmt: skip

@@ -103,6 +103,14 @@ class JaxBackend:
     def sqrt(self, x: Any) -> Any:
         return jnp.sqrt(x)
 
+    def erf(self, x: Any) -> Any:
+        return jax.lax.erf(jnp.asarray(x, dtype=self.float_dtype))
+
+    def pi(self) -> Any:
+        # computed in the program as atan2(0, -1), which the verifier reads as exactly pi (a
+        # literal would be read as the rational of its float value)
+        return jnp.arctan2(jnp.zeros((), self.float_dtype), -jnp.ones((), self.float_dtype))
+
     def abs(self, x: Any) -> Any:
         return jnp.abs(x)
 

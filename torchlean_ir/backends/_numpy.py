@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -76,6 +77,10 @@ def _sigmoid(xp: Any, x: Any) -> Any:
     return xp.where(x >= 0, 1.0, e) / (1.0 + e)
 
 
+#: ``math.erf`` (correctly rounded to float64 but for an ulp) elementwise: NumPy has no erf.
+_ERF = np.vectorize(math.erf, otypes=[np.float64])
+
+
 class NumpyBackend:
     """Array operations used by op rules, on NumPy arrays in float64 (the reference semantics;
     :func:`numpy_backend` gives the same functions in float32, for an eager session in that
@@ -142,6 +147,13 @@ class NumpyBackend:
 
     def sqrt(self, x: Any) -> Any:
         return np.sqrt(x)
+
+    def erf(self, x: Any) -> Any:
+        x = np.asarray(x)
+        return _ERF(x).astype(x.dtype if x.dtype.kind == "f" else self.float_dtype)
+
+    def pi(self) -> Any:
+        return np.asarray(np.pi, dtype=self.float_dtype)
 
     def abs(self, x: Any) -> Any:
         return np.abs(x)

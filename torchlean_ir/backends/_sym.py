@@ -349,6 +349,13 @@ class SymBackend:
     def sqrt(self, x: Any) -> SymArray:
         return _elementwise(se.sqrt, x)
 
+    def erf(self, x: Any) -> SymArray:
+        return _elementwise(se.erf, x)
+
+    def pi(self) -> SymArray:
+        """The exact constant pi (0-d)."""
+        return SymArray(_obj(se.pi))
+
     def abs(self, x: Any) -> SymArray:
         return _elementwise(lambda v: _piecewise(v > 0, v, _piecewise(v < 0, -v, se.Integer(0))), x)
 

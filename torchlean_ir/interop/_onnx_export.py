@@ -143,6 +143,7 @@ _SAME = {
     "log": "Log",
     "inv": "Reciprocal",
     "softplus": "Softplus",
+    "erf": "Erf",
     "matmul": "MatMul",
     "bmm": "MatMul",
     "detach": "Identity",
@@ -162,6 +163,19 @@ def _same(ctx: _Ex, node: Node, ins: list[str], bs: list[bool]) -> str:
 @_exports("sqrt", onnx="Relu, Sqrt", note="sqrt(max(x, 0)): ours is 0 for x <= 0")
 def _sqrt(ctx: _Ex, node: Node, ins: list[str], bs: list[bool]) -> str:
     return ctx.add("Sqrt", [ctx.add("Relu", ins)])
+
+
+def _power(ctx: _Ex, x: str, p: float) -> str:
+    # the exponent as a float64 constant (Pow's exponent type is its own): read back exactly
+    from onnx import numpy_helper
+
+    value = numpy_helper.from_array(np.asarray(p, dtype=np.float64), ctx.fresh("p"))
+    return ctx.add("Pow", [x, ctx.add("Constant", [], value=value)])
+
+
+@_exports("pow", "rsqrt", onnx="Pow", note="the exponent a float64 constant; rsqrt: -0.5")
+def _pow(ctx: _Ex, node: Node, ins: list[str], bs: list[bool]) -> str:
+    return _power(ctx, ins[0], -0.5 if node.op == "rsqrt" else node.attrs["p"])
 
 
 @_exports("scale", onnx="Mul")

@@ -31,7 +31,6 @@ ONNX_IMPORTS: dict[str, Mapping] = {}
 
 #: ONNX op types refused on purpose, with the reason (``docs/interop.md`` lists them).
 ONNX_REFUSED: dict[str, str] = {
-    "Erf": "exact (erf) GELU has no op here; our gelu is the tanh approximation",
     "LRN": "local response normalization has no op here",
     "ReduceMax": "no max-reduction op (max pooling covers windows)",
     "Equal": "comparisons produce booleans, which graphs do not hold",
@@ -96,6 +95,7 @@ _UNARY = {
     "Sqrt": "sqrt",
     "Reciprocal": "inv",
     "Softplus": "softplus",
+    "Erf": "erf",
 }
 
 
@@ -118,12 +118,19 @@ def _identity(c: _Ctx, node: Any, ins: list[T | None]) -> list[T]:
     return [x] + ([] if len(node.output) < 2 else [c.tr.const(np.ones(x.full, dtype=bool))])
 
 
-@_imports("Gelu", ours="gelu", note="approximate='tanh' only")
+@_imports(
+    "Gelu",
+    ours="gelu; approximate='none': scale, erf, mul, add",
+    note="exact: h + h erf(x / sqrt(2)) with h = x / 2",
+)
 def _gelu(c: _Ctx, node: Any, ins: list[T | None]) -> list[T]:
     approx = c.attr("approximate", "none")
-    if approx != "tanh":
-        raise Refused(f"Gelu approximate={approx!r}: only 'tanh' (our gelu); exact erf has no op")
-    return [c.tr.unary("gelu", _need(ins[0], "X"))]
+    x = _need(ins[0], "X")
+    if approx == "tanh":
+        return [c.tr.unary("gelu", x)]
+    if approx == "none":
+        return [c.tr.gelu_exact(x)]
+    raise Refused(f"Gelu approximate={approx!r} (only 'none' or 'tanh')")
 
 
 @_imports("LeakyRelu", ours="max / min, scale", note="max(x, alpha x) (min for alpha > 1)")
@@ -222,19 +229,20 @@ def _variadic(c: _Ctx, node: Any, ins: list[T | None]) -> list[T]:
     return [acc]
 
 
-@_imports("Pow", ours="mul / sqrt / inv", note="constant exponents 1, 2, 0.5, -1 only")
+@_imports(
+    "Pow",
+    ours="pow (exponents 2: mul, 0.5: sqrt, -1: inv, -0.5: rsqrt)",
+    note="a constant scalar exponent (an initializer included): any finite value",
+)
 def _pow(c: _Ctx, node: Any, ins: list[T | None]) -> list[T]:
     x = _need(ins[0], "X")
-    p = c.scalar(ins[1], "Pow exponent")
-    if p == 1:
-        return [x]
-    if p == 2:
-        return [c.tr.binary("mul", x, x)]
-    if p == 0.5:
-        return [c.tr.unary("sqrt", x)]
-    if p == -1:
-        return [c.tr.unary("inv", x)]
-    raise Refused(f"Pow with exponent {p} (only 1, 2, 0.5, -1)")
+    e = _need(ins[1], "Y")
+    # an exponent held in an initializer is read as the constant it is, not made a parameter
+    if e.value is None or e.value.size != 1 or e.index is not None:
+        raise Refused("Pow exponent must be a constant scalar (a number or a scalar initializer)")
+    if x.known and x.value is not None:
+        return [c.tr.const(np.power(x.value, e.value.reshape(())))]
+    return [c.tr.power(x, float(e.value.reshape(())))]
 
 
 # -- linear algebra ---------------------------------------------------------------------------

@@ -30,7 +30,6 @@ ATEN_IMPORTS: dict[str, Mapping] = {}
 
 #: ATen ops refused on purpose, with the reason (``docs/interop.md`` lists them).
 ATEN_REFUSED: dict[str, str] = {
-    "aten.erf": "exact (erf) GELU has no op here; our gelu is the tanh approximation",
     "aten.max": "no max-reduction op (max pooling covers windows)",
     "aten.amax": "no max-reduction op (max pooling covers windows)",
     "aten.rand": "torch's generators are not our SplitMix64",
@@ -111,6 +110,8 @@ _UNARY = {
     "reciprocal": "inv",
     "abs": "abs",
     "silu": "silu",
+    "erf": "erf",
+    "rsqrt": "rsqrt",
 }
 
 
@@ -119,22 +120,23 @@ def _unary(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
     return c.tr.unary(_UNARY[c.op], _t(args[0]))
 
 
-@_aten("rsqrt", ours="sqrt, inv")
-def _rsqrt(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
-    return c.tr.unary("inv", c.tr.unary("sqrt", _t(args[0])))
-
-
 @_aten("neg", ours="scale")
 def _neg(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
     return c.tr.scale(_t(args[0]), -1.0)
 
 
-@_aten("gelu", ours="gelu", note="approximate='tanh' only")
+@_aten(
+    "gelu",
+    ours="gelu; approximate='none': scale, erf, mul, add",
+    note="exact: h + h erf(x / sqrt(2)) with h = x / 2",
+)
 def _gelu(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
     approx = _arg(args, kw, 1, "approximate", "none")
-    if approx != "tanh":
-        raise Refused(f"gelu approximate={approx!r}: only 'tanh' (our gelu); exact erf has no op")
-    return c.tr.unary("gelu", _t(args[0]))
+    if approx == "tanh":
+        return c.tr.unary("gelu", _t(args[0]))
+    if approx == "none":
+        return c.tr.gelu_exact(_t(args[0]))
+    raise Refused(f"gelu approximate={approx!r} (only 'none' or 'tanh')")
 
 
 @_aten(
@@ -149,12 +151,22 @@ def _softplus(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
     return c.tr.unary("softplus", _t(args[0]))
 
 
-@_aten("hardtanh", "clamp", "clamp_min", "clamp_max", ours="clamp (max / min when one-sided)")
+@_aten(
+    "hardtanh",
+    "relu6",
+    "clamp",
+    "clamp_min",
+    "clamp_max",
+    ours="clamp (max / min when one-sided)",
+    note="hardtanh, relu6: clamp's gradient convention is theirs (0 at the bounds)",
+)
 def _clamp(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
     x = _t(args[0])
     name = c.op
     if name == "hardtanh":
         lo, hi = _arg(args, kw, 1, "min_val", -1.0), _arg(args, kw, 2, "max_val", 1.0)
+    elif name == "relu6":
+        lo, hi = 0.0, 6.0
     elif name == "clamp_min":
         lo, hi = _arg(args, kw, 1, "min"), None
     elif name == "clamp_max":
@@ -201,18 +213,16 @@ def _arith(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
     return c.tr.binary(name, a, b)
 
 
-@_aten("pow", ours="mul / sqrt / inv", note="exponents 1, 2, 0.5, -1 only")
+@_aten(
+    "pow",
+    ours="pow (exponents 2: mul, 0.5: sqrt, -1: inv, -0.5: rsqrt)",
+    note="a constant exponent (a number): any finite value",
+)
 def _pow(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
     x, p = _t(args[0]), _num(args[1])
-    if p == 1:
-        return x
-    if p == 2:
-        return c.tr.binary("mul", x, x)
-    if p == 0.5:
-        return c.tr.unary("sqrt", x)
-    if p == -1:
-        return c.tr.unary("inv", x)
-    raise Refused(f"pow with exponent {args[1]!r} (only 1, 2, 0.5, -1)")
+    if p is None:
+        raise Refused("pow with a tensor exponent (only a constant number)")
+    return c.tr.power(x, float(p))
 
 
 @_aten("maximum", "minimum", ours="max / min")

@@ -232,6 +232,31 @@ class Tracer:
             return x
         return self.unary("scale", x, c=float(c))
 
+    def power(self, x: T, p: float) -> T:
+        """``x ** p`` for a constant exponent: ``pow``, except the exponents that had their own
+        form before ``pow`` existed (1: x, 2: mul, 0.5: sqrt, -1: inv), which keep it, and
+        -0.5: ``rsqrt`` (the same function, domain and derivative)."""
+        if not math.isfinite(p):
+            raise Refused(f"pow with exponent {p!r} (the exponent must be finite)")
+        if p == 1:
+            return x
+        if p == 2:
+            return self.binary("mul", x, x)
+        if p == 0.5:
+            return self.unary("sqrt", x)
+        if p == -1:
+            return self.unary("inv", x)
+        if p == -0.5:
+            return self.unary("rsqrt", x)
+        return self.unary("pow", x, p=float(p))
+
+    def gelu_exact(self, x: T) -> T:
+        """Exact GELU ``0.5 x (1 + erf(x / sqrt(2)))``, as ``h + h erf(x c)`` with ``h = x / 2``
+        and ``c`` = 1 / sqrt(2) rounded (PyTorch's ``M_SQRT1_2``)."""
+        h = self.scale(x, 0.5)
+        e = self.unary("erf", self.scale(x, _SQRT1_2))
+        return self.binary("add", h, self.binary("mul", h, e))
+
     def _broadcast(self, ts: Sequence[T]) -> tuple[Shape, int | None, int]:
         """NumPy broadcasting of full shapes, and where the batch goes in the result."""
         try:
@@ -998,8 +1023,14 @@ def permute_var(b: GraphBuilder, v: Var, perm: Sequence[int]) -> Var:
     return v
 
 
+#: 1 / sqrt(2) as a float64 (C's ``M_SQRT1_2``, what PyTorch's exact GELU multiplies by)
+_SQRT1_2 = 0.7071067811865476
+
 _NUMPY_UNARY: dict[str, Any] = {
     "relu": lambda x: np.maximum(x, 0.0),
+    "pow": lambda x, p: np.power(x, p),
+    "rsqrt": lambda x: 1.0 / np.sqrt(x),
+    "erf": np.vectorize(math.erf, otypes=[np.float64]),
     "exp": np.exp,
     "sqrt": lambda x: np.sqrt(np.maximum(x, 0.0)),
     "inv": lambda x: 1.0 / x,

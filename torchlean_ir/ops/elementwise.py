@@ -7,13 +7,15 @@ sqrt' = 0 for x <= 0, clamp' = 0 at the bounds, max/min ties split the cotangent
 
 from __future__ import annotations
 
+import math
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
 
 from .._attrs import AttrSpec
 from .._errors import ShapeError
-from .._registry import Op, deflinear, defunary, same_shape
+from .._registry import Domain, Op, deflinear, defunary, same_shape
 from .._types import TensorType
 
 # -- const -----------------------------------------------------------------------------------
@@ -316,6 +318,34 @@ inv = defunary(
     doc="Reciprocal 1 / x.",
 )
 
+
+def _rsqrt_deriv(B: Any, x: Any, y: Any) -> Any:
+    return -(y * y * y) / 2  # d/dx x^(-1/2) = -x^(-3/2) / 2
+
+
+rsqrt = defunary(
+    "rsqrt",
+    lambda B, x: 1 / B.sqrt(x),
+    _rsqrt_deriv,
+    domain="positive",
+    doc="1 / sqrt(x) for x > 0 (no guard, as torch.rsqrt: inf at 0, NaN below).",
+)
+
+
+def _erf_deriv(B: Any, x: Any, y: Any) -> Any:
+    # 2 / sqrt(pi) exp(-x^2), with pi the backend's exact constant (B.pi(): atan2(0, -1) in a
+    # compiled program): a float literal for 2 / sqrt(pi) would not be the exact derivative
+    return B.exp(-(x * x)) * 2 / B.sqrt(B.pi())
+
+
+erf = defunary(
+    "erf",
+    lambda B, x: B.erf(x),
+    _erf_deriv,
+    doc="The error function (2 / sqrt(pi)) integral_0^x exp(-t^2) dt; derivative "
+    "(2 / sqrt(pi)) exp(-x^2). Exact GELU is 0.5 x (1 + erf(x / sqrt(2))).",
+)
+
 softplus = defunary(
     "softplus",
     lambda B, x: B.log1p(B.exp(-B.abs(x))) + B.where(x > 0, x, 0.0),
@@ -327,6 +357,72 @@ softplus = defunary(
 @softplus.def_sym
 def softplus_sym(B: Any, x: Any) -> Any:
     return B.log(1 + B.exp(x))
+
+
+# -- pow: a constant exponent ----------------------------------------------------------------
+
+#: Integer exponents are at most this in magnitude (JAX's integer_pow takes an int32).
+POW_MAX_INT = 2**31 - 1
+
+
+def _pow_exponent_ok(p: float) -> str | None:
+    if not math.isfinite(p):
+        return "must be finite"
+    if p.is_integer() and abs(p) > POW_MAX_INT:
+        return f"must be at most {POW_MAX_INT} in magnitude"
+    return None
+
+
+def _pow_int(p: float) -> int | None:
+    return int(p) if float(p).is_integer() else None
+
+
+def _pow_domain(*, p: float) -> Domain:
+    """real for an integer p >= 0; nonzero for a negative integer p; positive otherwise"""
+    n = _pow_int(p)
+    if n is None:
+        return "positive"
+    return "real" if n >= 0 else "nonzero"
+
+
+pow_ = Op(
+    "pow",
+    args=("x",),
+    attrs={"p": AttrSpec("float", check=_pow_exponent_ok, doc="the constant exponent")},
+    domain={"x": _pow_domain},
+    family="elementwise",
+    doc="x ** p for a constant exponent p, derivative p x^(p - 1). Domain: every x for an "
+    "integer p >= 0 (x^0 = 1), x != 0 for a negative integer p, x > 0 for a non-integer p "
+    "(outside it, as torch.pow: inf at x = 0 for p < 0, NaN for x < 0).",
+)
+pow_.def_shape(same_shape)
+
+
+@pow_.def_forward
+def pow_forward(B: Any, x: Any, *, p: float) -> Any:
+    n = _pow_int(p)
+    return x**n if n is not None else x**p
+
+
+def _pow_deriv(B: Any, x: Any, y: Any, p: float) -> Any:
+    n = _pow_int(p)
+    if n == 0:
+        return B.zeros_like(x)
+    if n is not None:
+        return x ** (n - 1) * n
+    if Fraction(p - 1) == Fraction(p) - 1:  # p - 1 exact (p >= 1/2)
+        return x ** (p - 1) * p
+    return y / x * p  # x > 0 on the domain; p - 1 would round
+
+
+@pow_.def_jvp
+def pow_jvp(B: Any, args: tuple, tangents: tuple, out: Any, *, p: float) -> Any:
+    return _pow_deriv(B, args[0], out, p) * tangents[0]
+
+
+@pow_.def_vjp
+def pow_vjp(B: Any, args: tuple, out: Any, ct: Any, *, p: float) -> tuple:
+    return (_pow_deriv(B, args[0], out, p) * ct,)
 
 
 # -- clamp -----------------------------------------------------------------------------------
@@ -380,13 +476,16 @@ __all__ = [
     "clamp",
     "const",
     "detach",
+    "erf",
     "exp",
     "inv",
     "log",
     "max_",
     "min_",
     "mul",
+    "pow_",
     "relu",
+    "rsqrt",
     "scale",
     "sigmoid",
     "softplus",
