@@ -25,6 +25,17 @@ Kind = Literal["adam", "adamw"]
 
 
 def _check_hyper(lr: float, b1: float, b2: float, eps: float, wd: float = 0.0) -> None:
+    if (lr, b1, b2, eps, wd) == _LAST_GOOD[0]:
+        return  # the values of the last step, checked then
+    _check_values(lr, b1, b2, eps, wd)
+    _LAST_GOOD[0] = (lr, b1, b2, eps, wd)
+
+
+#: the last hyperparameters that passed the check (a training loop repeats them)
+_LAST_GOOD: list[tuple[Any, ...] | None] = [None]
+
+
+def _check_values(lr: float, b1: float, b2: float, eps: float, wd: float) -> None:
     for name, v in (("lr", lr), ("eps", eps), ("weight_decay", wd)):
         if not _finite(v) or v < 0:
             raise TorchleanError(f"{name} must be a finite non-negative number, got {v!r}")

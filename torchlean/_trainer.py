@@ -40,7 +40,11 @@ _STEPS: dict[tuple[int, str], Any] = {}  # (id of the compiled graph, optimizer)
 
 
 def _batch_size(specs: Sequence[Any], inputs: Sequence[Any]) -> int:
-    sizes = {int(np.shape(v)[0]) for v in inputs if np.ndim(v) > 0}
+    sizes = set()
+    for v in inputs:
+        shape = v.shape if type(v) is np.ndarray or hasattr(v, "shape") else np.shape(v)
+        if shape:
+            sizes.add(int(shape[0]))
     if len(sizes) != 1:
         raise TorchleanError(
             f"batched inputs must share one leading batch size, got sizes {sorted(sizes)}"
@@ -64,6 +68,11 @@ class _Runner:
         self.options = as_options(options)
         self.params = as_param_list(params)
         self.specs = as_specs(inputs)
+        # per input: whether it is an index input, and its name in the traced graph
+        self._slots = tuple(
+            (True, nat_name(i)) if isinstance(s, NatInput) else (False, input_name(i))
+            for i, s in enumerate(self.specs)
+        )
         self.fn = fn
         self._graph: GraphData | None = None
         if self.options.backend == "compiled":
@@ -154,24 +163,25 @@ class _Runner:
     ) -> tuple[dict[str, Any], dict[str, Any]]:
         """The leaves (the params not in ``skip``, as device mirrors, then the inputs) and the
         index inputs of a call."""
-        leaves: dict[str, Any] = {
-            p.name: p.device_value(cg.device, cg.dtype)  # type: ignore[misc]
-            for p in self.params
-            if p.name not in skip
-        }
+        leaves: dict[str, Any] = (
+            {}
+            if len(skip) == len(self.params)
+            else {
+                p.name: p.device_value(cg.device, cg.dtype)  # type: ignore[misc]
+                for p in self.params
+                if p.name not in skip
+            }
+        )
         index: dict[str, Any] = {}
-        for i, (spec, v) in enumerate(zip(self.specs, inputs, strict=True)):
-            if isinstance(spec, NatInput):
-                index[nat_name(i)] = v
+        for (is_index, name), v in zip(self._slots, inputs, strict=True):
+            if is_index:
+                index[name] = v
             else:
-                leaves[input_name(i)] = v
+                leaves[name] = v
         return leaves, index
 
     def _names(self) -> list[str]:
-        return [
-            nat_name(i) if isinstance(s, NatInput) else input_name(i)
-            for i, s in enumerate(self.specs)
-        ]
+        return [name for _, name in self._slots]
 
 
 class Predictor(_Runner):
@@ -304,10 +314,6 @@ class ScalarTrainer(_Runner):
         back as a 0-d device array (nothing waits for the device). Hyperparameters live in the
         optimizer state (``optax.inject_hyperparams``), so changing them between steps never
         recompiles; they are uploaded only when they change."""
-        import jax
-        import jax.numpy as jnp
-        import optax
-
         import compiler
 
         if self.mesh is not None and not batched:
@@ -321,6 +327,9 @@ class ScalarTrainer(_Runner):
         if step is None or step.compiled is not cg or step.mesh is not self.mesh:
             # Shared by every trainer of this compiled graph (and mesh): the hyperparameters
             # live in the optimizer state, so one jitted step serves them all.
+            import jax.numpy as jnp
+            import optax
+
             make = {"sgd": optax.sgd, "adam": optax.adam, "adamw": optax.adamw}[kind]
             init = {k: jnp.asarray(v, dtype=cg.dtype) for k, v in hyper.items()}
             tx = optax.inject_hyperparams(make)(**init)
@@ -338,6 +347,8 @@ class ScalarTrainer(_Runner):
                 if p.name in step.param_names
             }
             if self.mesh is not None:  # replicated over the mesh (a no-op once they are)
+                import jax
+
                 params = {n: jax.device_put(v, step.param_sharding) for n, v in params.items()}
         opt_state = self._opt_states.get(kind)
         if opt_state is None:
@@ -345,6 +356,8 @@ class ScalarTrainer(_Runner):
             self._hyper.pop(kind, None)
         values = tuple(hyper.items())
         if self._hyper.get(kind) != values:
+            import jax
+
             hp = opt_state.hyperparams
             opt_state = opt_state._replace(  # uploaded explicitly, where the state lives
                 hyperparams={
