@@ -280,7 +280,8 @@ def save_params(
     ``.safetensors``. The file is written all or nothing (a full disk or an interruption
     leaves ``path`` as it was)."""
     plist = as_param_list(params)
-    arrays = {p.name: np.ascontiguousarray(p.value) for p in plist}  # type: ignore[misc]
+    # np.asarray, not np.ascontiguousarray: that one makes a 0-d array 1-d (shape [1])
+    arrays = {p.name: np.asarray(p.value, order="C") for p in plist}  # type: ignore[misc]
     fmt = _format_of(path)
     if fmt == ".npz":
         buf = io.BytesIO()

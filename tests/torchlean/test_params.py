@@ -73,6 +73,17 @@ def test_save_load_round_trip(tmp_path, suffix: str) -> None:  # type: ignore[no
 
 
 @pytest.mark.parametrize("suffix", [".npz", ".safetensors"])
+def test_0d_params_keep_their_shape(tmp_path, suffix: str) -> None:  # type: ignore[no-untyped-def]
+    """A scalar parameter is written 0-d (it was written as shape [1] and then refused)."""
+    path = tmp_path / f"scalar{suffix}"
+    save_params(ParamList([Param(2.5, name="scale"), Param(np.ones(2), name="b")]), path)
+    assert read_params_file(path)["scale"].shape == ()
+    fresh = ParamList([Param(0.0, name="scale"), Param(np.zeros(2), name="b")])
+    load_params(fresh, path)
+    assert fresh["scale"].value.shape == () and float(fresh["scale"].value) == 2.5
+
+
+@pytest.mark.parametrize("suffix", [".npz", ".safetensors"])
 def test_load_mismatch_is_one_line_and_loads_nothing(tmp_path, suffix: str) -> None:  # type: ignore[no-untyped-def]
     path = tmp_path / f"p{suffix}"
     save_params(ParamList([Param(np.ones(2), name="a"), Param(np.ones((2, 2)), name="b")]), path)

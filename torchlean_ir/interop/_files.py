@@ -48,7 +48,8 @@ def _safetensors() -> Any:
 def save_params(path: str, arrays: Mapping[str, np.ndarray]) -> None:
     """Write arrays by name to a ``.safetensors`` or ``.npz`` file."""
     fmt = _format(path, "--params")
-    data = {k: np.ascontiguousarray(v) for k, v in arrays.items()}
+    # np.asarray, not np.ascontiguousarray: that one makes a 0-d array 1-d (shape [1])
+    data = {k: np.asarray(v, order="C") for k, v in arrays.items()}
     if fmt == ".npz":
         with open(path, "wb") as f:
             np.savez(f, **data)  # type: ignore[arg-type]
