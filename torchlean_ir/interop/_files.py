@@ -502,7 +502,32 @@ def load_onnx(path: str, *, max_bytes: int = MAX_FILE_BYTES) -> Any:
             raise InteropError(
                 f"from_onnx: {where}: cannot load its external data ({_first_line(e)})"
             ) from None
+        _check_tensors(model, f"from_onnx: {where}")
     return model
+
+
+def _check_tensors(model: Any, where: str) -> None:
+    """What the checker lets through and the importer reads: every initializer holds the data
+    its type and dimensions declare, every graph input is a tensor of a known element type."""
+    from onnx import helper, numpy_helper
+
+    for t in model.graph.initializer:
+        try:
+            numpy_helper.to_array(t)
+        except Exception as e:
+            raise InteropError(
+                f"{where}: initializer {clip(t.name, 60)!r} does not hold the data it declares "
+                f"({_first_line(e)})"
+            ) from None
+    for vi in model.graph.input:
+        try:
+            if vi.type.WhichOneof("value") != "tensor_type":
+                raise ValueError("not a tensor")
+            helper.tensor_dtype_to_np_dtype(vi.type.tensor_type.elem_type)
+        except Exception:
+            raise InteropError(
+                f"{where}: input {clip(vi.name, 60)!r} is not a tensor of a known element type"
+            ) from None
 
 
 __all__ = [
