@@ -11,10 +11,13 @@ record, a Python warning; always within the time bound.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
+import logging
 import warnings
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +64,26 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
     return {".pt2": (tmp / "net.pt2").read_bytes(), ".onnx": (tmp / "net.onnx").read_bytes()}
 
 
+@contextlib.contextmanager
+def _logged() -> Iterator[io.StringIO]:
+    """What the stream handlers of every logger write (torch gives its loggers handlers that
+    write to the ``sys.stderr`` of when it was imported, which ``capfd`` does not see)."""
+    buf = io.StringIO()
+    handlers = [
+        h
+        for logger in [logging.getLogger(), *logging.Logger.manager.loggerDict.values()]
+        if isinstance(logger, logging.Logger)
+        for h in logger.handlers
+        if isinstance(h, logging.StreamHandler) and not isinstance(h, logging.FileHandler)
+    ]
+    streams = [h.setStream(buf) for h in handlers]
+    try:
+        yield buf
+    finally:
+        for h, stream in zip(handlers, streams, strict=True):
+            h.setStream(stream)
+
+
 def _import(tmp: Path, suffix: str, data: bytes, capfd: pytest.CaptureFixture[str]) -> None:
     """``torchlean import`` of ``data`` in process; the property of the module docstring."""
     model = tmp / f"model{suffix}"
@@ -68,11 +91,13 @@ def _import(tmp: Path, suffix: str, data: bytes, capfd: pytest.CaptureFixture[st
     graph, params = tmp / "g.json", tmp / "p.npz"
     argv = ["import", str(model), "-o", str(graph), "--params", str(params)]
     capfd.readouterr()
-    with warnings.catch_warnings(record=True) as seen, time_bound(f"import {suffix}"):
+    with warnings.catch_warnings(record=True) as seen, _logged() as logged:
         warnings.simplefilter("always")
-        code = cli.main(argv)
+        with time_bound(f"import {suffix}"):
+            code = cli.main(argv)
     out, err = capfd.readouterr()
     assert not seen, [str(w.message) for w in seen]
+    assert logged.getvalue() == "", logged.getvalue()
     if code == 0:
         assert err == "" and out.count("\n") == 1 and out.startswith(str(graph)), (out, err)
         tl.check(tl.load(graph))

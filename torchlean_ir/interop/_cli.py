@@ -56,7 +56,8 @@ def cmd_import(args: argparse.Namespace) -> int:
         from ._files import _format
 
         _format(args.params, "--params")  # a bad name fails before the import runs
-    with quiet_loaders():  # one line, or the summary: no library's warnings in between
+    # one line, or the summary: no warning or log record of torch or onnx in between
+    with quiet_loaders("onnx" if ext == ".onnx" else "torch.export"):
         if ext == ".onnx":
             model = load_onnx(path, max_bytes=args.max_bytes)
             imported = from_onnx(model, batch_axis=args.batch_axis)

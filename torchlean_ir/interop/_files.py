@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import importlib
 import io
 import json
 import logging
@@ -109,10 +110,16 @@ def read_file(path: str | os.PathLike[str], *, max_bytes: int = MAX_FILE_BYTES) 
 
 
 @contextlib.contextmanager
-def quiet_loaders() -> Iterator[list[logging.LogRecord]]:
+def quiet_loaders(*modules: str) -> Iterator[list[logging.LogRecord]]:
     """Python warnings, and torch's and onnx's log records, kept from the terminal while a
     model is loaded: the records are collected in the list yielded (a failure's cause may be
-    in one)."""
+    in one). ``modules`` (``"torch.export"``) are imported first, where installed: torch gives
+    its loggers their own handlers as it is imported, and these are held back too."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for module in modules:
+            with contextlib.suppress(ImportError):
+                importlib.import_module(module)
     records: list[logging.LogRecord] = []
 
     class _Keep(logging.Handler):
@@ -120,7 +127,7 @@ def quiet_loaders() -> Iterator[list[logging.LogRecord]]:
             records.append(record)
 
     keep = _Keep()
-    tops = ("torch", "onnx", "onnxscript")
+    tops = ("torch", "onnx", "onnxscript", "strobelight_function_profiler")
     names = [
         n for n in logging.Logger.manager.loggerDict if n.startswith(tuple(f"{t}." for t in tops))
     ]
@@ -447,7 +454,7 @@ def load_pt2(path: str, *, max_bytes: int = MAX_FILE_BYTES) -> Any:
         zf = zipfile.ZipFile(io.BytesIO(data))
     except Exception as e:  # BadZipFile, and what a corrupt directory raises
         raise InteropError(f"{where}: not a .pt2 archive ({_first_line(e)})") from None
-    with quiet_loaders() as records, zf:
+    with quiet_loaders("torch.export") as records, zf:
         try:
             import torch.export
         except ImportError:
@@ -482,7 +489,7 @@ def load_onnx(path: str, *, max_bytes: int = MAX_FILE_BYTES) -> Any:
 
     data = read_file(path, max_bytes=max_bytes)
     where = clip(path)
-    with quiet_loaders():
+    with quiet_loaders("onnx"):
         try:
             model = onnx.load_from_string(data)
         except Exception as e:  # protobuf's DecodeError and friends
