@@ -127,7 +127,13 @@ def quiet_loaders(*modules: str) -> Iterator[list[logging.LogRecord]]:
             records.append(record)
 
     keep = _Keep()
-    tops = ("torch", "onnx", "onnxscript", "strobelight_function_profiler")
+    tops = (
+        "torch",
+        "onnx",
+        "onnxscript",
+        "strobelight_function_profiler",
+        "strobelight_compile_time_profiler",
+    )
     names = [
         n for n in logging.Logger.manager.loggerDict if n.startswith(tuple(f"{t}." for t in tops))
     ]
