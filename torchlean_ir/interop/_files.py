@@ -488,8 +488,9 @@ def load_pt2(path: str, *, max_bytes: int = MAX_FILE_BYTES) -> Any:
 
 def load_onnx(path: str, *, max_bytes: int = MAX_FILE_BYTES) -> Any:
     """The ``onnx.ModelProto`` in the file at ``path``, read as :func:`read_file` reads, checked
-    by ``onnx.checker``, with its external data (which ONNX reads from beside it and checks);
-    one-line :class:`InteropError` otherwise, and nothing printed."""
+    by ``onnx.checker`` and ONNX's strict shape inference (a Gemm of a vector is refused here,
+    not half-way through the import), with its external data (which ONNX reads from beside it
+    and checks); one-line :class:`InteropError` otherwise, and nothing printed."""
     import onnx
     from onnx import external_data_helper
 
@@ -502,8 +503,9 @@ def load_onnx(path: str, *, max_bytes: int = MAX_FILE_BYTES) -> Any:
             raise InteropError(
                 f"from_onnx: {where}: not an ONNX model ({_first_line(e)})"
             ) from None
-        try:  # before its external data is loaded: the checker serializes the model
+        try:  # before its external data is loaded: both serialize the model
             onnx.checker.check_model(model)
+            onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True)
         except Exception as e:
             raise InteropError(
                 f"from_onnx: {where}: not a valid ONNX model ({_first_line(e)})"
