@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import os
-import zipfile
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, overload
 
@@ -13,6 +12,7 @@ import numpy as np
 from torchlean_ir import TorchleanError
 from torchlean_ir._graph import valid_name
 from torchlean_ir._util import write_atomic
+from torchlean_ir.interop._files import MAX_FILE_BYTES
 
 
 def _host_array(value: Any, what: str) -> np.ndarray:
@@ -280,7 +280,8 @@ def save_params(
     ``.safetensors``. The file is written all or nothing (a full disk or an interruption
     leaves ``path`` as it was)."""
     plist = as_param_list(params)
-    arrays = {p.name: np.ascontiguousarray(p.value) for p in plist}  # type: ignore[misc]
+    # np.asarray, not np.ascontiguousarray: that one makes a 0-d array 1-d (shape [1])
+    arrays = {p.name: np.asarray(p.value, order="C") for p in plist}  # type: ignore[misc]
     fmt = _format_of(path)
     if fmt == ".npz":
         buf = io.BytesIO()
@@ -296,14 +297,17 @@ def _one_line(e: BaseException) -> str:
     return text if len(text) <= 200 else text[:197] + "..."
 
 
-def _read(path: str | os.PathLike[str], read: Any) -> Any:
-    """``read(where, fmt)``, any failure of a missing or corrupt file as one line."""
+def _read(path: str | os.PathLike[str], read: Any, max_bytes: int) -> Any:
+    """``read(data, fmt)`` of the file's bytes; a missing file, one that is not a regular file
+    (a device, a FIFO) or holds more than ``max_bytes``, and any failure of a corrupt one, as
+    one line."""
+    from torchlean_ir.interop._files import read_file
+
     fmt = _format_of(path)
     where = os.fspath(path)
+    data = read_file(where, max_bytes=max_bytes)
     try:
-        return read(where, fmt)
-    except FileNotFoundError:
-        raise TorchleanError(f"{where}: no such file") from None
+        return read(data, fmt)
     except TorchleanError:
         raise
     except Exception as e:  # a corrupt file can fail in many ways; report it in one line
@@ -312,63 +316,37 @@ def _read(path: str | os.PathLike[str], read: Any) -> Any:
         ) from None
 
 
-def _read_arrays(where: str, fmt: str) -> dict[str, np.ndarray]:
-    if fmt == ".npz":  # the file opened here: np.load leaks it when the archive is corrupt
-        with open(where, "rb") as f, np.load(f, allow_pickle=False) as data:
-            return {k: np.asarray(data[k]) for k in data.files}
-    return dict(_safetensors_numpy().load_file(where))
-
-
-def _read_headers(where: str, fmt: str) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
-    """Name -> (shape, dtype) of every array, from the file's headers only (no data is read or
-    decompressed: a zip bomb or a huge declared array is refused before it costs memory)."""
-    out: dict[str, tuple[tuple[int, ...], np.dtype]] = {}
-    if fmt == ".npz":
-        with zipfile.ZipFile(where) as z:
-            for info in z.infolist():
-                name = info.filename.removesuffix(".npy")
-                if name in out:  # two members of one name: which one is meant?
-                    raise TorchleanError(f"{where}: the array {name[:60]!r} is stored twice")
-                with z.open(info) as f:
-                    version = np.lib.format.read_magic(f)
-                    if version == (1, 0):
-                        shape, _, dtype = np.lib.format.read_array_header_1_0(f)
-                    else:
-                        shape, _, dtype = np.lib.format.read_array_header_2_0(f)
-                out[name] = (tuple(shape), dtype)
-        return out
-    _safetensors_numpy()  # the package, or one line saying how to install it
-    from safetensors import safe_open
-
-    with safe_open(where, framework="numpy") as f:
-        for name in f.keys():  # noqa: SIM118 (a safetensors handle, not a dict)
-            sl = f.get_slice(name)
-            dtype = np.dtype(_SAFETENSORS_DTYPES.get(sl.get_dtype(), "O"))
-            out[name] = (tuple(sl.get_shape()), dtype)
-    return out
-
-
-#: safetensors dtype names -> NumPy (the float ones; anything else is refused as not a float)
-_SAFETENSORS_DTYPES = {"F16": "float16", "F32": "float32", "F64": "float64"}
-
-
-def read_params_file(path: str | os.PathLike[str]) -> dict[str, np.ndarray]:
+def read_params_file(
+    path: str | os.PathLike[str], *, max_bytes: int = MAX_FILE_BYTES
+) -> dict[str, np.ndarray]:
     """The arrays stored in a ``.npz`` or ``.safetensors`` parameter file, by name (nothing is
-    unpickled)."""
-    return _read(path, _read_arrays)  # type: ignore[no-any-return]
+    unpickled). A path that is not a regular file (a device, a FIFO), a file over
+    ``max_bytes`` (4 GiB by default) and a ``.npz`` that unpacks to more are refused."""
+    from torchlean_ir.interop._files import param_arrays
+
+    return _read(path, lambda data, fmt: param_arrays(data, fmt, max_bytes), max_bytes)  # type: ignore[no-any-return]
 
 
 def load_params(
-    params: ParamList | Iterable[Param] | Mapping[str, Param], path: str | os.PathLike[str]
+    params: ParamList | Iterable[Param] | Mapping[str, Param],
+    path: str | os.PathLike[str],
+    *,
+    max_bytes: int = MAX_FILE_BYTES,
 ) -> None:
     """Load every parameter from ``path`` (written by :func:`save_params`). Names, shapes and
-    float dtypes must match exactly, and are checked from the file's headers before any data is
-    read; on any mismatch a one-line :class:`~torchlean_ir.TorchleanError` names it and no
-    parameter is changed."""
+    float dtypes must match exactly, and are checked from the file's headers before any array is
+    read or unpacked; on any mismatch a one-line :class:`~torchlean_ir.TorchleanError` names it
+    and no parameter is changed. The file is read once, as :func:`read_params_file` reads it."""
+    from torchlean_ir.interop._files import param_arrays, param_headers
+
     plist = as_param_list(params)
     what = f"load_params({os.fspath(path)})"
-    headers = _read(path, _read_headers)
-    _check_names(plist, headers, what)
-    for p in plist:
-        _check_entry(p, *headers[p.name], what)  # type: ignore[index]
-    plist.set_values(read_params_file(path), what=what)
+
+    def read(data: bytes, fmt: str) -> dict[str, np.ndarray]:
+        headers = param_headers(data, fmt)
+        _check_names(plist, headers, what)
+        for p in plist:
+            _check_entry(p, *headers[p.name], what)  # type: ignore[index]
+        return param_arrays(data, fmt, max_bytes)
+
+    plist.set_values(_read(path, read, max_bytes), what=what)

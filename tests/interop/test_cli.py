@@ -225,3 +225,40 @@ def test_pt2_archives_that_would_be_unpickled_are_refused(
         "inputs.pt2: its sample inputs (data/sample_inputs/model.pt) need a full unpickler, "
         "which torch.export.load would fall back to; refused"
     )
+
+
+class _Scaled(torch.nn.Module):
+    """A model with a 0-d parameter (a learned scale)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = torch.nn.Linear(3, 2)
+        self.scale = torch.nn.Parameter(torch.tensor(2.0))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(x) * self.scale
+
+
+@pytest.mark.parametrize("suffix", [".safetensors", ".npz"])
+def test_0d_parameters_keep_their_shape(suffix: str, tmp_path: Path, call: Any) -> None:
+    """What ``import --params`` writes, the compiled forward and ``export`` read back: a 0-d
+    parameter stays 0-d (it was written as shape [1])."""
+    run = call
+    torch.manual_seed(0)
+    model = _Scaled().eval()
+    x = torch.randn(4, 3)
+    torch.export.save(torch.export.export(model, (x,)), tmp_path / "scaled.pt2")
+    params_file = f"p{suffix}"
+    proc = run("import", "scaled.pt2", "-o", "g.json", "--params", params_file, cwd=tmp_path)
+    assert (proc.returncode, proc.stderr) == (0, ""), proc.stderr
+    g = tl.load(tmp_path / "g.json")
+    params = read_params(str(tmp_path / params_file))
+    assert params["scale"].shape == () and params["scale"].dtype == np.float32
+    shapes = {leaf.name: leaf.type.shape for leaf in g.leaves if leaf.kind == "param"}
+    assert {k: v.shape for k, v in params.items()} == shapes
+    got = compiler.compile(g).batched(over=("x",)).forward({**params, "x": x.numpy()})
+    np.testing.assert_allclose(np.asarray(got), model(x).detach().numpy(), rtol=1e-6)
+    proc = run("export", "g.json", "-o", "m.onnx", "--params", params_file, cwd=tmp_path)
+    assert (proc.returncode, proc.stderr) == (0, ""), proc.stderr
+    (theirs,) = ReferenceEvaluator(onnx.load(tmp_path / "m.onnx")).run(None, {"x": x.numpy()})
+    np.testing.assert_allclose(theirs, model(x).detach().numpy(), rtol=1e-6)

@@ -73,6 +73,17 @@ def test_save_load_round_trip(tmp_path, suffix: str) -> None:  # type: ignore[no
 
 
 @pytest.mark.parametrize("suffix", [".npz", ".safetensors"])
+def test_0d_params_keep_their_shape(tmp_path, suffix: str) -> None:  # type: ignore[no-untyped-def]
+    """A scalar parameter is written 0-d (it was written as shape [1] and then refused)."""
+    path = tmp_path / f"scalar{suffix}"
+    save_params(ParamList([Param(2.5, name="scale"), Param(np.ones(2), name="b")]), path)
+    assert read_params_file(path)["scale"].shape == ()
+    fresh = ParamList([Param(0.0, name="scale"), Param(np.zeros(2), name="b")])
+    load_params(fresh, path)
+    assert fresh["scale"].value.shape == () and float(fresh["scale"].value) == 2.5
+
+
+@pytest.mark.parametrize("suffix", [".npz", ".safetensors"])
 def test_load_mismatch_is_one_line_and_loads_nothing(tmp_path, suffix: str) -> None:  # type: ignore[no-untyped-def]
     path = tmp_path / f"p{suffix}"
     save_params(ParamList([Param(np.ones(2), name="a"), Param(np.ones((2, 2)), name="b")]), path)
@@ -195,3 +206,49 @@ def test_save_is_all_or_nothing(tmp_path, monkeypatch) -> None:  # type: ignore[
         save_params(pl, path)
     assert path.read_bytes() == b"old"
     assert [p.name for p in tmp_path.iterdir()] == ["p.npz"]
+
+
+@pytest.mark.parametrize("kind", ["zero", "fifo"])
+def test_devices_and_fifos_are_refused_before_they_are_opened(tmp_path, kind: str) -> None:  # type: ignore[no-untyped-def]
+    """A .npz name linked to /dev/zero was read until memory ran out; opening a FIFO waited for
+    a writer. Both are refused from os.stat, in one line naming the path."""
+    import os
+    import signal
+
+    def hang(signum: int, frame: object) -> None:
+        raise AssertionError("load_params still running after 60 s")
+
+    signal.signal(signal.SIGALRM, hang)
+    pl = ParamList([Param(np.ones(2), name="a")])
+    for name in ("p.npz", "p.safetensors"):
+        path = tmp_path / name
+        if kind == "zero":
+            path.symlink_to("/dev/zero")
+            want = f"{path} (a link to /dev/zero): not a regular file but a character device"
+        else:
+            os.mkfifo(path)
+            want = f"{path}: not a regular file but a FIFO"
+        signal.alarm(60)  # a regression hangs: fail instead
+        try:
+            with pytest.raises(tl.TorchleanError) as e:
+                load_params(pl, path)
+            assert str(e.value) == f"{want}; refused"
+            with pytest.raises(tl.TorchleanError, match="not a regular file"):
+                read_params_file(path)
+        finally:
+            signal.alarm(0)
+    signal.signal(signal.SIGALRM, signal.SIG_DFL)
+    assert pl["a"].value.tolist() == [1.0, 1.0]
+
+
+def test_files_over_max_bytes_are_refused(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    pl = ParamList([Param(np.ones(1000), name="a")])
+    path = tmp_path / "p.npz"
+    save_params(pl, path)
+    size = path.stat().st_size
+    with pytest.raises(tl.TorchleanError) as e:
+        load_params(pl, path, max_bytes=size - 1)
+    assert str(e.value) == f"{path}: file of {size} bytes exceeds the limit {size - 1}"
+    with pytest.raises(tl.TorchleanError, match="exceeds the limit"):
+        read_params_file(path, max_bytes=100)
+    load_params(pl, path, max_bytes=size)

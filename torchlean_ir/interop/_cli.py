@@ -18,8 +18,25 @@ import numpy as np
 
 from .._format import save
 from .._graph import GraphData
-from ._files import load_pt2, read_params, save_params
+from ._files import (
+    MAX_FILE_BYTES,
+    load_onnx,
+    load_pt2,
+    quiet_loaders,
+    read_params,
+    save_params,
+)
 from ._trace import InteropError
+
+
+def _positive_int(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return n
 
 
 def _batch_axis(text: str) -> int | None:
@@ -39,12 +56,14 @@ def cmd_import(args: argparse.Namespace) -> int:
         from ._files import _format
 
         _format(args.params, "--params")  # a bad name fails before the import runs
-    if ext == ".onnx":
-        if not os.path.exists(path):
-            raise InteropError(f"cannot read {path}: no such file")
-        imported = from_onnx(path, batch_axis=args.batch_axis)
-    else:
-        imported = from_torch(load_pt2(path), batch_axis=args.batch_axis)
+    # one line, or the summary: no warning or log record of torch or onnx in between
+    with quiet_loaders("onnx" if ext == ".onnx" else "torch.export"):
+        if ext == ".onnx":
+            model = load_onnx(path, max_bytes=args.max_bytes)
+            imported = from_onnx(model, batch_axis=args.batch_axis)
+        else:
+            program = load_pt2(path, max_bytes=args.max_bytes)
+            imported = from_torch(program, batch_axis=args.batch_axis)
     try:
         save(imported.graph, args.output)
     except OSError as e:
@@ -132,6 +151,13 @@ def add_parsers(
         metavar="N|none",
         help="the inputs' batch axis, which becomes the compiler's batching (default 0); "
         "'none' imports the whole example batch as one sample",
+    )
+    p.add_argument(
+        "--max-bytes",
+        type=_positive_int,
+        default=MAX_FILE_BYTES,
+        metavar="N",
+        help=f"refuse model files larger than N bytes (default {MAX_FILE_BYTES})",
     )
     p.set_defaults(run=run_import)
 

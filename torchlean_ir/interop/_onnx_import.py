@@ -712,14 +712,9 @@ def _load(model: Any) -> Any:
             return onnx.load_from_string(bytes(model))
         except Exception as e:  # protobuf's DecodeError and friends
             raise InteropError(f"from_onnx: not an ONNX model: {type(e).__name__}: {e}") from None
-    path = os.fspath(model)
-    try:
-        return onnx.load(path)
-    except FileNotFoundError:
-        raise InteropError(f"from_onnx: cannot read {path}: no such file") from None
-    except Exception as e:
-        msg = str(e).splitlines()[0] if str(e) else type(e).__name__
-        raise InteropError(f"from_onnx: {path}: not an ONNX model ({msg})") from None
+    from ._files import load_onnx  # a regular file of bounded size, read without a warning
+
+    return load_onnx(os.fspath(model))
 
 
 def _default_opset(model: Any) -> int:
