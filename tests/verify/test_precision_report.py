@@ -56,7 +56,8 @@ def test_command_line(tmp_path: object, capsys: pytest.CaptureFixture[str]) -> N
     tl.save(_graph(), path)
     out = os.path.join(str(tmp_path), "r.json")
     assert main([path, "--matmul-precision", "tf32", "--json", out, "-q"]) == 0
-    assert json.load(open(out))["matmul_precision"] == "tf32"
+    with open(out) as f:
+        assert json.load(f)["matmul_precision"] == "tf32"
     capsys.readouterr()
     assert main([path, "--matmul-precision", "fast"]) == 2  # usage error: exit 2, one line
     err = capsys.readouterr().err.strip().splitlines()
