@@ -8,6 +8,9 @@
                                     or draw it: Graphviz DOT, or SVG rendered by Graphviz
     torchlean import MODEL.pt2|MODEL.onnx -o GRAPH.json [--params PARAMS.safetensors]
                                     import a PyTorch or ONNX model (torchlean_ir.interop)
+    torchlean import MODEL --report list every op that would be refused, one line per op and
+                                    reason with its count and first source line; writes
+                                    nothing; exit 2 if any, 0 if the model would import
     torchlean export GRAPH.json -o MODEL.onnx (--params PARAMS | --zero-params)
                                     export a graph as an ONNX model
     torchlean verify ...            the verifier (``verify.cli``), when installed

@@ -201,7 +201,8 @@ def test_unsupported_op_is_refused_with_op_node_and_source_line() -> None:
     line = _Cumsum.forward.__code__.co_firstlineno + 1
     assert msg == (
         f"from_torch: node cumsum (aten.cumsum) at test_torch.py:{line}: ATen op aten.cumsum "
-        "is not supported: no mapping to our ops"
+        "is not supported: no mapping to our ops; hint: not supported yet (docs/interop.md "
+        "lists the ATen ops that import)"
     )
 
 

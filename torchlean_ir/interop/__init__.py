@@ -8,6 +8,7 @@
     cg = compiler.compile(imported.graph).batched(over=imported.batched)
     logits = cg.forward({**imported.params, "x": images})
     model = interop.to_onnx(imported.graph, imported.params)   # an onnx.ModelProto
+    interop.import_report("model.pt2")   # every op refused, not only the first: Unsupported
 
 Graphs are per sample: the source's batch axis becomes the compiler's batching
 (``Imported.batched``), not a graph dimension. ``onnx`` and ``torch`` are optional and imported
@@ -16,7 +17,7 @@ only by the functions that need them. What maps to what, and what is refused, is
 :data:`ATEN_IMPORTS`).
 """
 
-from ._common import Imported, Mapping
+from ._common import Imported, Mapping, Unsupported
 from ._onnx_export import (
     EXPORT_OPSET,
     NOT_EXPORTED,
@@ -26,6 +27,7 @@ from ._onnx_export import (
     to_onnx,
 )
 from ._onnx_import import IMPORT_OPSET, ONNX_IMPORTS, ONNX_REFUSED, from_onnx
+from ._report import import_report
 from ._torch_import import ATEN_IMPORTS, ATEN_REFUSED, from_torch
 from ._trace import InteropError
 
@@ -43,7 +45,9 @@ __all__ = [
     "Imported",
     "InteropError",
     "Mapping",
+    "Unsupported",
     "from_onnx",
     "from_torch",
+    "import_report",
     "to_onnx",
 ]

@@ -3,9 +3,12 @@
 ::
 
     torchlean import MODEL.pt2|MODEL.onnx -o GRAPH.json [--params PARAMS.safetensors]
+    torchlean import MODEL.pt2|MODEL.onnx --report
     torchlean export GRAPH.json -o MODEL.onnx (--params PARAMS.safetensors | --zero-params)
 
 Every failure is an :class:`InteropError` (one line; exit 2 through the command line).
+``--report`` lists every unsupported op at once and writes nothing (exit 2 when any is
+unsupported, 0 when the model would import).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import numpy as np
 
 from .._format import save
 from .._graph import GraphData
+from ._common import Imported
 from ._files import (
     MAX_FILE_BYTES,
     load_onnx,
@@ -52,6 +56,10 @@ def cmd_import(args: argparse.Namespace) -> int:
     ext = os.path.splitext(path)[1].lower()
     if ext not in (".pt2", ".onnx"):
         raise InteropError(f"{path}: expected a .pt2 (torch.export.save) or .onnx file")
+    if args.report:
+        return _report(args)
+    if args.output is None:
+        raise InteropError("import: give -o GRAPH.json (or --report)")
     if args.params is not None:
         from ._files import _format
 
@@ -73,16 +81,41 @@ def cmd_import(args: argparse.Namespace) -> int:
             save_params(args.params, imported.params)
         except OSError as e:
             raise InteropError(f"cannot write {args.params}: {e.strerror or e}") from None
-    g = imported.graph
-    parts = [f"{len(g.nodes)} nodes", f"{g.num_leaves} leaves"]
-    parts.append(f"batched over {', '.join(imported.batched)}" if imported.batched else "unbatched")
-    line = f"{args.output}: {', '.join(parts)}"
+    line = f"{args.output}: {', '.join(_summary(imported))}"
     if args.params is not None:
         line += f"; {len(imported.params)} parameters in {args.params}"
     elif imported.params:
         line += f"; {len(imported.params)} parameter values not written (no --params)"
     print(line, file=args.out)
     return 0
+
+
+def _summary(imported: Imported) -> list[str]:
+    g = imported.graph
+    parts = [f"{len(g.nodes)} nodes", f"{g.num_leaves} leaves"]
+    parts.append(f"batched over {', '.join(imported.batched)}" if imported.batched else "unbatched")
+    return parts
+
+
+def _report(args: argparse.Namespace) -> int:
+    """``--report``: every unsupported op, one line per (op, reason), then a summary line; no
+    file written. Exit 2 when anything is unsupported, 0 when the model would import."""
+    from ._report import report, report_lines
+
+    records, imported = report(args.model, batch_axis=args.batch_axis, max_bytes=args.max_bytes)
+    if imported is not None:
+        print(f"{args.model}: would import: {', '.join(_summary(imported))}", file=args.out)
+        return 0
+    lines = report_lines(records)
+    for line in lines:
+        print(line, file=args.out)
+    refused = sum(1 for r in records if not r.blocked_by)
+    blocked = len(records) - refused
+    line = f"{args.model}: {refused} unsupported nodes ({len(lines)} distinct op and reason)"
+    if blocked:
+        line += f"; {blocked} more depend on them"
+    print(line, file=args.out)
+    return 2
 
 
 def cmd_export(args: argparse.Namespace, graph: GraphData) -> int:
@@ -138,7 +171,13 @@ def add_parsers(
         help="import a PyTorch (.pt2 from torch.export.save) or ONNX model as a graph file",
     )
     p.add_argument("model", metavar="MODEL", help="MODEL.pt2 or MODEL.onnx")
-    p.add_argument("-o", "--output", required=True, metavar="GRAPH.json", help="graph to write")
+    p.add_argument("-o", "--output", metavar="GRAPH.json", help="graph to write")
+    p.add_argument(
+        "--report",
+        action="store_true",
+        help="list every unsupported op (count and first source location) instead of "
+        "stopping at the first; writes nothing; exit 2 if any, 0 if the model would import",
+    )
     p.add_argument(
         "--params",
         metavar="PARAMS",

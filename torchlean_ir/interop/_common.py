@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from .._graph import GraphData, Node, valid_name
-from ._trace import InteropError
+from ._trace import InteropError, Refused
 
 
 @dataclass(frozen=True)
@@ -42,6 +42,65 @@ class Mapping:
     fn: Callable[..., Any]
     note: str
     ours: str
+
+
+@dataclass(frozen=True)
+class Unsupported:
+    """One source node an import refused (what :func:`import_report` returns).
+
+    ``op`` is the source op (``aten.cumsum``, ONNX ``LRN``), ``node`` the source node's name,
+    ``location`` where it is (the model's ``file:line`` for PyTorch, ``node 3`` for ONNX),
+    ``reason`` why it is refused and ``hint`` what would make it import ("" where nothing
+    would). A node whose inputs come from a refused node cannot be converted either: its
+    record has ``blocked_by``, the refused node's name, and is not an unsupported op itself."""
+
+    op: str
+    node: str
+    location: str
+    reason: str
+    hint: str = ""
+    blocked_by: str = ""
+
+
+class Blocked(Exception):
+    """A value computed by a refused node (report mode): what reads it cannot be converted."""
+
+    def __init__(self, origin: str) -> None:
+        super().__init__(origin)
+        self.origin = origin
+
+
+def refusal_line(where: str, label: str, reason: str, hint: str = "") -> str:
+    """The one-line refusal: ``where: label: reason; hint: hint``."""
+    return f"{where}: {label}: {reason}" + (f"; hint: {hint}" if hint else "")
+
+
+class Refusals:
+    """An importer's refusals: raised at the first (``collect=False``, a normal import) or
+    collected as :class:`Unsupported` records (``collect=True``, a report)."""
+
+    def __init__(self, where: str, collect: bool) -> None:
+        self.where = where
+        self.collect = collect
+        self.records: list[Unsupported] = []
+
+    def refuse(
+        self, op: str, node: str, location: str, label: str, reason: str, hint: str = ""
+    ) -> None:
+        """Record one refusal, or raise it as an :class:`InteropError` (one line)."""
+        if not self.collect:
+            raise InteropError(refusal_line(self.where, label, reason, hint)) from None
+        self.records.append(Unsupported(op, node, location, reason, hint))
+
+    def refused(self, op: str, node: str, location: str, label: str, e: Refused) -> None:
+        """:meth:`refuse` with a :class:`Refused`'s reason and hint."""
+        self.refuse(op, node, location, label, str(e), e.hint)
+
+    def blocked(self, op: str, node: str, location: str, origin: str) -> None:
+        """A node that reads a refused node's value (only reached in report mode)."""
+        self.records.append(
+            Unsupported(op, node, location, "depends on an unsupported node", "", origin)
+        )
 
 
 _BAD = re.compile(r"[^A-Za-z0-9_.]")
@@ -102,4 +161,14 @@ def prune(graph: GraphData) -> GraphData:
     return GraphData(graph.context, tuple(nodes), tuple(new_id[o] for o in graph.outputs))
 
 
-__all__ = ["Imported", "Mapping", "Names", "float_dtype", "prune"]
+__all__ = [
+    "Blocked",
+    "Imported",
+    "Mapping",
+    "Names",
+    "Refusals",
+    "Unsupported",
+    "float_dtype",
+    "prune",
+    "refusal_line",
+]

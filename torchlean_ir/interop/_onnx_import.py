@@ -16,7 +16,16 @@ import numpy as np
 
 from .._builder import GraphBuilder
 from .._errors import TorchleanError
-from ._common import Imported, Mapping, Names, float_dtype, prune
+from ._common import (
+    Blocked,
+    Imported,
+    Mapping,
+    Names,
+    Refusals,
+    Unsupported,
+    float_dtype,
+    prune,
+)
 from ._trace import InteropError, Refused, T, Tracer, one_line
 
 #: The opset models are read at (older ones are converted to it first).
@@ -753,6 +762,32 @@ def from_onnx(
     leaves, integer inputs index inputs (labels, token ids). Raises :class:`InteropError` with
     one line naming the ONNX node for anything that cannot be expressed; never a partial graph.
     """
+    imported = _import(model, batch_axis, batched, batch_size, Refusals("from_onnx", False))
+    assert imported is not None  # a refusal raised
+    return imported
+
+
+def onnx_report(
+    model: Any,
+    *,
+    batch_axis: int | None = 0,
+    batched: Sequence[str] | None = None,
+    batch_size: int | None = None,
+) -> tuple[tuple[Unsupported, ...], Imported | None]:
+    """Every refusal of :func:`from_onnx` on ``model`` (not only the first), and the import
+    when there is none."""
+    refusals = Refusals("from_onnx", collect=True)
+    imported = _import(model, batch_axis, batched, batch_size, refusals)
+    return tuple(refusals.records), imported
+
+
+def _import(
+    model: Any,
+    batch_axis: int | None,
+    batched: Sequence[str] | None,
+    batch_size: int | None,
+    refusals: Refusals,
+) -> Imported | None:
     where = "from_onnx"
     _need_onnx(where)
     from onnx import numpy_helper, version_converter
@@ -857,34 +892,55 @@ def from_onnx(
         else:
             env[key] = tr.const(arr)
     for i, node in enumerate(g.node):
-        label = f"node {i} ({node.op_type} {node.name or node.output[0]!r})"
+        src = node.name or node.output[0]
+        loc = f"node {i}"
+        label = f"{loc} ({node.op_type} {src!r})"
+        blocked = Blocked(src)
         mapping = ONNX_IMPORTS.get(node.op_type)
-        if node.domain not in ("", "ai.onnx") or mapping is None:
-            why = ONNX_REFUSED.get(node.op_type, "no mapping to our ops")
-            raise InteropError(f"{where}: {label}: ONNX op {node.op_type} is not supported: {why}")
         try:
             ins = [env[x] if x else None for x in node.input]
         except KeyError as e:
             raise InteropError(f"{where}: {label}: unknown input {e.args[0]!r}") from None
-        ctx.attrs = {a.name: _attr(a) for a in node.attribute}
-        try:
-            outs = mapping.fn(ctx, node, ins)
-        except Refused as e:
-            raise InteropError(f"{where}: {label}: {e}") from None
-        except TorchleanError as e:  # a shape rule refusing the per-sample op
-            raise InteropError(f"{where}: {label}: {one_line(e)}") from None
-        for name, t in zip(node.output, outs, strict=False):
+        origins = [x.origin for x in ins if isinstance(x, Blocked)]
+        if node.domain not in ("", "ai.onnx") or mapping is None:
+            why = ONNX_REFUSED.get(node.op_type, "no mapping to our ops")
+            reason = f"ONNX op {node.op_type} is not supported: {why}"
+            hint = "" if node.op_type in ONNX_REFUSED else "not supported yet"
+            refusals.refuse(node.op_type, src, loc, label, reason, hint)
+        elif origins:
+            refusals.blocked(node.op_type, src, loc, origins[0])
+            blocked = Blocked(origins[0])
+        else:
+            ctx.attrs = {a.name: _attr(a) for a in node.attribute}
+            try:
+                outs = mapping.fn(ctx, node, ins)
+            except Refused as e:
+                refusals.refused(node.op_type, src, loc, label, e)
+                outs = None
+            except TorchleanError as e:  # a shape rule refusing the per-sample op
+                refusals.refuse(node.op_type, src, loc, label, one_line(e))
+                outs = None
+            else:
+                for name, t in zip(node.output, outs, strict=False):
+                    if name:
+                        env[name] = t
+                continue
+        for name in node.output:  # refused: what reads its outputs depends on it
             if name:
-                env[name] = t
+                env[name] = blocked  # type: ignore[assignment]
     outs = []
     for vi in g.output:
         t = env.get(vi.name)
+        if isinstance(t, Blocked):
+            continue
         if t is None:
             raise InteropError(f"{where}: output {vi.name!r} is not computed by any node")
         try:
             outs.append(tr.var(t))
         except Refused as e:
-            raise InteropError(f"{where}: output {vi.name!r}: {e}") from None
+            refusals.refused("output", vi.name, "output", f"output {vi.name!r}", e)
+    if refusals.records:
+        return None
     graph = prune(b.build(outs))
     params = {k: v.astype(np_dtype) for k, v in tr.param_values.items() if k in tr._params}
     return Imported(
@@ -928,4 +984,4 @@ def _attr(a: Any) -> Any:
     return v
 
 
-__all__ = ["IMPORT_OPSET", "ONNX_IMPORTS", "ONNX_REFUSED", "from_onnx"]
+__all__ = ["IMPORT_OPSET", "ONNX_IMPORTS", "ONNX_REFUSED", "from_onnx", "onnx_report"]

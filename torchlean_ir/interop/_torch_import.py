@@ -10,6 +10,7 @@ builds the per-sample graph. ``torch`` is imported here only, when this module's
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import re
@@ -20,7 +21,16 @@ import numpy as np
 
 from .._builder import GraphBuilder
 from .._errors import TorchleanError
-from ._common import Imported, Mapping, Names, float_dtype, prune
+from ._common import (
+    Blocked,
+    Imported,
+    Mapping,
+    Names,
+    Refusals,
+    Unsupported,
+    float_dtype,
+    prune,
+)
 from ._trace import InteropError, Refused, T, Tracer, one_line
 
 Converter = Callable[["_Ctx", list[Any], dict[str, Any]], Any]
@@ -986,6 +996,27 @@ def from_torch(
     the node and the model's source line for anything that cannot be expressed; never a
     partial graph.
     """
+    imported = _import(program, batch_axis, batched, Refusals("from_torch", collect=False))
+    assert imported is not None  # a refusal raised
+    return imported
+
+
+def torch_report(
+    program: Any, *, batch_axis: int | None = 0, batched: Sequence[str] | None = None
+) -> tuple[tuple[Unsupported, ...], Imported | None]:
+    """Every refusal of :func:`from_torch` on ``program`` (not only the first), and the import
+    when there is none."""
+    refusals = Refusals("from_torch", collect=True)
+    imported = _import(program, batch_axis, batched, refusals)
+    return tuple(refusals.records), imported
+
+
+def _import(
+    program: Any,
+    batch_axis: int | None,
+    batched: Sequence[str] | None,
+    refusals: Refusals,
+) -> Imported | None:
     where = "from_torch"
     try:
         import torch
@@ -1097,30 +1128,40 @@ def from_torch(
             raise InteropError(f"{where}: node {node.name} ({node.op}) is not an op call")
         target = node.target
         name = _op_name(target)
-        label = f"node {node.name} ({name}) at {_source_line(node)}"
+        loc = _source_line(node)
+        label = f"node {node.name} ({name}) at {loc}"
         first = node.args[0] if node.args else None
         if name.endswith("_") and getattr(first, "op", None) == "placeholder":
             spec = specs[first.name]
             what = getattr(spec, "target", None) or first.name
-            raise InteropError(
-                f"{where}: {label}: updates {what!r} in place: a training-mode side effect "
-                "(export the model in eval mode)"
-            )
+            reason = f"updates {what!r} in place: a training-mode side effect"
+            refusals.refuse(name, node.name, loc, label, reason, "export the model in eval mode")
+            env[node.name] = Blocked(node.name)
+            continue
         try:
             env[node.name] = _call(ctx, target, name, node, env)
+        except Blocked as e:
+            refusals.blocked(name, node.name, loc, e.origin)
+            env[node.name] = e
         except Refused as e:
-            raise InteropError(f"{where}: {label}: {e}") from None
+            refusals.refused(name, node.name, loc, label, e)
+            env[node.name] = Blocked(node.name)
         except TorchleanError as e:
-            raise InteropError(f"{where}: {label}: {one_line(e)}") from None
+            refusals.refuse(name, node.name, loc, label, one_line(e))
+            env[node.name] = Blocked(node.name)
     outs = []
     for o in outputs:
         t = env.get(getattr(o, "name", None)) if o is not None else None
+        if isinstance(t, Blocked):
+            continue
         if not isinstance(t, T):
             raise InteropError(f"{where}: output {o} is not a tensor we computed")
         try:
             outs.append(tr.var(t))
         except Refused as e:
-            raise InteropError(f"{where}: output {o}: {e}") from None
+            refusals.refused("output", str(o), "output", f"output {o}", e)
+    if refusals.records:
+        return None
     graph = prune(b.build(outs))
     params = {k: v for k, v in tr.param_values.items() if k in tr._params}
     return Imported(
@@ -1133,6 +1174,27 @@ def from_torch(
     )
 
 
+@functools.cache
+def _decomposed() -> Any:
+    import torch
+
+    return torch.export.default_decompositions()
+
+
+def _unmapped_hint(target: Any, name: str) -> str:
+    """What would make an unmapped ATen op import: ``run_decompositions()`` where torch's
+    default table rewrites it into other ATen ops, else nothing yet."""
+    if name in ATEN_REFUSED:
+        return ""
+    try:
+        decomposes = target in _decomposed()
+    except Exception:  # an op torch's table cannot look up: no hint
+        decomposes = False
+    if decomposes:
+        return "export with program.run_decompositions(), which rewrites it into core ATen ops"
+    return "not supported yet (docs/interop.md lists the ATen ops that import)"
+
+
 def _resolve(x: Any, env: dict[str, Any]) -> Any:
     import torch.fx
 
@@ -1140,6 +1202,8 @@ def _resolve(x: Any, env: dict[str, Any]) -> Any:
         v = env.get(x.name)
         if isinstance(v, Refused):
             raise v
+        if isinstance(v, Blocked):
+            raise Blocked(v.origin)
         return v
     if isinstance(x, list | tuple):
         return type(x)(_resolve(a, env) for a in x)
@@ -1149,6 +1213,11 @@ def _resolve(x: Any, env: dict[str, Any]) -> Any:
 def _call(ctx: _Ctx, target: Any, name: str, node: Any, env: dict[str, Any]) -> Any:
     import operator
 
+    special = (operator.getitem, operator.mul, operator.add, operator.sub, operator.floordiv)
+    mapping = ATEN_IMPORTS.get(name)
+    if mapping is None and target not in special and name != "aten.sym_size":
+        why = ATEN_REFUSED.get(name, "no mapping to our ops")
+        raise Refused(f"ATen op {name} is not supported: {why}", _unmapped_hint(target, name))
     args = [_resolve(a, env) for a in node.args]
     kw = {k: _resolve(v, env) for k, v in node.kwargs.items()}
     if target is operator.getitem:
@@ -1163,12 +1232,9 @@ def _call(ctx: _Ctx, target: Any, name: str, node: Any, env: dict[str, Any]) -> 
         return int(_hint(node.meta["val"]))
     if target in (operator.mul, operator.add, operator.sub, operator.floordiv):
         return target(*args)
-    mapping = ATEN_IMPORTS.get(name)
-    if mapping is None:
-        why = ATEN_REFUSED.get(name, "no mapping to our ops")
-        raise Refused(f"ATen op {name} is not supported: {why}")
+    assert mapping is not None
     ctx.op = name.removeprefix("aten.")
     return mapping.fn(ctx, args, kw)
 
 
-__all__ = ["ATEN_IMPORTS", "ATEN_REFUSED", "from_torch"]
+__all__ = ["ATEN_IMPORTS", "ATEN_REFUSED", "from_torch", "torch_report"]

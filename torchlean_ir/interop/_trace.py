@@ -40,7 +40,12 @@ Shape = tuple[int, ...]
 
 
 class Refused(Exception):
-    """The source operation cannot be expressed (one-line reason, without the node)."""
+    """The source operation cannot be expressed (one-line reason, without the node), and
+    ``hint``: what would make it import, where something would ("" where nothing would)."""
+
+    def __init__(self, reason: str, hint: str = "") -> None:
+        super().__init__(reason)
+        self.hint = hint
 
 
 @dataclass(eq=False)
