@@ -45,6 +45,7 @@ NO_RUN = [
     ("verification.md", '@pytest.mark.torchlean_graphs("examples/graphs/*.json")  # relative to '
                         "the rootdir"),
     ("verification.md", "$ python3 -m pytest -q examples/test_verify_ci.py"),
+    ("interop.md", "$ torchlean import model.pt2 --report"),
 ]  # fmt: skip
 
 
