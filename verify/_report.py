@@ -221,9 +221,11 @@ class Report:
         counts = {m: sum(c.method == m for c in checks) for m in ("exact", "probabilistic")}
         nv = sum(c.method == "not verified" for c in checks)
         sigs = len({n.signature for n in self.nodes})
+        failed = sum(c.result == "fail" for c in checks)
+        failures = f", {failed} failed" if failed else ""  # how each was decided follows
         text = (
             f"{self.verdict.upper()}: {len(self.nodes)} nodes ({sigs} signatures), "
-            f"{len(checks)} checks: {counts['exact']} exact, {counts['probabilistic']} "
+            f"{len(checks)} checks{failures}: {counts['exact']} exact, {counts['probabilistic']} "
             f"probabilistic, {nv} not verified; {self.seconds:.2f} s"
         )
         if self.verdict == "mismatch":

@@ -112,6 +112,8 @@ def test_custom_op_plugin_verifies_and_a_wrong_rule_is_caught() -> None:
     bad = _run(CUSTOM_GRAPH, "--plugin", WRONG, "-q")
     assert bad.returncode == 1, bad.stdout + bad.stderr
     assert "vjp = adjoint" in bad.stdout and "counterexample: node 3" in bad.stdout
+    # the verdict line counts the failed checks (one: the VJP rule of log_cosh)
+    assert "MISMATCH: 5 nodes (5 signatures), 33 checks, 1 failed: 33 exact," in bad.stdout
     assert "Traceback" not in bad.stderr
 
 
