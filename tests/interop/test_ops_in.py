@@ -29,6 +29,8 @@ import compiler  # noqa: E402
 import torchlean_ir as tl  # noqa: E402
 from torchlean_ir import interop  # noqa: E402
 
+from .test_torch import assert_matches_autograd  # noqa: E402
+
 verify = pytest.importorskip("verify")
 
 
@@ -108,16 +110,7 @@ def test_torch_module_imports_and_matches_autograd(name: str, decomposed: bool) 
         program = program.run_decompositions()
     imp = interop.from_torch(program)
     assert MODULES[name][1] <= {n.op for n in imp.graph.nodes}, [n.op for n in imp.graph.nodes]
-    names = dict(model.named_parameters())
-    (xname,) = imp.batched
-    cg = compiler.compile(imp.graph).batched(over=imp.batched, grads="sum")
-    out = model(x)
-    ct = torch.randn_like(out)
-    want = torch.autograd.grad(out, list(names.values()), ct)
-    got, grads = cg.value_and_vjp({**imp.params, xname: x.numpy()}, ct.numpy())
-    assert _rel(got, out.detach().numpy()) < 1e-5
-    for pname, g in zip(names, want, strict=True):
-        assert _rel(grads[pname], g.numpy()) < 1e-4, pname
+    assert_matches_autograd(imp, model, x)
 
 
 @pytest.mark.parametrize(

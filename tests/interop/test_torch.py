@@ -125,6 +125,14 @@ def test_forward_and_gradients_match_torch(name: str, decomposed: bool) -> None:
     for leaf in imp.graph.leaves:
         if leaf.kind == "param":
             assert leaf.requires_grad == (leaf.name in names), leaf
+    assert_matches_autograd(imp, model, x)
+
+
+def assert_matches_autograd(imp: Any, model: Any, x: Any) -> None:
+    """The compiled forward of an imported module (one batched input ``x``) within 1e-5 of
+    PyTorch's, and its VJP for a random cotangent within 1e-4 of autograd's for every
+    parameter."""
+    names = dict(model.named_parameters())
     (xname,) = imp.batched
     cg = compiler.compile(imp.graph).batched(over=imp.batched, grads="sum")
     out = model(x)
@@ -132,7 +140,7 @@ def test_forward_and_gradients_match_torch(name: str, decomposed: bool) -> None:
     want = torch.autograd.grad(out, list(names.values()), ct)
     got, grads = cg.value_and_vjp({**imp.params, xname: x.numpy()}, ct.numpy())
     assert _rel(got, out.detach().numpy()) < 1e-5
-    for (pname, _), g in zip(names.items(), want, strict=True):
+    for pname, g in zip(names, want, strict=True):
         assert _rel(grads[pname], g.numpy()) < 1e-4, pname
 
 
