@@ -58,6 +58,13 @@ class Bench:
     why_not: str = ""
 
 
+def _ln_jax(x: Any, g: Any, bias: Any) -> Any:
+    """Layer norm over the last axis (eps 1e-5), as the hand-written JAX losses write it."""
+    mu = jnp.mean(x, -1, keepdims=True)
+    var = jnp.mean((x - mu) ** 2, -1, keepdims=True)
+    return (x - mu) * jax.lax.rsqrt(var + 1e-5) * g + bias
+
+
 def _nll_jax(logits: Any, labels: Any) -> Any:
     lp = jax.nn.log_softmax(logits, axis=-1)
     return -jnp.mean(jnp.take_along_axis(lp, labels[:, None], axis=1))
@@ -332,15 +339,10 @@ def transformer(
         "target": rng.normal(size=(batch, n, d)).astype(np.float32),
     }
 
-    def ln(x: Any, g: Any, bias: Any) -> Any:
-        mu = jnp.mean(x, -1, keepdims=True)
-        var = jnp.mean((x - mu) ** 2, -1, keepdims=True)
-        return (x - mu) * jax.lax.rsqrt(var + 1e-5) * g + bias
-
     def jax_loss(p: dict, dd: dict, i: dict) -> Any:
         x = dd["x"]
         B = x.shape[0]
-        h = ln(x, p["ln1.g"], p["ln1.b"])
+        h = _ln_jax(x, p["ln1.g"], p["ln1.b"])
 
         def heads(m: Any) -> Any:  # (B, n, d) -> (B, H, n, d / H)
             return m.reshape(B, n, H, d // H).transpose(0, 2, 1, 3)
@@ -349,7 +351,7 @@ def transformer(
         att = jax.nn.softmax(q @ jnp.swapaxes(k, -1, -2) / math.sqrt(d // H), axis=-1)
         o = (att @ v).transpose(0, 2, 1, 3).reshape(B, n, d)
         x2 = x + o @ p["Wo"]
-        m = jax.nn.gelu(ln(x2, p["ln2.g"], p["ln2.b"]) @ p["W1"] + p["b1"], approximate=True)
+        m = jax.nn.gelu(_ln_jax(x2, p["ln2.g"], p["ln2.b"]) @ p["W1"] + p["b1"], approximate=True)
         return jnp.mean((x2 + m @ p["W2"] + p["b2"] - dd["target"]) ** 2)
 
     def torch_loss(p: dict, dd: dict, i: dict) -> Any:
@@ -471,11 +473,6 @@ def gpt2(
     }
     hd = d // H
 
-    def jax_ln(x: Any, g: Any, bias: Any) -> Any:
-        mu = jnp.mean(x, -1, keepdims=True)
-        var = jnp.mean((x - mu) ** 2, -1, keepdims=True)
-        return (x - mu) * jax.lax.rsqrt(var + 1e-5) * g + bias
-
     def jax_loss(p: dict, dd: dict, i: dict) -> Any:
         tok = i["tokens"]
         B = tok.shape[0]
@@ -486,15 +483,15 @@ def gpt2(
 
         for layer in range(layers):
             q = {k: p[f"h{layer}.{k}"] for k in shapes}
-            h = jax_ln(x, q["ln1.g"], q["ln1.b"])
+            h = _ln_jax(x, q["ln1.g"], q["ln1.b"])
             Q, K, Vv = split(h @ q["Wq"]), split(h @ q["Wk"]), split(h @ q["Wv"])
             s = Q @ jnp.swapaxes(K, -1, -2) / math.sqrt(hd)
             a = jax.nn.softmax(jnp.where(causal, s, -jnp.inf), axis=-1)
             o = (a @ Vv).transpose(0, 2, 1, 3).reshape(B, n, d)
             x = x + o @ q["Wo"] + q["bo"]
-            h = jax_ln(x, q["ln2.g"], q["ln2.b"])
+            h = _ln_jax(x, q["ln2.g"], q["ln2.b"])
             x = x + jax.nn.gelu(h @ q["W1"] + q["b1"], approximate=True) @ q["W2"] + q["b2"]
-        logits = jax_ln(x, p["lnf.g"], p["lnf.b"]) @ p["wte"].T
+        logits = _ln_jax(x, p["lnf.g"], p["lnf.b"]) @ p["wte"].T
         lp = jax.nn.log_softmax(logits, axis=-1)
         return -jnp.mean(jnp.take_along_axis(lp, i["labels"][..., None], axis=-1))
 
