@@ -8,10 +8,10 @@ size symbols (``n >= 1``, ``n == n``, ``n + 1 != n``), and refuses anything else
 Arithmetic builds new sizes (``n * m``, ``n - 0``); exact division only (``(n * m) // m``).
 
 Dims are used by :mod:`verify._certify` for the size-generic certificates; the tensor backend
-(:mod:`verify._tensor`) and the terms (:mod:`verify._terms`) accept them wherever a shape's
+(:mod:`verify._tensor`) and the terms (:mod:`verify.terms`) accept them wherever a shape's
 entry goes, and write them as their symengine expression in index terms (a sum's range
 ``[k < n]``, a mean's ``1 / n``). The size symbols are registered as index symbols of range
-``[1, oo)`` (:func:`verify._terms.size_symbol`), so the decision procedure reasons about them
+``[1, oo)`` (:func:`verify.terms.size_symbol`), so the decision procedure reasons about them
 as about any free integer, with exactly the facts that hold for every size.
 """
 

@@ -26,7 +26,7 @@ from ._jaxpr import Interpreter, Unsupported
 from ._report import Check
 from ._rules import MAX_ELEMENTS, Collector, _seed, as_sym, choose_elements, compare_arrays
 from ._sig import Signature, index_plan, named_symbols, rule_params
-from ._terms import OutOfTime
+from .terms import OutOfTime
 
 Kind = str  # "forward" | "jvp" | "vjp"
 

@@ -25,7 +25,7 @@ from typing import Any, Literal
 import torchlean_ir as tl
 
 from . import _certify
-from . import _terms as T
+from . import terms as T
 from ._report import Check
 from ._rules import MAX_ELEMENTS, MAX_SYMBOLS, check_signature
 from ._sig import Signature

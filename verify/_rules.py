@@ -37,7 +37,7 @@ from ._cases import flat_pieces, parse_name
 from ._decide import Decision, decide_equal
 from ._report import Check, Counterexample, Link, Method
 from ._sig import IndexPlan, Signature, index_plan, iter_elements, named_symbols, rule_params
-from ._terms import OutOfTime, tick
+from .terms import OutOfTime, tick
 
 #: Per check, at most this many elements are compared; beyond, a deterministic sample (first,
 #: last and random elements) is, and the check is marked probabilistic with that coverage.

@@ -82,7 +82,7 @@ def shape_attrs(sig: Signature, values: dict[str, int]
 def _symbol(name: str, mode: Mode) -> Any:
     """The size symbol of ``name`` under ``mode`` (``None`` for a fixed size); its name carries
     the mode, so a symbol always means one range."""
-    from . import _terms as T
+    from . import terms as T
 
     base = f"_N{name[1:]}"
     if mode[0] == "ge":
@@ -340,7 +340,7 @@ def _prove_sized(op: tl.Op, sig: Signature, key: tuple, pattern: tuple, attr_pat
                  plan: tuple, seconds: float) -> Attempt:  # fmt: skip
     """The certificate under ``plan``, why there is none, or the size symbols whose values a
     rule depended on with the divisor it used (the caller makes them less general)."""
-    from . import _terms as T
+    from . import terms as T
     from ._dims import Dim, SizeDependent
     from ._tchecks import NotTensor, Partial, _run, as_t, check_signature_tensor, setup
     from ._tensor import TENSOR

@@ -38,7 +38,7 @@ from ._lowering import Lowered, compare_lowered
 from ._report import Check, Counterexample
 from ._rules import MAX_ELEMENTS, Collector, _seed
 from ._sig import Signature, index_plan, rule_params
-from ._terms import OutOfTime
+from .terms import OutOfTime
 
 CALL_KINDS = ("fwd", "jvp", "vjp")
 INT32_MAX = 2**31 - 1

@@ -4,7 +4,7 @@ The same checks as :mod:`verify._rules`, on the tensor backend (:mod:`verify._te
 
 * ``forward = sym``: the forward's element term equals the symbolic forward's;
 * ``jvp = derivative``: the JVP rule's element term equals the directional derivative of the
-  symbolic forward's (:func:`verify._terms.jvp_term`);
+  symbolic forward's (:func:`verify.terms.jvp_term`);
 * ``vjp = adjoint``: for each differentiable argument, the VJP rule's element term equals the
   coefficient of that argument's tangent in ``sum_i ct[i] jvp[i]`` (the Jacobian transpose
   applied to ``ct``, Kronecker deltas eliminated): the adjoint identity as an equality of two
@@ -34,7 +34,7 @@ import symengine as se
 import torchlean_ir as tl
 
 from . import _f32
-from . import _terms as T
+from . import terms as T
 from ._dims import SizeDependent
 from ._report import Check, Counterexample
 from ._rules import conventional, fmt_value

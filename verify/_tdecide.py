@@ -1,6 +1,6 @@
 """Deciding ``got == expected`` for tensor terms, for every element at once.
 
-Both sides are terms of the same free element indices (:mod:`verify._terms`). The procedure:
+Both sides are terms of the same free element indices (:mod:`verify.terms`). The procedure:
 
 1. **Normal form.** Both sides are normalised (Kronecker deltas eliminated, sums split over
    their terms, constant factors taken out, short constant ranges unrolled) and every sum is
@@ -42,9 +42,11 @@ from typing import Any
 import numpy as np
 import symengine as se
 
-from . import _terms as T
+from . import terms as T
 from ._decide import Decision, decide_equal
 from ._dims import sign as dims_sign
+from .terms import grid
+from .terms.smt import Z3
 
 #: At most this many regions are enumerated per comparison.
 MAX_REGIONS = 256
@@ -306,96 +308,6 @@ def _outer_functions(e: Any) -> list[Any]:
 
 
 # -- integer reasoning (z3) --------------------------------------------------------------------
-
-
-class _Z3:
-    """Index expressions as z3 integer terms; brackets as formulas."""
-
-    def __init__(self, facts_only: bool = False) -> None:
-        import z3
-
-        self.z3 = z3
-        self.vars: dict[Any, Any] = {}
-        self.funcs: dict[str, Any] = {}
-        self.facts: list[Any] = []
-        self.facts_only = facts_only
-
-    def var(self, s: Any) -> Any:
-        v = self.vars.get(s)
-        if v is None:
-            v = self.z3.Int(s.name)
-            self.vars[s] = v
-            lo, hi = T.RANGES.get(s, (None, None))
-            if self.facts_only and s in T.BOUND:
-                lo = hi = None
-            if lo is not None:
-                self.facts.append(v >= lo)
-            if hi is not None:
-                self.facts.append(v < hi)
-            up = T.UPPER.get(s)
-            if up is not None and not (self.facts_only and s in T.BOUND):
-                self.facts.append(v < self.term(up))
-        return v
-
-    def term(self, e: Any) -> Any:
-        z3 = self.z3
-        if isinstance(e, se.Integer):
-            return z3.IntVal(int(e))
-        if isinstance(e, se.Symbol):
-            return self.var(e)
-        if isinstance(e, se.Add):
-            return z3.Sum(*[self.term(a) for a in e.args])
-        if isinstance(e, se.Mul):
-            nums = [a for a in e.args if isinstance(a, se.Number)]
-            rest = [a for a in e.args if not isinstance(a, se.Number)]
-            c = Fraction(1)
-            for n in nums:
-                c *= Fraction(str(n))
-            if c.denominator != 1:
-                raise T.TermError(f"non-integer coefficient in {e}")
-            out = z3.IntVal(int(c))
-            for r in rest:
-                out = out * self.term(r)
-            return out
-        if isinstance(e, se.floor):
-            inner = e.args[0]
-            lin = T.linear(inner)
-            if lin is None:
-                raise T.TermError(f"cannot read {e}")
-            coeffs, const = lin
-            dens = [Fraction(str(c)).denominator for c in [*coeffs.values(), const]]
-            import math
-
-            d = math.lcm(*dens)
-            num = se.expand(inner * d)
-            return self.term(num) / d  # z3 integer division is floor for d > 0
-        if isinstance(e, se.Max | se.Min):
-            args = [self.term(a) for a in e.args]
-            out = args[0]
-            for a in args[1:]:
-                out = z3.If(a > out, a, out) if isinstance(e, se.Max) else z3.If(a < out, a, out)
-            return out
-        if T.is_bracket(e):
-            return z3.If(self.bracket(e), 1, 0)
-        if T.is_read(e):
-            name = T.name_of(e)
-            f = self.funcs.get(name)
-            if f is None:
-                f = z3.Function(name, *[z3.IntSort()] * (len(e.args) + 1))
-                self.funcs[name] = f
-            app = f(*[self.term(a) for a in e.args])
-            r = T.NAT_RANGES.get(name)
-            if r is not None:
-                self.facts.append(app >= r[0])
-                if r[1] is not None:
-                    self.facts.append(app < r[1])
-            return app
-        raise T.TermError(f"not an index expression: {e}")
-
-    def bracket(self, b: Any) -> Any:
-        n = T.name_of(b)
-        t = self.term(b.args[0])
-        return t >= 0 if n == "_GE" else t == 0
 
 
 def _nested(b: Any) -> bool:
@@ -796,8 +708,8 @@ def _covers_memo(prior: tuple, c: Any) -> bool:
 
 
 def _negations(c: Any) -> frozenset:
-    """The negations of the order conjuncts of ``c`` (:func:`verify._terms._negated`): ``c``
-    and ``d`` are disjoint in the sense of :func:`verify._terms.disjoint` exactly when this
+    """The negations of the order conjuncts of ``c`` (:func:`verify.terms._negated`): ``c``
+    and ``d`` are disjoint in the sense of :func:`verify.terms.disjoint` exactly when this
     meets the conjuncts of ``d``."""
     return frozenset(n for n in map(T._negated, T._literals(c)) if n is not None)
 
@@ -809,7 +721,7 @@ def _complete_chains(g: Any, x: Any, unroll: bool) -> tuple[Any, Any]:
     value (z3 over the reals). A compiled argmax chain ``(0, c_0), ..., (0, c_4), (1, True)``
     then meets the reference's one-hot ``(1, c_5), (0, True)`` (normal forms drop the branches
     disjoint from ``c_5``). Candidates are the conditions over the chain's own symbols that
-    are syntactically disjoint from every earlier one (:func:`verify._terms.disjoint`), so the
+    are syntactically disjoint from every earlier one (:func:`verify.terms.disjoint`), so the
     chain does simplify. Memoised on the pair (the same normal forms meet again in the
     shifted and plain passes and in the first case of a split)."""
     key = (g, x, unroll)
@@ -1019,7 +931,7 @@ def _as_maxima(e: Any, unroll: bool, facts: Mapping[Any, Any] | None = None) -> 
 
 def _shifted(e: Any, unroll: bool) -> Any:
     """A normal form with the finite max shifts of its exponentials split off
-    (:func:`verify._terms.split_shifts`), normalised again (sums pull the shifts out)."""
+    (:func:`verify.terms.split_shifts`), normalised again (sums pull the shifts out)."""
     s = T.split_shifts(e)
     return e if s == e else T.normalize(s, unroll=unroll)
 
@@ -1034,7 +946,7 @@ def _narrowed(var: Any, lows: list[Any], highs: list[Any]) -> Any:
     """The range of the free index ``var`` narrowed to ``lows`` and ``highs`` (exclusive) as
     well: ``None`` (not narrower, empty, or not decided), its one value, or ``(offset, lo,
     hi)`` for ``offset + t`` with ``t`` a fresh index over ``[lo, hi)``. With symbolic bounds
-    (polynomials in size symbols; :data:`verify._terms.UPPER` is ``var``'s own bound) the
+    (polynomials in size symbols; :data:`verify.terms.UPPER` is ``var``'s own bound) the
     tightest is the one below (above) every other for every size, else ``None``; a symbolic
     lower bound is kept only where the width is a constant (``q = n - 2 + t``, ``t < 2``).
     The fresh index's range is exactly the region's (empty for the sizes where ``hi <= lo``:
@@ -1286,7 +1198,7 @@ class _Splitter:
         if not todo:
             return {}
         try:
-            z = _Z3()
+            z = Z3()
             conds = [z.bracket(b) if int(v) else z.z3.Not(z.bracket(b))
                      for b, v in [*facts, *assign.items()]]  # fmt: skip
             zv = {v: z.var(v) for v in todo}
@@ -1347,7 +1259,7 @@ class _Splitter:
     def _point(self, facts: list[tuple[Any, int]]) -> dict | None:
         """A point satisfying the facts (z3), for a counterexample search."""
         try:
-            z = _Z3()
+            z = Z3()
             conds = [z.bracket(b) if v else z.z3.Not(z.bracket(b)) for b, v in facts]
             for s in self.allowed:
                 if isinstance(s, se.Symbol):
@@ -1460,15 +1372,13 @@ def _bracket_residue(brackets: list[Any], allowed: set) -> tuple[Any, int] | Non
 
 def _regions_of(brackets: list[Any], facts: list[tuple[Any, int]]) -> list[dict] | None:
     """The feasible 0/1 assignments of ``brackets`` under ``facts``: by exhaustion over a small
-    box of index values (:mod:`verify._tgrid`, exact and the same in every process), else z3."""
-    from . import _tgrid
-
+    box of index values (:mod:`verify.terms.grid`, exact and the same in every process), else z3."""
     try:
-        return _tgrid.regions(brackets, facts, MAX_REGIONS)
-    except _tgrid.NotGridded:
+        return grid.regions(brackets, facts, MAX_REGIONS)
+    except grid.NotGridded:
         pass
     try:
-        z = _Z3()
+        z = Z3()
         conds = [z.bracket(b) for b in brackets]
         known = [z.bracket(b) if v else z.z3.Not(z.bracket(b)) for b, v in facts]
     except T.TermError:
@@ -1571,7 +1481,7 @@ def _identify_reads(g: Any, x: Any, facts: list[tuple[Any, int]]) -> tuple[Any, 
     if not only_g or not only_x:
         return g, x
     try:
-        z = _Z3()
+        z = Z3()
         known = [z.bracket(b) if v else z.z3.Not(z.bracket(b)) for b, v in facts]
         terms = {r: [z.term(a) for a in r.args] for r in only_g + only_x}
     except T.TermError:
@@ -1616,7 +1526,7 @@ def _identify_reads(g: Any, x: Any, facts: list[tuple[Any, int]]) -> tuple[Any, 
     return (g.xreplace(repl) if repl else g), x
 
 
-def _points(solver: Any, z: _Z3, n: int) -> list[Any] | None:
+def _points(solver: Any, z: Z3, n: int) -> list[Any] | None:
     """Up to ``n`` distinct models of ``solver``'s assertions (``None`` when it has none)."""
     z3 = z.z3
     out = []
@@ -1648,7 +1558,7 @@ def _same_domain(a: Any, b: Any) -> bool:
     _, ba = _split_brackets(a.args[0])
     _, bb = _split_brackets(b.args[0])
     try:
-        z = _Z3()
+        z = Z3()
         fa = z.z3.And(*[z.bracket(f) for f in ba]) if ba else z.z3.BoolVal(True)
         fb = z.z3.And(*[z.bracket(f) for f in bb]) if bb else z.z3.BoolVal(True)
     except T.TermError:
@@ -1662,12 +1572,12 @@ def _same_domain(a: Any, b: Any) -> bool:
     return s.check() == z3.unsat
 
 
-def _mentions_bound(fact: Any, variables: Sequence[Any], z: _Z3) -> bool:
+def _mentions_bound(fact: Any, variables: Sequence[Any], z: Z3) -> bool:
     names = {v.name for v in variables}
     return any(str(c) in names for c in _z3_consts(fact, z))
 
 
-def _z3_consts(f: Any, z: _Z3) -> list[Any]:
+def _z3_consts(f: Any, z: Z3) -> list[Any]:
     out = []
     stack = [f]
     while stack:

@@ -1,7 +1,7 @@
 """The tensor-level backend: op rules run on arrays whose one symbolic element stands for all.
 
 A :class:`TArray` is a shape and a function from index expressions to the term of that element
-(:mod:`verify._terms`). Every backend function (see ``torchlean_ir.backends.NumpyBackend``) and
+(:mod:`verify.terms`). Every backend function (see ``torchlean_ir.backends.NumpyBackend``) and
 every array operator the rules may use builds a new ``TArray`` by composing index maps: a
 transpose permutes the indices, a reshape maps them through the flat index (floor division and
 modulo, simplified by the variables' ranges), a reduction sums over a bound variable, padding
@@ -15,7 +15,7 @@ select, the selection is a sum of bracketed terms); ``"b"`` conditions on real v
 kept as 0/1 terms (brackets times ``Piecewise`` indicators).
 
 Concrete NumPy arrays met in a rule (a padding mask, a one-hot bump, random draws) become
-tables (:func:`verify._terms.table_read`); boolean tables that are products of intervals along
+tables (:func:`verify.terms.table_read`); boolean tables that are products of intervals along
 their axes are written as brackets instead.
 """
 
@@ -32,7 +32,7 @@ import symengine as se
 from torchlean_ir._attrs import ConstArray
 from torchlean_ir.backends._sym import FLOAT_CONSTANTS, cast_floats, weak_float
 
-from . import _terms as T
+from . import terms as T
 from ._dims import Dim, SizeDependent, is_one, is_symbolic, size_expr
 
 Index = tuple[Any, ...]
@@ -164,7 +164,7 @@ class TArray:
 
 
 def leaf(name: str, shape: Sequence[int], kind: str = "f") -> TArray:
-    """The array of reads of leaf ``name``, by flat index (:func:`verify._terms.leaf_read`)."""
+    """The array of reads of leaf ``name``, by flat index (:func:`verify.terms.leaf_read`)."""
     shape = tuple(d if isinstance(d, Dim) else int(d) for d in shape)
     return TArray(shape, lambda idx: T.leaf_read(name, idx, shape), kind)
 

@@ -26,7 +26,7 @@ import symengine as se
 
 from . import _f32, _tsoftmax
 from . import _tensor as TT
-from . import _terms as T
+from . import terms as T
 from ._jaxpr import Unsupported
 from ._tensor import TENSOR, TArray
 

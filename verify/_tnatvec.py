@@ -10,7 +10,7 @@ element, built from the values that element makes interesting (its own indices, 
 ``0`` and the largest value the input can take).
 
 Nothing here proves anything and nothing here is trusted: a proposed vector is one concrete
-input of the domain (every position within the vector's range, :data:`verify._terms.NAT_RANGES`),
+input of the domain (every position within the vector's range, :data:`verify.terms.NAT_RANGES`),
 and a counterexample found with it is decided exactly at element level for that input, so it
 is a genuine one. Finding none leaves the check undecided.
 """
@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import symengine as se
 
-from . import _terms as T
+from . import terms as T
 
 #: Whole vectors proposed per concrete element (the first is the element's own row).
 PER_POINT = 2

@@ -38,7 +38,7 @@ import mpmath
 import numpy as np
 import symengine as se
 
-from . import _terms as T
+from . import terms as T
 
 #: The unit roundoff of float64.
 U = 2.0**-53

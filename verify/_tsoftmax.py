@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 import symengine as se
 
-from . import _terms as T
+from . import terms as T
 from ._dims import SizeDependent, is_one, is_symbolic, size_expr
 
 
@@ -136,7 +136,7 @@ def _shape_key(shape: Sequence[Any]) -> tuple[str, ...]:
 
 def _row_symbols(shape: Sequence[Any]) -> tuple[tuple[Any, ...], Any]:
     """Deterministic symbols for a row index and a position (free, with their ranges; over an
-    axis of symbolic length, the bound is a fact through :data:`verify._terms.UPPER`)."""
+    axis of symbolic length, the bound is a fact through :data:`verify.terms.UPPER`)."""
     syms = []
     for i, (n, key) in enumerate(zip(shape, _shape_key(shape), strict=True)):
         if is_one(n):

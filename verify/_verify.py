@@ -23,7 +23,7 @@ import numpy as np
 
 import torchlean_ir as tl
 
-from . import _terms as T
+from . import terms as T
 from ._decide import tree_size
 from ._methods import METHODS, Method, rule_checks, rule_names
 from ._report import Check, NodeReport, Report
@@ -95,7 +95,7 @@ def _timed(deadline: float | None, names: Sequence[tuple[Any, str]], fn: Callabl
     the checks and whether they are complete (only complete results are cached).
 
     Past the deadline nothing starts: each check is ``not verified``, not reached. A check the
-    deadline interrupts (the budget of :mod:`verify._terms` stops the symbolic work inside, in
+    deadline interrupts (the budget of :mod:`verify.terms` stops the symbolic work inside, in
     both levels) is ``not verified``, stopped; of a check that ended after the deadline only
     a proof (an exact pass) or a refutation (a failure) is kept, since the work the deadline
     cut short may have settled for less."""

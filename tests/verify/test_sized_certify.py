@@ -19,7 +19,7 @@ import torchlean_ir as tl
 import verify
 from verify import _certify as C
 from verify import _sizecert as K
-from verify import _terms as T
+from verify import terms as T
 from verify._dims import Dim, SizeDependent
 from verify._sig import Signature
 

@@ -1,8 +1,8 @@
 """Gathers at runtime index vectors of more positions than a range is unrolled for
-(``verify._terms.UNROLL_MAX``): the compiled VJP (JAX's scatter-add of the cotangent at the
+(``verify.terms.UNROLL_MAX``): the compiled VJP (JAX's scatter-add of the cotangent at the
 indices, behind its own clamping of out-of-range values) and the reference rule meet as one sum
 over a bound position ``p`` with the bracket ``[idx(p) == j]``, whatever the number of
-positions (``verify/_terms.py``: a bracket nested in an index that a nat read's range decides is
+positions (``verify/terms/``: a bracket nested in an index that a nat read's range decides is
 substituted, not split; brackets stay 0/1 after a split). A wrong scatter (a position dropped,
 the cotangent shifted by one position, rows sent to ``j + 1``) is refuted at tensor level with
 an element and the index vector named (``verify/_tnatvec.py``)."""
@@ -102,8 +102,8 @@ def test_proposed_index_vectors_stay_in_their_range(monkeypatch: pytest.MonkeyPa
 
     import symengine as se
 
-    from verify import _terms as T
     from verify import _tnatvec
+    from verify import terms as T
 
     monkeypatch.setitem(T.NAT_RANGES, "v__test", (0, 5))
     monkeypatch.setitem(T.LEAF_SHAPES, "v__test", (7,))

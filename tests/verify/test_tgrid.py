@@ -1,4 +1,4 @@
-"""Bracket regions and sign facts over a small box of index values (``verify/_tgrid.py``).
+"""Bracket regions and sign facts over a small box of index values (``verify/terms/grid.py``).
 
 The padded 2-D smooth_max_pool (neg beta) of the large sweep splits its compiled VJP on
 brackets with nested floors; z3 took about 5 s of its 10 s timeout on one such query alone and
@@ -17,7 +17,9 @@ import pytest
 import symengine as se
 import z3
 
-from verify import _tdecide, _terms, _tgrid
+from verify import _tdecide
+from verify import terms as _terms
+from verify.terms import grid as _tgrid
 
 
 def _q(n: int) -> Any:

@@ -1,5 +1,5 @@
-"""log_softmax at tensor level past the unrolled rows (``verify/_terms.py``): the log of a
-max-shifted sum of exponentials meets the unshifted one (:func:`verify._terms.log_of_shift`),
+"""log_softmax at tensor level past the unrolled rows (``verify/terms/``): the log of a
+max-shifted sum of exponentials meets the unshifted one (:func:`verify.terms.log_of_shift`),
 the exponential of a log-softmax is the softmax's quotient (``_exp_of_logs``), and wrong
 variants of both are not proved."""
 
@@ -13,13 +13,13 @@ import symengine as se
 
 import torchlean_ir as tl
 import verify
-from verify import _terms as T
+from verify import terms as T
 from verify._tdecide import decide_tensor
 from verify._tensor import leaf
 
 from .mutants import Mutant, _rule, _unary, applied
 
-#: A row longer than :data:`verify._terms.UNROLL_MAX`: its sums stay sums, never unrolled.
+#: A row longer than :data:`verify.terms.UNROLL_MAX`: its sums stay sums, never unrolled.
 N = 16
 
 

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 import verify
 import verify._tchecks as C
-import verify._terms as T
+import verify.terms as T
 from tests.op_cases import CASES
 from verify import _tnumeric as N
 from verify._interval import NoEnclosure, enclose

@@ -1,4 +1,4 @@
-"""Sums equal up to a change of their variable, at tensor level (``verify/_terms.py``,
+"""Sums equal up to a change of their variable, at tensor level (``verify/terms/``,
 ``verify/_tdecide.py``): a translation ``k -> k + t`` made by the canonical form, and a residue
 class ``k = m u + r`` split over the window of ``r`` on which its floors are constant. These
 are what a transposed convolution's weight gradient needs once its ranges are past
@@ -16,7 +16,7 @@ import symengine as se
 
 import torchlean_ir as tl
 import verify
-from verify import _terms as T
+from verify import terms as T
 from verify._tdecide import canonical, decide_tensor
 
 from .mutants import Mutant, _rule, applied
@@ -34,7 +34,7 @@ def _ct(i: Any, o: Any) -> Any:
 
 def test_the_residue_window_is_where_the_floor_is_constant() -> None:
     """``_residue_window(a, c, d, m)`` against every window of ``m`` values, by brute force."""
-    from verify._terms import _residue_window
+    from verify.terms import _residue_window
 
     for d in range(2, 13):
         for a in range(-25, 26):

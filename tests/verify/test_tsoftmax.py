@@ -15,8 +15,8 @@ import symengine as se
 import torchlean_ir as tl
 import verify
 from torchlean_ir.backends._jax import _softmax_call
-from verify import _terms as T
 from verify import _tsoftmax
+from verify import terms as T
 from verify._decide import decide_equal
 from verify._tdecide import decide_tensor
 from verify._tensor import TENSOR, explicit_softmax, leaf

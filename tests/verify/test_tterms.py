@@ -1,11 +1,12 @@
-"""The tensor-level normal form (``verify/_terms.py``): steps that must keep a sum's bound
+"""The tensor-level normal form (``verify/terms/``): steps that must keep a sum's bound
 variable inside its sum."""
 
 from __future__ import annotations
 
 import symengine as se
 
-from verify import _tdecide, _terms
+from verify import _tdecide
+from verify import terms as _terms
 
 
 def _row_sum(q: se.Basic, n: int) -> se.Basic:

@@ -1,7 +1,7 @@
 """Window maxima and argmax chains at tensor level: the rules that let a max pool's reference
 (``_MAXR``, first-max one-hots) and its compiled forms (nested ``max``, argmax chains of
 ``select_and_scatter_add``) meet, and tables read at shifted indices inside a case
-(``verify/_terms.py``, ``verify/_tdecide.py``). Each rule is checked against brute force over
+(``verify/terms/``, ``verify/_tdecide.py``). Each rule is checked against brute force over
 every ordering of the values (ties included), and a wrong variant must not be proved."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import symengine as se
 
-from verify import _terms as T
+from verify import terms as T
 from verify._tdecide import _as_maxima, _complete_chains, decide_tensor
 
 A, B, C = se.symbols("a b c")
@@ -258,8 +258,8 @@ def test_index_simplification_under_narrowed_ranges_is_memoised_per_range(monkey
     (q,) = T.free_vars((16,))
     x = T.leaf_read("x", (se.floor(q / 8),), (2,))
     calls = []
-    inner = T._simplify_index
-    monkeypatch.setattr(T, "_simplify_index", lambda e: calls.append(e) or inner(e))
+    inner = T.index._simplify_index
+    monkeypatch.setattr(T.index, "_simplify_index", lambda e: calls.append(e) or inner(e))
     high, low = T.ge(q - 8) * x, T.ge(7 - q) * x
     assert T._refine(high) == T.ge(q - 8) * T.leaf_read("x", (1,), (2,))
     n = len(calls)

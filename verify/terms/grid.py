@@ -2,7 +2,7 @@
 
 The decision procedure asks z3 two kinds of questions about index expressions: which 0/1
 assignments of a set of brackets are feasible (:func:`verify._tdecide._regions_of`) and
-whether an expression with floors has a fixed sign (:func:`verify._terms._sign_facts`). Both
+whether an expression with floors has a fixed sign (:func:`verify.terms._sign_facts`). Both
 run under a wall-clock timeout, and nested floors (a padded pooling window read through a
 reshape: ``floor((3 + 2 floor((q + 1) / 2) + q + ...) / 68)``) can take z3 seconds. How long
 depends on the load of the machine and on z3's state, which is global to the process (the
@@ -29,7 +29,8 @@ from typing import Any
 import numpy as np
 import symengine as se
 
-from . import _terms as T
+from .core import BOUND, RANGES, is_bracket, name_of
+from .index import linear
 
 #: Boxes of at most this many points are evaluated point by point.
 GRID_MAX = 1 << 18
@@ -51,13 +52,13 @@ def box(exprs: Iterable[Any], *, facts_only: bool = False) -> dict[Any, np.ndarr
     order = sorted(syms, key=str)  # any order: the set of points is the same
     sizes = []
     for s in order:
-        r = T.RANGES.get(s)
-        if r is None or r[1] is None or (facts_only and s in T.BOUND):
+        r = RANGES.get(s)
+        if r is None or r[1] is None or (facts_only and s in BOUND):
             raise NotGridded(f"{s} has no finite range")
         sizes.append(max(r[1] - r[0], 0))
     if math.prod(sizes) > GRID_MAX:
         raise NotGridded("too many points")
-    axes = [np.arange(T.RANGES[s][0], T.RANGES[s][1], dtype=np.int64) for s in order]
+    axes = [np.arange(RANGES[s][0], RANGES[s][1], dtype=np.int64) for s in order]
     grids = np.meshgrid(*axes, indexing="ij", sparse=True) if axes else []
     return dict(zip(order, grids, strict=True))
 
@@ -95,7 +96,7 @@ def evaluate(e: Any, env: Mapping[Any, np.ndarray]) -> Any:
         vals = np.broadcast_arrays(*[np.asarray(evaluate(a, env)) for a in e.args])
         pick = np.maximum if isinstance(e, se.Max) else np.minimum
         return pick.reduce(vals)
-    if T.is_bracket(e):
+    if is_bracket(e):
         return bracket(e, env).astype(np.int64)
     raise NotGridded(f"cannot evaluate {e}")
 
@@ -103,7 +104,7 @@ def evaluate(e: Any, env: Mapping[Any, np.ndarray]) -> Any:
 def _floor(inner: Any, env: Mapping[Any, np.ndarray]) -> Any:
     """``floor(inner)`` for ``inner`` linear with rational coefficients: ``floor(n / d)`` of
     the integer ``n = d * inner`` (``d`` the common denominator, positive)."""
-    lin = T.linear(inner)
+    lin = linear(inner)
     if lin is None:
         raise NotGridded(f"cannot evaluate floor({inner})")
     coeffs, const = lin
@@ -114,7 +115,7 @@ def _floor(inner: Any, env: Mapping[Any, np.ndarray]) -> Any:
 def bracket(b: Any, env: Mapping[Any, np.ndarray]) -> np.ndarray:
     """A bracket ``[e >= 0]`` or ``[e == 0]`` at every point of ``env`` (booleans)."""
     v = np.asarray(evaluate(b.args[0], env))
-    return v >= 0 if T.name_of(b) == "_GE" else v == 0
+    return v >= 0 if name_of(b) == "_GE" else v == 0
 
 
 def _full(a: Any, env: Mapping[Any, np.ndarray]) -> np.ndarray:

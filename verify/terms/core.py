@@ -1,0 +1,294 @@
+"""Term atoms and constructors: reads, sums, brackets as symengine functions; index symbols and
+their ranges; the registries (leaf shapes, tables, derived atoms) the other layers read."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable, Iterable, Sequence
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+import symengine as se
+
+from .._dims import is_one, size_expr
+from .._dims import register as register_size
+
+# -- atoms -----------------------------------------------------------------------------------
+
+SUM = se.Function("_SUM")
+GE = se.Function("_GE")
+EQ = se.Function("_EQ")
+MAXR = se.Function("_MAXR")
+
+ZERO, ONE = se.Integer(0), se.Integer(1)
+_SPECIAL = ("_SUM", "_GE", "_EQ", "_MAXR", "_XS")
+
+#: Sums over at most this many values of their variable (a constant range, e.g. a kernel axis)
+#: are unrolled by :func:`normalize`, so that a window written as a sum and the same window
+#: written term by term get the same normal form.
+UNROLL_MAX = 8
+
+
+class TermError(Exception):
+    """A term could not be built or transformed (e.g. a non-linear use of a tangent)."""
+
+
+def name_of(e: Any) -> str | None:
+    """The function name of a ``FunctionSymbol`` (a read, a sum, a bracket), else ``None``."""
+    if isinstance(e, se.FunctionSymbol):
+        return str(e.get_name())
+    return None
+
+
+_FLOOR_MEMO: dict[Any, bool] = {}
+_FN_MEMO: dict[Any, frozenset] = {}
+
+
+def has_floor(e: Any) -> bool:
+    """Does ``e`` contain a ``floor``? (memoised over shared subterms)"""
+    if not isinstance(e, se.Basic) or not e.args or isinstance(e, se.Number):
+        return False
+    hit = _FLOOR_MEMO.get(e)
+    if hit is None:
+        hit = isinstance(e, se.floor) or any(has_floor(a) for a in e.args)
+        if len(_FLOOR_MEMO) > 500000:
+            _FLOOR_MEMO.clear()
+        _FLOOR_MEMO[e] = hit
+    return hit
+
+
+def fn_atoms(e: Any) -> frozenset:
+    """The ``FunctionSymbol`` atoms of ``e``, nested ones included (memoised)."""
+    if isinstance(e, se.FunctionSymbol) and not e.args:  # the read of a 0-d leaf
+        return frozenset((e,))
+    if not isinstance(e, se.Basic) or not e.args or isinstance(e, se.Number):
+        return frozenset()
+    hit = _FN_MEMO.get(e)
+    if hit is None:
+        out: set = set()
+        for a in e.args:
+            out |= fn_atoms(a)
+        if isinstance(e, se.FunctionSymbol):
+            out.add(e)
+        hit = frozenset(out)
+        if len(_FN_MEMO) > 500000:
+            _FN_MEMO.clear()
+        _FN_MEMO[e] = hit
+    return hit
+
+
+_FLOORS_MEMO: dict[Any, frozenset] = {}
+
+
+def floor_atoms(e: Any) -> frozenset:
+    """The ``floor`` subterms of ``e`` (memoised)."""
+    if not isinstance(e, se.Basic) or not e.args or isinstance(e, se.Number) or not has_floor(e):
+        return frozenset()
+    hit = _FLOORS_MEMO.get(e)
+    if hit is None:
+        out: set = set()
+        for a in e.args:
+            out |= floor_atoms(a)
+        if isinstance(e, se.floor):
+            out.add(e)
+        hit = frozenset(out)
+        if len(_FLOORS_MEMO) > 500000:
+            _FLOORS_MEMO.clear()
+        _FLOORS_MEMO[e] = hit
+    return hit
+
+
+def is_sum(e: Any) -> bool:
+    return name_of(e) == "_SUM"
+
+
+def is_bracket(e: Any) -> bool:
+    return name_of(e) in ("_GE", "_EQ")
+
+
+def is_table(e: Any) -> bool:
+    n = name_of(e)
+    return n is not None and n.startswith("_T")
+
+
+#: Derived reads: atoms defined by a term (``verify/_tsoftmax.py``'s softmax atoms), by name.
+#: A definition has ``mentions(names)``, ``jvp(args, d)`` and ``concrete(idx, value)``.
+DERIVED: dict[str, Any] = {}
+
+
+def is_read(e: Any) -> bool:
+    """A read of a leaf or a table (not a sum, bracket or max)."""
+    n = name_of(e)
+    return n is not None and n not in _SPECIAL
+
+
+def is_leaf_read(e: Any) -> bool:
+    n = name_of(e)
+    return n is not None and n not in _SPECIAL and not n.startswith("_T")
+
+
+def fn(name: str) -> Any:
+    return se.Function(name)
+
+
+#: The shapes of the leaves read by flat index (:func:`leaf_read`), by name.
+LEAF_SHAPES: dict[str, tuple[int, ...]] = {}
+
+
+_REBUILD: dict[type, Callable[..., Any]] = {
+    se.StrictLessThan: se.Lt,
+    se.LessThan: se.Le,
+    se.Equality: se.Eq,
+    se.Unequality: se.Ne,
+    se.And: se.And,
+    se.Or: se.Or,
+    se.Not: se.Not,
+}
+
+
+def rebuild(e: Any, args: Sequence[Any]) -> Any:
+    """``e`` with new arguments (FunctionSymbols are rebuilt by name)."""
+    n = name_of(e)
+    if n is not None:
+        return se.Function(n)(*args)
+    if isinstance(e, se.Piecewise):
+        return se.Piecewise(*[(args[i], args[i + 1]) for i in range(0, len(args), 2)])
+    if isinstance(e, se.Number):
+        return e
+    maker = _REBUILD.get(type(e))
+    if maker is not None:
+        return maker(*args)
+    return e.func(*args)
+
+
+# -- index symbols and their ranges ------------------------------------------------------------
+
+#: Every index symbol's range ``[lo, hi)`` (``hi`` may be ``None``: unbounded above).
+RANGES: dict[Any, tuple[int, int | None]] = {}
+#: The exclusive upper bound of an index symbol over an axis of symbolic length (an expression
+#: in size symbols, :mod:`verify._dims`); its :data:`RANGES` entry then says ``hi = None``, so
+#: everything that reads ranges numerically treats it as unbounded (fewer facts, never wrong),
+#: and z3 (:func:`_sign_facts`, ``verify._tdecide._Z3``) gets the bound as a fact.
+UPPER: dict[Any, Any] = {}
+#: The size symbols (each a positive integer, range ``[1, oo)``, a fact like a free index's).
+SIZES: set[Any] = set()
+#: The bound (summation) variables among them: their range is also written as brackets in the
+#: body of their sum, and only those brackets say it (a bracket is never dropped because of a
+#: bound variable's registered range; the range only serves to simplify floors and to unroll).
+BOUND: set[Any] = set()
+_COUNTER = itertools.count()
+
+
+def fresh(prefix: str, lo: int, hi: Any, *, bound: bool = True) -> Any:
+    """A new integer symbol ranging over ``[lo, hi)`` (``hi`` may be a symbolic size, a
+    :class:`verify._dims.Dim` or its expression: see :data:`UPPER`)."""
+    s = se.Symbol(f"{prefix}{next(_COUNTER)}")
+    if hi is not None and not isinstance(hi, int | np.integer | se.Integer):
+        RANGES[s] = (int(lo), None)
+        UPPER[s] = size_expr(hi)
+    else:
+        RANGES[s] = (int(lo), None if hi is None else int(hi))
+    if bound:
+        BOUND.add(s)
+    return s
+
+
+def size_symbol(name: str, lo: int = 1) -> Any:
+    """The size symbol ``name`` (an integer ``>= lo >= 1``; the same symbol for the same
+    name, which must always come with the same ``lo``)."""
+    s = se.Symbol(name)
+    register_size(s, lo)
+    RANGES[s] = (int(lo), None)
+    SIZES.add(s)
+    return s
+
+
+def rename_bound(e: Any) -> Any:
+    """``e`` with the variables of its sums and maxima renamed to fresh ones (a term copied
+    into another keeps its sums apart)."""
+    bound = {}
+    for f in fn_atoms(e):
+        n = name_of(f)
+        if n == "_SUM":
+            variables = f.args[1:]
+        elif n == "_MAXR":
+            variables = f.args[1:2]
+        else:
+            continue
+        for v in variables:
+            if isinstance(v, se.Symbol) and v not in bound:
+                lo, hi = RANGES.get(v, (0, None))
+                bound[v] = fresh("_k", lo, hi)
+    return e.xreplace(bound) if bound else e
+
+
+def free_vars(shape: Sequence[int], prefix: str = "_q") -> tuple[Any, ...]:
+    """Fresh element indices for an array of ``shape`` (free: their range is a fact); an axis
+    of size 1 has the index 0."""
+    return tuple(ZERO if is_one(n) else fresh(prefix, 0, n, bound=False) for n in shape)
+
+
+def is_index_symbol(s: Any) -> bool:
+    return s in RANGES
+
+
+#: Concrete arrays met while building terms, by name (the name is a hash of the content).
+TABLES: dict[str, np.ndarray] = {}
+
+
+def exact_scalar(v: Any) -> Any:
+    """A NumPy / Python scalar as an exact symengine number (booleans as 0/1)."""
+    if isinstance(v, se.Basic):
+        return v
+    if isinstance(v, bool | np.bool_):
+        return ONE if v else ZERO
+    if isinstance(v, int | np.integer):
+        return se.Integer(int(v))
+    f = float(v)
+    if math.isinf(f):
+        return se.oo if f > 0 else -se.oo
+    if math.isnan(f):
+        raise TermError("NaN has no exact value")
+    fr = Fraction(f)
+    return se.Rational(fr.numerator, fr.denominator)
+
+
+def _add_terms(e: Any) -> tuple[Any, ...]:
+    return e.args if isinstance(e, se.Add) else (e,)
+
+
+def _factors(t: Any) -> list[Any]:
+    return list(t.args) if isinstance(t, se.Mul) else [t]
+
+
+# -- max-shifted exponentials --------------------------------------------------------------------
+
+
+#: ``_XS(s)`` = ``exp(s)`` for a finite shift ``s`` (:func:`split_shifts`): opaque, so that
+#: symengine does not merge it back into ``exp(r) exp(s) = exp(r + s)``.
+XS = se.Function("_XS")
+
+
+def _subterms(e: Any) -> Iterable[Any]:
+    stack = [e]
+    while stack:
+        x = stack.pop()
+        yield x
+        if isinstance(x, se.Basic) and not isinstance(x, se.FunctionSymbol):
+            stack.extend(x.args)
+
+
+def has_infinity(e: Any) -> bool:
+    """Whether ``e`` holds an infinity or NaN anywhere (then a 0/1 bracket may not multiply
+    it: ``0 * -oo`` is NaN)."""
+    return isinstance(e, se.Basic) and any(e.has(v) for v in (se.oo, -se.oo, se.zoo, se.nan))
+
+
+# -- concrete elements -------------------------------------------------------------------------
+
+
+def element_symbol(name: str, idx: Sequence[int]) -> Any:
+    """The element symbol of the element method (``x[1,2]``; ``x`` for a scalar)."""
+    return se.Symbol(f"{name}[{','.join(map(str, idx))}]" if idx else name)

@@ -1,0 +1,150 @@
+"""Differentiation of terms: :func:`jvp_term` (the directional derivative of an element term)
+and :func:`coefficient` (the coefficient of a tangent's element, the VJP's reference)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+import symengine as se
+
+from .core import (
+    _SPECIAL,
+    DERIVED,
+    LEAF_SHAPES,
+    ONE,
+    SUM,
+    ZERO,
+    TermError,
+    fn_atoms,
+    is_sum,
+    name_of,
+)
+from .index import flat_index
+from .signs import _in_range, eq
+
+# -- derivative and transpose ------------------------------------------------------------------
+
+
+def jvp_term(e: Any, tangent: Mapping[str, str], conventional: Callable[[Any], Any]) -> Any:
+    """The directional derivative of ``e``: every read of a leaf named in ``tangent`` moves in
+    the direction of the read of its tangent leaf at the same indices; sums differentiate
+    under the sum; ``Max`` / ``Min`` are read with the tie conventions (``conventional``)
+    first. Tables, index symbols and reads of other leaves are constants."""
+    e = conventional(e)
+    memo: dict[Any, Any] = {}
+    return _jvp(e, tangent, conventional, memo)
+
+
+def _jvp(e: Any, tangent: Mapping[str, str], conv: Callable[[Any], Any], memo: dict) -> Any:
+    if not isinstance(e, se.Basic):
+        return ZERO
+    hit = memo.get(e)
+    if hit is not None:
+        return hit
+    atoms = _moving_atoms(e, tangent)
+    if not atoms:
+        memo[e] = ZERO
+        return ZERO
+    temps = {a: se.Symbol(f"_d{i}") for i, a in enumerate(atoms)}
+    flat = e.xreplace(temps)
+    out = ZERO
+    for a, t in temps.items():
+        d = flat.diff(t)
+        if d == 0:
+            continue
+        n = name_of(a)
+        if n == "_SUM":
+            body, k = a.args
+            da = SUM(_jvp(conv(body), tangent, conv, memo), k)
+        elif n == "_MAXR":
+            raise TermError("the derivative of a maximum over a long axis is not defined here")
+        elif n in DERIVED:
+            da = DERIVED[n].jvp(a.args, lambda v: _jvp(conv(v), tangent, conv, memo))
+        else:
+            tname = tangent[n]  # type: ignore[index]
+            if n in LEAF_SHAPES:
+                LEAF_SHAPES[tname] = LEAF_SHAPES[n]  # type: ignore[index]
+            da = se.Function(tname)(*a.args)
+        back = {t2: a2 for a2, t2 in temps.items()}
+        out = out + d.xreplace(back) * da
+    memo[e] = out
+    return out
+
+
+def _moving_atoms(e: Any, tangent: Mapping[str, str]) -> list[Any]:
+    """The reads of moving leaves and the sums / maxima that contain one, outermost first."""
+    out = []
+    seen = set()
+    stack = [e]
+    while stack:
+        x = stack.pop()
+        if not isinstance(x, se.Basic) or x in seen:
+            continue
+        seen.add(x)
+        n = name_of(x)
+        if n in ("_SUM", "_MAXR"):
+            if _mentions(x, tangent):
+                out.append(x)
+            continue
+        if n is not None and n not in _SPECIAL:
+            if n in tangent or (n in DERIVED and DERIVED[n].mentions(tangent)):
+                out.append(x)
+            continue
+        if n in ("_GE", "_EQ"):
+            continue
+        stack.extend(x.args)
+    return sorted(out, key=str)
+
+
+def _mentions(e: Any, names: Iterable[str]) -> bool:
+    names = set(names)
+    for f in fn_atoms(e):
+        n = name_of(f)
+        if n in names or (n in DERIVED and DERIVED[n].mentions(names)):
+            return True
+    return False
+
+
+def coefficient(e: Any, name: str, q: Sequence[Any]) -> Any:
+    """The coefficient of the read ``name(q)`` in ``e``, which is linear in the reads of
+    ``name``: each read ``name(i)`` contributes ``[i == q]`` (a Kronecker delta, eliminated
+    when the term is normalised)."""
+    e = se.expand(e)
+    if name_of(e) == name:
+        shape = LEAF_SHAPES.get(name)
+        args = tuple(e.args)
+        if shape and any(a.atoms(se.floor) for a in args):
+            flat = flat_index(args, shape)
+            if not flat.atoms(se.floor) and _in_range(args, shape):
+                # a reshaped read: equal multi-indices in range <=> equal flat indices
+                return eq(flat - flat_index(q, shape))
+        out = ONE
+        for a, b in zip(args, q, strict=True):
+            out = out * eq(a - b)
+        return out
+    if not _mentions(e, (name,)):
+        return ZERO
+    if isinstance(e, se.Add):
+        return se.Add(*[coefficient(t, name, q) for t in e.args])
+    if isinstance(e, se.Mul):
+        factors = list(e.args)
+        hits = [n for n, f in enumerate(factors) if _mentions(f, (name,))]
+        if len(hits) != 1:
+            raise TermError(f"{name} appears non-linearly in {e}")
+        (h,) = hits
+        rest = se.Mul(*[f for n, f in enumerate(factors) if n != h])
+        return rest * coefficient(factors[h], name, q)
+    if is_sum(e):
+        body, k = e.args
+        return SUM(coefficient(body, name, q), k)
+    if isinstance(e, se.Piecewise):
+        args = list(e.args)
+        for i in range(0, len(args), 2):
+            if _mentions(args[i + 1], (name,)):
+                raise TermError(f"{name} appears in a condition of {e}")
+            args[i] = coefficient(args[i], name, q)
+        return se.Piecewise(*[(args[i], args[i + 1]) for i in range(0, len(args), 2)])
+    if isinstance(e, se.Pow) and e.args[1] == 1:
+        return coefficient(e.args[0], name, q)
+    raise TermError(f"{name} appears non-linearly in {e}")

@@ -1,0 +1,774 @@
+"""Sums and the normal form: sums split over their terms and solved against their brackets
+(residues, congruences, ranges), maxima, and :func:`normalize`, the form both sides of an
+equation are compared in."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import symengine as se
+
+from .._dims import Dim, SizeDependent, floordiv, size_expr
+from .budget import tick
+from .core import (
+    MAXR,
+    ONE,
+    RANGES,
+    SUM,
+    TABLES,
+    UNROLL_MAX,
+    UPPER,
+    XS,
+    ZERO,
+    TermError,
+    _add_terms,
+    _factors,
+    _subterms,
+    exact_scalar,
+    fn_atoms,
+    fresh,
+    has_floor,
+    has_infinity,
+    is_bracket,
+    is_table,
+    name_of,
+    rebuild,
+)
+from .index import (
+    _OVERRIDE,
+    _OVERRIDE_KEY,
+    _assemble,
+    _bounds_of,
+    _congruence_solution,
+    _integer_form,
+    _residue_of,
+    _single_var_bracket,
+    _tightest,
+    floor_div,
+    mod,
+    simplify_index,
+)
+from .signs import _table_brackets, eq, ge, range_brackets
+
+# -- sums --------------------------------------------------------------------------------------
+
+
+def ssum(body: Callable[[Any], Any], lo: int, hi: Any, prefix: str = "_k") -> Any:
+    """``sum_{lo <= k < hi} body(k)``, normalised (``hi`` may be a symbolic size, which is
+    at least 1)."""
+    if isinstance(hi, Dim):
+        if lo != 0:
+            raise SizeDependent(f"a sum over [{lo}, {hi})", hi)
+        hi = hi.expr
+    elif hi <= lo:
+        return ZERO
+    k = fresh(prefix, lo, hi)
+    return sum_over(k, normalize(body(k) * range_brackets(k, lo, hi)))
+
+
+def smax(body: Callable[[Any], Any], lo: int, hi: int) -> Any:
+    """``max_{lo <= k < hi} body(k)`` (unrolled when short). Terms added to every value are
+    taken out, ``max_k (a_k + c) = max_k a_k + c``: the maximum of values already shifted by
+    their maximum (the JAX backend's second shift) is then exactly 0 (short ranges) or a plain
+    maximum (long ones), and the shifts stay common factors."""
+    if isinstance(hi, Dim):
+        if lo != 0:
+            raise SizeDependent(f"a maximum over [{lo}, {hi})", hi)
+        hi = hi.expr  # at least 1 value, never unrolled
+    elif hi - lo <= UNROLL_MAX:
+        values = [body(se.Integer(v)) for v in range(lo, hi)]
+        common = {t for t in set(_add_terms(values[0])).intersection(*map(_add_terms, values[1:]))
+                  if t not in (se.oo, -se.oo, se.zoo, se.nan)}  # fmt: skip
+        c = se.Add(*common) if common else ZERO
+        return se.Max(*[v - c for v in values]) + c
+    k = fresh("_m", lo, hi)
+    b = body(k)
+    c = se.Add(*[t for t in _add_terms(b) if k not in t.free_symbols])
+    return MAXR(b - c, k, se.Integer(lo), size_expr(hi) if isinstance(hi, se.Basic | Dim)
+                else se.Integer(hi)) + c  # fmt: skip
+
+
+def sum_over(k: Any, body: Any, unroll: bool = False) -> Any:
+    """The normal form of ``sum_k body`` (``body`` carries ``k``'s range as brackets); with
+    ``unroll``, a range of at most :data:`UNROLL_MAX` values is written term by term."""
+    body = se.expand(body)
+    terms = body.args if isinstance(body, se.Add) else (body,)
+    out = [_sum_term(k, t, unroll) for t in terms]
+    return se.Add(*out) if out else ZERO
+
+
+def _sum_term(k: Any, t: Any, unroll: bool) -> Any:
+    """``sum_k t`` for one monomial ``t``."""
+    if t == 0:
+        return ZERO
+    dep, indep = [], []
+    for f in _factors(t):
+        (dep if k in f.free_symbols else indep).append(f)
+    outside = se.Mul(*indep) if indep else ONE
+    if not dep:
+        raise TermError(f"sum over {k} of a term without its range: {t}")
+    # a delta: solve [a k + r == 0] for k
+    for n, f in enumerate(dep):
+        if name_of(f) == "_EQ":
+            sol = _solve(f.args[0], k)
+            if sol is not None:
+                value, cond = sol
+                rest = [g for m, g in enumerate(dep) if m != n]
+                inner = se.Mul(*[_subs_one(g, k, value, unroll) for g in rest]) if rest else ONE
+                return se.expand(outside * cond * inner)
+    # a congruence [a k + r = 0 (mod m)] over a range of at most m values: one solution
+    for n, f in enumerate(dep):
+        if name_of(f) == "_EQ":
+            rest = [g for m, g in enumerate(dep) if m != n]
+            value = _congruence_solution(f.args[0], k, rest)
+            if value is not None:
+                inner = se.Mul(*[_subs_one(g, k, value, unroll) for g in rest]) if rest else ONE
+                return se.expand(outside * inner)
+    # a floor of k: split k by its residue, which makes the floor affine in the quotient
+    split = _residue_of(k, dep)
+    if split is not None:
+        return se.expand(outside * _split_residues(k, dep, split, unroll))
+    lows, highs, others = _bounds_of(k, dep)
+    # a range of one value is a delta; unroll a short constant-width range
+    for L in lows:
+        for U in highs:
+            width = simplify_index(se.expand(U - L))
+            if isinstance(width, se.Integer):
+                n = int(width) + 1
+                if n <= 0:
+                    return ZERO
+                if n == 1 or (unroll and n <= UNROLL_MAX):
+                    terms = []
+                    for c in range(n):
+                        val = se.expand(L + c)
+                        parts = [_subs_one(g, k, val, unroll) for g in dep]
+                        terms.append(se.Mul(*parts))
+                    return se.expand(outside * se.Add(*terms))
+    # no summand but the range: count the integers in it
+    if not others and len(lows) == 1 and len(highs) == 1:
+        (L,), (U,) = lows, highs
+        return se.expand(outside * (U - L + 1) * ge(U - L))
+    tight_lows, tight_highs = _tightest(lows, max), _tightest(highs, min)
+    if len(tight_lows) < len(lows) or len(tight_highs) < len(highs):
+        # constant bounds implied by a tighter one dropped: both sides' sums read alike
+        dep = [*others, *(ge(se.expand(k - L)) for L in tight_lows),
+               *(ge(se.expand(U - k)) for U in tight_highs)]  # fmt: skip
+    return outside * SUM(se.Mul(*dep), k)
+
+
+def _split_residues(k: Any, dep: Sequence[Any], split: tuple[int, int], unroll: bool) -> Any:
+    """``sum_k prod(dep)`` as ``sum_r sum_u prod(dep)[k := m u + r]`` with ``r0 <= r < r0 + m``
+    (``split = (m, r0)``): every ``k`` is ``m u + r`` for exactly one such pair, so the sum is
+    the same; every ``floor((a k + c) / d)`` with ``m | d / gcd(a, d)`` becomes affine in ``u``
+    (and a floor of the short-ranged ``r``). ``u = floor((k - r0) / m)`` ranges over the
+    values it takes on ``k``'s range."""
+    m, r0 = split
+    lo, hi = RANGES.get(k, (None, None))
+    if hi is None and k in UPPER and lo is not None:
+        # a symbolic bound: u < floor((hi - 1 - r0) / m) + 1, a polynomial in the sizes where
+        # it is one for every size (else the sizes are made less general, verify/_certify.py)
+        hi_u: Any = size_expr(floordiv(se.expand(UPPER[k] - 1 - r0), se.Integer(m))) + 1
+    elif lo is None or hi is None:
+        raise TermError(f"cannot split {k} without a range")
+    else:
+        hi_u = (hi - 1 - r0) // m + 1
+    r = fresh("_k", r0, r0 + m)
+    u = fresh("_k", (lo - r0) // m, hi_u)
+    value = se.expand(m * u + r)
+    parts = [normalize(g.xreplace({k: value}), unroll) for g in dep]
+    inner = sum_over(u, se.Mul(*parts) * range_brackets(r, r0, r0 + m), unroll)
+    return sum_over(r, inner, unroll)
+
+
+def _subs_one(e: Any, k: Any, v: Any, unroll: bool) -> Any:
+    return normalize(e.xreplace({k: v}), unroll)
+
+
+def _solve(e: Any, k: Any) -> tuple[Any, Any] | None:
+    """``e == 0`` solved for ``k`` when ``e`` is linear in it: ``(value, condition)`` with the
+    condition the divisibility that makes ``value`` an integer (1 for a unit coefficient)."""
+    form = _integer_form(e)
+    if form is None:
+        return None
+    coeffs, const = form
+    a = coeffs.get(k)
+    if a is None:
+        return None
+    others = {v: c for v, c in coeffs.items() if v != k}
+    if any(k in v.free_symbols for v in others):
+        return None  # k also inside a floor or a nat read: not a linear equation in k
+    rest = _assemble(others, const)
+    # a k + rest = 0  ->  k = -rest / a
+    if a in (1, -1):
+        return se.expand(-rest * a), ONE
+    n = se.expand(-rest if a > 0 else rest)
+    m = abs(a)
+    return floor_div(n, m), eq(mod(n, m))
+
+
+# -- normal form -------------------------------------------------------------------------------
+
+
+_NORM: tuple[dict[Any, Any], dict[Any, Any]] = ({}, {})
+
+
+def normalize(e: Any, unroll: bool = False) -> Any:
+    """The normal form of a term (see the module doc); memoised. ``unroll`` also writes the
+    sums over short constant ranges term by term (the form compared by the decision
+    procedure; building terms keeps them as sums, so that Kronecker deltas are eliminated
+    first)."""
+    if not isinstance(e, se.Basic) or not e.args:
+        return e
+    memo = _NORM[unroll]
+    hit = memo.get(e)
+    if hit is not None:
+        return hit
+    tick()
+    out = _normalize(e, unroll)
+    if len(memo) > 200000:
+        memo.clear()
+    memo[e] = out
+    memo[out] = out
+    return out
+
+
+def _normalize(e: Any, unroll: bool) -> Any:
+    n = name_of(e)
+    if n == "_SUM":
+        body, k = e.args
+        return sum_over(k, normalize(body, unroll), unroll)
+    if n == "_GE":
+        return ge(e.args[0])
+    if n == "_EQ":
+        return eq(e.args[0])
+    if n == "_MAXR":
+        body, k, lo, hi = e.args
+        return MAXR(normalize(body, unroll), k, lo, hi)
+    if n == "_XS":
+        return XS(normalize(e.args[0], unroll))
+    if n is not None:  # a read: simplify its indices
+        args = [simplify_index(a) for a in e.args]
+        if n.startswith("_T") and all(isinstance(a, se.Integer) for a in args):
+            table = TABLES[n]
+            inside = all(0 <= int(a) < d for a, d in zip(args, table.shape, strict=True))
+            return exact_scalar(table[tuple(int(a) for a in args)]) if inside else ZERO
+        if unroll and n.startswith("_T"):
+            br = _table_brackets(n, args)
+            if br is not None:
+                return br
+        return se.Function(n)(*args)
+    if isinstance(e, se.Piecewise):
+        args = [normalize(a, unroll) for a in e.args]
+        return _piecewise_args(args)
+    args = [normalize(a, unroll) for a in e.args]
+    if type(e) in _RELATIONS_INF:
+        folded = _infinite_relation(type(e), args)
+        if folded is not None:
+            return folded
+    out = rebuild(e, args)
+    if isinstance(out, se.Pow) and out.args[0] == se.E:
+        out = _exp_of_logs(out.args[1])
+    if isinstance(out, se.log):
+        out = log_of_shift(out)
+    if isinstance(out, se.Add | se.Mul | se.Pow):
+        out = se.expand(out)
+        out = _idempotent_brackets(out)
+        if has_floor(out):
+            terms = out.args if isinstance(out, se.Add) else (out,)
+            out = se.Add(*[_refine(t) for t in terms])
+        if unroll:
+            terms = out.args if isinstance(out, se.Add) else (out,)
+            out = se.Add(*[_lift(t) for t in terms])
+    return out
+
+
+def split_shifts(e: Any) -> Any:
+    """``e`` with every ``exp(r + s)`` written ``exp(r) _XS(s)`` for the terms ``s`` that hold
+    a maximum (the shift of a softmax-like form: a common factor that sums then pull out and
+    quotients cancel), when ``s`` is proved finite (:func:`finite`; ``exp(+oo - oo)`` is not
+    ``0 * oo``). For the decision only: ``_XS`` has no derivative and no concrete value."""
+    memo: dict[Any, Any] = {}
+
+    def go(x: Any) -> Any:
+        if not isinstance(x, se.Basic) or not x.args or isinstance(x, se.Number):
+            return x
+        hit = memo.get(x)
+        if hit is not None:
+            return hit
+        out = rebuild(x, [go(a) for a in x.args])
+        if isinstance(out, se.Pow) and out.args[0] == se.E:
+            a = out.args[1]
+            terms = list(a.args) if isinstance(a, se.Add) else [a]
+            shift = [t for t in terms if _has_max(t)]
+            if shift and len(shift) < len(terms) and finite(se.Add(*shift)):
+                rest = se.Add(*[t for t in terms if not _has_max(t)])
+                out = se.exp(rest) * XS(se.Add(*shift))
+        memo[x] = out
+        return out
+
+    return go(e)
+
+
+def log_of_shift(e: Any) -> Any:
+    """``log(P _XS(s1)^c1 ...)`` as ``log(P) + c1 s1 + ...``: the log of a max-shifted sum of
+    exponentials (``log(sum_k exp(x_k - m))`` once :func:`split_shifts` pulled the shift out of
+    the sum) meets the unshifted ``log(sum_k exp(x_k))`` plus its shift.
+
+    Sound because ``_XS(s)`` is ``exp(s)`` for a finite real ``s`` (only :func:`split_shifts`
+    builds it, after proving ``s`` finite) and a rational power ``c`` of it is the positive real
+    ``exp(c s)``: multiplying by a positive real leaves the argument of ``P`` alone, so for
+    every ``P != 0`` (real, or complex with the principal branch) ``log(P exp(c s)) = log(P) +
+    c s``, and for ``P = 0`` both sides are ``log(0)`` plus a finite shift."""
+    arg = e.args[0]
+    shifts, rest = [], []
+    for f in _factors(arg):
+        base, power = (f.args[0], f.args[1]) if isinstance(f, se.Pow) else (f, ONE)
+        if name_of(base) == "_XS" and isinstance(power, se.Rational | se.Integer):
+            shifts.append(power * base.args[0])
+        else:
+            rest.append(f)
+    if not shifts:
+        return e
+    return se.expand(se.log(se.Mul(*rest)) + se.Add(*shifts))
+
+
+def _exp_of_logs(a: Any) -> Any:
+    """``exp(r + c1 log(u1) + ...)`` as ``exp(r) u1^c1 ...`` for rational ``c`` and ``u``
+    proved nonnegative (:func:`nonnegative`): the exponential of a log-softmax
+    (``exp(x_j - log(sum_k exp(x_k)))``) is the quotient the softmax's form has, and a sum
+    pulls the normaliser out of it.
+
+    Sound because for ``u > 0`` the log is real and ``exp(c log(u)) = u^c``, and
+    ``exp(a + b) = exp(a) exp(b)``; at ``u = 0`` (``log(u) = -oo``) both sides are 0 for
+    ``c > 0`` and ``+oo`` for ``c < 0`` (``exp(r)`` is positive). A ``u`` of unknown sign is
+    left alone: ``log`` of a negative value is NaN in floating point, its power is not."""
+    terms = list(a.args) if isinstance(a, se.Add) else [a]
+    factors, rest = [], []
+    for t in terms:
+        coeff, u = _log_term(t)
+        if u is None or not nonnegative(u):
+            rest.append(t)
+        else:
+            factors.append(se.Pow(u, coeff))
+    if not factors:
+        return _exp_parts(a)
+    return se.expand(se.Mul(_exp_parts(se.Add(*rest)), *factors))
+
+
+def nonnegative(e: Any) -> bool:
+    """Whether ``e`` is ``>= 0`` (or ``+oo``) for every real value of the leaves and every
+    index value: a sufficient syntactic test. Nonnegative numbers, brackets, tables of
+    nonnegative values, ``exp`` of a real term (:func:`_real`), and sums, products and sums
+    over a range of nonnegative terms."""
+    if isinstance(e, se.Number):
+        return e == se.oo or (bool(e.is_real) and e >= 0)
+    n = name_of(e)
+    if n is not None:
+        if n in ("_GE", "_EQ"):
+            return True
+        if n == "_SUM":
+            return nonnegative(e.args[0])
+        if n.startswith("_T"):
+            return bool((np.asarray(TABLES[n], dtype=float) >= 0).all())
+        return False  # a leaf read: any real
+    if isinstance(e, se.Add | se.Mul):
+        return all(nonnegative(a) for a in e.args)
+    if isinstance(e, se.Pow) and e.args[0] == se.E:
+        return _real(e.args[1])
+    return False
+
+
+def _real(e: Any) -> bool:
+    """Whether ``e`` is real (or an infinity) for real leaves: no ``log``, no power with an
+    exponent other than an integer (a root, a log of a negative value is not real), no
+    imaginary number."""
+    stack = [e]
+    while stack:
+        x = stack.pop()
+        if not isinstance(x, se.Basic):
+            continue
+        if not isinstance(x, se.Number):  # -oo has args (-1,)
+            stack.extend(x.args)  # into sums, maxima and reads too
+        if isinstance(x, se.log):
+            return False
+        if isinstance(x, se.Pow) and x.args[0] != se.E and not isinstance(x.args[1], se.Integer):
+            return False
+        if isinstance(x, se.Number) and not x.is_real and x not in (se.oo, -se.oo):
+            return False
+    return True
+
+
+def _log_term(t: Any) -> tuple[Any, Any]:
+    """``(c, u)`` for a term ``c log(u)`` with ``c`` rational, else ``(None, None)``."""
+    parts = _factors(t)
+    logs = [p for p in parts if isinstance(p, se.log)]
+    coeff = [p for p in parts if not isinstance(p, se.log)]
+    if len(logs) != 1 or not all(isinstance(c, se.Rational | se.Integer) for c in coeff):
+        return None, None
+    return se.Mul(*coeff), logs[0].args[0]
+
+
+def _exp_parts(a: Any) -> Any:
+    """``exp(a)`` with a masked entry taken out of the exponential,
+    ``exp(r + (v if c else -oo)) = [c] exp(r + v)``, when ``r`` is proved finite
+    (:func:`finite`): ``exp(+oo - oo)`` is not 0."""
+    terms = list(a.args) if isinstance(a, se.Add) else [a]
+    masked = [t for t in terms if _masked_entry(t) is not None]
+    if len(masked) == 1:
+        (t,) = masked
+        others = se.Add(*[u for u in terms if u is not t])
+        if finite(others):
+            v, c = _masked_entry(t)
+            cond = _zero_one(c)
+            if cond is not None:
+                return cond * _exp_parts(others + v)
+            return se.Piecewise((se.exp(others + v), c), (ZERO, True))
+    return se.exp(a)
+
+
+def _has_max(t: Any) -> bool:
+    return any(isinstance(f, se.Max | se.Min) for f in _subterms(t)) or any(
+        name_of(f) == "_MAXR" for f in fn_atoms(t)
+    )
+
+
+def _masked_entry(t: Any) -> tuple[Any, Any] | None:
+    """``(v, c)`` for a term ``(v if c else -oo)`` with ``v`` finite."""
+    if isinstance(t, se.Piecewise) and len(t.args) == 4 and t.args[2] == -se.oo \
+            and t.args[3] == se.true and finite(t.args[0]):  # fmt: skip
+        return t.args[0], t.args[1]
+    return None
+
+
+def _zero_one(c: Any) -> Any:
+    """The 0/1 value of a condition ``1 == b`` on a bracket or a 0/1 table read, else None."""
+    if not isinstance(c, se.Equality):
+        return None
+    a, b = c.args
+    if b == 1:
+        a, b = b, a
+    if a != 1:
+        return None
+    if is_bracket(b):
+        return b
+    n = name_of(b)
+    if n is not None and n.startswith("_T") and np.isin(TABLES[n], (0, 1)).all():
+        return b
+    return None
+
+
+def finite(e: Any) -> bool:
+    """Whether ``e`` is finite for every value of the leaves (finite reals) and indices: a
+    sufficient syntactic test. A maximum is finite when one of its arguments is; a masked
+    entry ``(v if c else -oo)`` counts when ``c`` holds at the first position of its range
+    for every row (:func:`_holds_first`)."""
+    if isinstance(e, se.Number):
+        return e.is_finite if hasattr(e, "is_finite") else e not in (se.oo, -se.oo, se.zoo)
+    if isinstance(e, se.Symbol):
+        return True
+    n = name_of(e)
+    if n is not None:
+        if n in ("_GE", "_EQ"):
+            return True
+        if n == "_SUM":
+            return finite(e.args[0])
+        if n == "_MAXR":
+            body, k, lo, hi = e.args
+            if ge(se.expand(hi - lo - 1)) != ONE:  # empty (or a symbolic size not known > 0)
+                return False
+            if finite(body):
+                return True
+            m = _masked_entry(body)
+            return m is not None and _holds_first(m[1], k, lo)
+        if n.startswith("_T"):
+            return bool(np.isfinite(np.asarray(TABLES[n], dtype=float)).all())
+        return True  # a leaf read, a derived read (a softmax value)
+    if isinstance(e, se.Add | se.Mul):
+        return all(finite(a) for a in e.args)
+    if isinstance(e, se.Pow):
+        base, ex = e.args
+        if base == se.E:
+            return finite(ex)
+        return finite(base) and isinstance(ex, se.Integer) and int(ex) >= 0
+    if isinstance(e, se.Max | se.Min):
+        ok = [finite(a) for a in e.args]
+        if all(ok):
+            return True
+        # a maximum of masked entries: finite when one argument is finite for every row
+        return (
+            isinstance(e, se.Max)
+            and any(ok)
+            and all(ok[i] or _masked_entry(a) is not None for i, a in enumerate(e.args))
+        )
+    if isinstance(e, se.Piecewise):
+        return all(finite(e.args[i]) for i in range(0, len(e.args), 2))
+    if isinstance(e, se.floor):
+        return finite(e.args[0])
+    return False
+
+
+def _holds_first(c: Any, k: Any, lo: Any) -> bool:
+    """Whether the condition ``c`` (``1 == b``, ``b`` a bracket or a 0/1 table read) holds at
+    ``k = lo`` for every value of the other indices."""
+    b = _zero_one(c)
+    if b is None:
+        return False
+    b = b.xreplace({k: lo})
+    n = name_of(b)
+    if n in ("_GE", "_EQ"):
+        return normalize(b) == 1
+    table = TABLES[n]  # type: ignore[index]
+    sl: list[Any] = []
+    for arg, size in zip(b.args, table.shape, strict=True):
+        if isinstance(arg, se.Integer):
+            sl.append(int(arg))
+        elif isinstance(arg, se.Symbol) and arg in RANGES:
+            lo_, hi_ = RANGES[arg]
+            sl.append(slice(max(lo_, 0), size if hi_ is None else min(hi_, size)))
+        else:
+            return False
+    return bool(np.all(table[tuple(sl)] == 1))
+
+
+def _nested_bracket(t: Any) -> Any:
+    """A bracket that occurs inside the arguments of a read, a bracket or a floor of ``t``
+    (not inside a sum: that is the sum's own business), innermost first; else ``None``.
+
+    A bracket that mentions the variable of a sum or maximum inside ``t`` (a sum under a
+    power or a sum of sums: ``1 / (sum_k ... [k >= 1] ...)``) is never one: its value changes
+    with that variable, so ``t = [c] t[c := 1] + (1 - [c]) t[c := 0]`` does not hold, and
+    lifting it would leave the variable outside its sum."""
+    found = None
+    inner_bound = _bound_inside(t)
+    for f in _factors(t):
+        base = f.args[0] if isinstance(f, se.Pow) else f
+        n = name_of(base)
+        if n in ("_SUM", "_MAXR") or not isinstance(base, se.Basic):
+            continue
+        inner = [a for a in fn_atoms(base) if is_bracket(a) and a != base
+                 and not (a.free_symbols & inner_bound)]  # fmt: skip
+        for b in inner:
+            if not any(is_bracket(c) for c in fn_atoms(b.args[0])):
+                return b
+        if inner and found is None:
+            found = inner[0]
+    return found
+
+
+def _bound_inside(t: Any) -> set:
+    """The variables of the sums and maxima inside ``t``."""
+    out: set = set()
+    for f in fn_atoms(t):
+        n = name_of(f)
+        if n == "_SUM":
+            out.update(f.args[1:])
+        elif n == "_MAXR":
+            out.add(f.args[1])
+    return out
+
+
+def _lift(t: Any) -> Any:
+    """A monomial with brackets nested inside index expressions (a clamped or selected index)
+    split on them: ``t = [c] t[c := 1] + (1 - [c]) t[c := 0]``. A nested bracket that the
+    ranges decide is replaced by its value instead: a split made inside another one leaves
+    brackets like ``[-1 - idx(p) >= 0]`` built by substitution, not by :func:`ge`, which is 0
+    for a nat read (``idx(p) >= 0``, its registered range); splitting on it would keep a
+    product with a bracket that is always 0 as a term of its own. The split's result keeps its
+    brackets 0/1 (``[c] [c] = [c]``: ``t[c := 1]`` may hold ``[c]`` again), so both are exact
+    rewrites."""
+    b = _nested_bracket(t)
+    if b is None:
+        return t
+    nb = normalize(b)
+    if isinstance(nb, se.Integer):  # decided by the ranges: the same value wherever it occurs
+        return normalize(t.xreplace({b: nb}), True)
+    on = normalize(t.xreplace({b: ONE}), True)
+    off = normalize(t.xreplace({b: ZERO}), True)
+    if _may_be_infinite(on) or _may_be_infinite(off):
+        # 0 * -oo is nan, not 0: keep the choice a Piecewise
+        return se.Piecewise((on, se.Eq(b, 1)), (off, True))
+    return _idempotent_brackets(se.expand(b * on + (1 - b) * off))
+
+
+def _may_be_infinite(e: Any) -> bool:
+    """Whether ``e`` holds an infinity, or divides by an expression with a bracket or a table
+    read (``1 / [c]``, ``1 / (a [c] + b [d])``): that is infinite where the brackets are 0, and
+    a case split substitutes their values later, so a bracket multiplied into it
+    (``[b] on + (1 - [b]) off``) would turn into ``0 * zoo``, NaN, where it should be 0."""
+    if has_infinity(e):
+        return True
+    for p in e.atoms(se.Pow) if isinstance(e, se.Basic) else ():
+        base, ex = p.args
+        if base == se.E or not (isinstance(ex, se.Number) and ex < 0):
+            continue
+        if any(is_bracket(f) or is_table(f) for f in fn_atoms(base)):
+            return True
+    return False
+
+
+def _refine(t: Any) -> Any:
+    """A monomial with its index expressions re-simplified under the single-variable bounds
+    its own brackets state (``[q >= 1] x(floor((q + 7) / 8))`` is ``[q >= 1] x(1)`` when
+    ``q < 9``). The brackets that state the bounds are kept."""
+    factors = _factors(t)
+    narrowed: dict[Any, tuple[int, int | None]] = {}
+    for f in factors:
+        n = name_of(f)
+        if n not in ("_GE", "_EQ"):
+            continue
+        form = _integer_form(f.args[0])
+        if form is None or len(form[0]) != 1:
+            continue
+        ((v, a),), c = form[0].items(), form[1]
+        if not isinstance(v, se.Symbol) or v not in RANGES or a not in (1, -1):
+            continue
+        lo, hi = narrowed.get(v, RANGES[v])
+        if n == "_EQ":
+            val = -c * a
+            lo, hi = max(lo, val), val + 1 if hi is None else min(hi, val + 1)
+        elif a == 1:  # v + c >= 0
+            lo = max(lo, -c)
+        else:  # -v + c >= 0
+            hi = c + 1 if hi is None else min(hi, c + 1)
+        narrowed[v] = (lo, hi)
+    if not narrowed:
+        return t
+    saved, saved_key = dict(_OVERRIDE), _OVERRIDE_KEY[0]
+    _OVERRIDE.update(narrowed)
+    _OVERRIDE_KEY[0] = frozenset(_OVERRIDE.items())
+    try:
+        memo: dict[Any, Any] = {}
+        out = [f if is_bracket(f) and _single_var_bracket(f) else _resimplify(f, memo)
+               for f in factors]  # fmt: skip
+    finally:
+        _OVERRIDE.clear()
+        _OVERRIDE.update(saved)
+        _OVERRIDE_KEY[0] = saved_key
+    return se.Mul(*out)
+
+
+def _resimplify(e: Any, memo: dict[Any, Any] | None = None) -> Any:
+    """Index expressions inside ``e`` simplified again (under the current narrowed ranges)."""
+    if not isinstance(e, se.Basic) or not e.args or not has_floor(e):
+        return e
+    memo = {} if memo is None else memo
+    hit = memo.get(e)
+    if hit is not None:
+        return hit
+    n = name_of(e)
+    if n == "_GE":
+        out = ge(e.args[0])
+    elif n == "_EQ":
+        out = eq(e.args[0])
+    elif n in ("_SUM", "_MAXR"):
+        out = rebuild(e, [_resimplify(e.args[0], memo), *e.args[1:]])
+    elif n is not None:
+        out = se.Function(n)(*[simplify_index(a) for a in e.args])
+    else:
+        out = rebuild(e, [_resimplify(a, memo) for a in e.args])
+    memo[e] = out
+    return out
+
+
+_RELATIONS_INF = (se.StrictLessThan, se.LessThan, se.Equality, se.Unequality)
+
+
+def _infinite_relation(cls: type, args: list[Any]) -> Any:
+    """A relation between a finite value (every symbolic value is a finite real) and an
+    infinity, decided; ``None`` when neither side is infinite."""
+    a, b = args
+    inf = (se.oo, -se.oo)
+    if a not in inf and b not in inf:
+        return None
+    if a in inf and b in inf:
+        return None
+
+    def rank(v: Any) -> int:
+        return 1 if v == se.oo else (-1 if v == -se.oo else 0)
+
+    ra, rb = rank(a), rank(b)
+    if cls is se.StrictLessThan:
+        return se.true if ra < rb else se.false
+    if cls is se.LessThan:
+        return se.true if ra <= rb else se.false
+    if cls is se.Equality:
+        return se.false
+    return se.true
+
+
+def _piecewise_args(args: list[Any]) -> Any:
+    pairs = []
+    for i in range(0, len(args), 2):
+        v, c = args[i], args[i + 1]
+        if c == se.false:
+            continue
+        pairs.append((v, c))
+        if c == se.true:
+            break
+    pairs = _drop_default_branches(pairs)
+    if len(pairs) == 1 and pairs[0][1] == se.true:
+        return pairs[0][0]
+    if not pairs:
+        return ZERO
+    return se.Piecewise(*pairs)
+
+
+def _literals(c: Any) -> tuple[Any, ...]:
+    """The conjuncts of a condition."""
+    return tuple(c.args) if isinstance(c, se.And) else (c,)
+
+
+def _negated(lit: Any) -> Any:
+    """The negation of an order literal as an order literal (``not a <= b`` is ``b < a`` for
+    reals), or ``None``."""
+    if isinstance(lit, se.LessThan):
+        return se.StrictLessThan(lit.args[1], lit.args[0])
+    if isinstance(lit, se.StrictLessThan):
+        return se.LessThan(lit.args[1], lit.args[0])
+    return None
+
+
+def disjoint(a: Any, b: Any) -> bool:
+    """Whether the conditions ``a`` and ``b`` (conjunctions) cannot hold together, seen
+    syntactically: one has a conjunct whose negation is a conjunct of the other."""
+    lb = set(_literals(b))
+    return any(_negated(x) in lb for x in _literals(a))
+
+
+def _drop_default_branches(pairs: list[tuple[Any, Any]]) -> list[tuple[Any, Any]]:
+    """Branches of a ``Piecewise`` (ending in a ``True`` branch, the default) that give the
+    default's value and whose condition is disjoint from every later branch of another value
+    are dropped: where such a condition holds, the rest of the chain gives the default anyway.
+    (The first-max one-hot of a window written as a chain of argmax conditions,
+    ``Piecewise((0, c_0), (1, c_1), (0, c_2), ..., (0, True))``, becomes
+    ``Piecewise((1, c_1), (0, True))``.)"""
+    if len(pairs) < 2 or pairs[-1][1] != se.true:
+        return pairs
+    default = pairs[-1][0]
+    out: list[tuple[Any, Any]] = []
+    for i, (v, c) in enumerate(pairs[:-1]):
+        if v == default and all(w == default or disjoint(c, d) for w, d in pairs[i + 1 : -1]):
+            continue
+        out.append((v, c))
+    out.append(pairs[-1])
+    return out
+
+
+def _idempotent_brackets(e: Any) -> Any:
+    """``[c]^n = [c]`` in every monomial of an expanded sum."""
+    terms = e.args if isinstance(e, se.Add) else (e,)
+    changed = False
+    out = []
+    for t in terms:
+        factors = _factors(t)
+        new = [f.args[0] if isinstance(f, se.Pow) and is_bracket(f.args[0])
+               and isinstance(f.args[1], se.Integer) and int(f.args[1]) > 0 else f
+               for f in factors]  # fmt: skip
+        if any(a is not b for a, b in zip(new, factors, strict=True)):
+            changed = True
+            out.append(se.Mul(*new))
+        else:
+            out.append(t)
+    return se.Add(*out) if changed else e
