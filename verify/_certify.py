@@ -42,9 +42,12 @@ import symengine as se
 
 import torchlean_ir as tl
 
+from ._attempt import tensor_attempt
 from ._report import Check
 from ._sig import Signature
-from ._tensor import TENSOR, TArray
+from ._tchecks import NotTensor, Partial, check_signature_tensor
+from ._tchecks import _kink_plan as plan_of
+from ._tensor import TENSOR, TArray, leaf
 
 #: The probe shape the identities are proved at.
 PROBE = (9,)
@@ -146,8 +149,6 @@ class _ElemBackend:
 
 def _elementwise_trace(op: tl.Op, sig: Signature) -> str | None:
     """``None`` when every rule of ``op`` runs on elementwise proxies, else why not."""
-    from ._tensor import leaf
-
     B = _ElemBackend()
     params = dict(sig.attrs)
     X = [_Elem(leaf(f"x{p}", t.shape)) for p, t in enumerate(sig.arg_types)]
@@ -241,8 +242,6 @@ _CACHE: dict[tuple, Certificate | str] = {}
 
 
 def _kink_plan(op: tl.Op, sig: Signature) -> str:
-    from ._tchecks import _kink_plan as plan_of
-
     if op.kinks_rule is None:
         return ""
     rng = np.random.default_rng(0)
@@ -270,15 +269,12 @@ def certificate(sig: Signature, *, kinks: bool = True) -> Certificate | str:
 
 
 def _prove(op: tl.Op, sig: Signature, key: tuple, kinks: bool) -> Certificate | str:
-    from ._methods import _tensor_attempt
-    from ._tchecks import NotTensor, Partial, check_signature_tensor
-
     probe = replace(sig, arg_types=tuple(replace(t, shape=PROBE) for t in sig.arg_types))
     why = _elementwise_trace(op, probe)
     if why is not None:
         return f"not elementwise: {why}"
     try:
-        checks = _tensor_attempt(probe, "tensor", check_signature_tensor, probe, kinks=kinks)
+        checks = tensor_attempt(probe, "tensor", check_signature_tensor, probe, kinks=kinks)
     except (NotTensor, Partial) as e:
         return f"not proved at the probe shape: {e}"
     for c in checks:
@@ -290,15 +286,9 @@ def _prove(op: tl.Op, sig: Signature, key: tuple, kinks: bool) -> Certificate | 
     return Certificate(sig.op, key[1], key[2], PROBE, tuple(checks), _kink_plan(op, probe))
 
 
-def reuse(sig: Signature, *, kinks: bool = True) -> list[Check] | None:
-    """The rule checks of ``sig`` from its op's certificate (elementwise, else one proved with
-    symbolic sizes), or ``None`` (no certificate, or the kinks rule gives another plan at this
-    shape)."""
-    cert = certificate(sig, kinks=kinks)
-    if isinstance(cert, str):
-        from ._sizecert import reuse_sized
-
-        return reuse_sized(sig, kinks)
+def reuse(sig: Signature, cert: Certificate) -> list[Check] | None:
+    """The rule checks of ``sig`` from its op's elementwise certificate ``cert``, or ``None``
+    (the kinks rule gives another plan at this shape)."""
     if cert.kinks != _kink_plan(tl.get_op(sig.op), sig):
         return None
     note = (f"certificate: the rules are elementwise and proved at shape {list(cert.probe)} with "
@@ -307,11 +297,8 @@ def reuse(sig: Signature, *, kinks: bool = True) -> list[Check] | None:
 
 
 def clear() -> None:
-    """Forget every certificate (both kinds)."""
-    from ._sizecert import _SIZED
-
+    """Forget every elementwise certificate."""
     _CACHE.clear()
-    _SIZED.clear()
 
 
 __all__ = ["ELEMENTWISE", "PROBE", "Certificate", "certificate", "clear", "reuse"]

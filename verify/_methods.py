@@ -20,62 +20,17 @@ a signature with runtime index inputs are ``probabilistic``: the index values ar
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any, Literal
+from typing import Any
 
 import torchlean_ir as tl
 
-from . import _certify
-from . import terms as T
+from . import _sizecert
+from ._attempt import METHODS, Method, small, tensor_attempt
 from ._report import Check
-from ._rules import MAX_ELEMENTS, MAX_SYMBOLS, check_signature
+from ._rules import check_signature
 from ._sig import Signature
+from ._tape import call_layout, check_call
 from ._tchecks import NotTensor, Partial, check_call_tensor, check_signature_tensor
-
-Method = Literal["auto", "tensor", "elements"]
-METHODS = ("auto", "tensor", "elements")
-
-#: Seconds one tensor-level attempt (one signature's rule checks, or one compiled call) may take;
-#: past it the attempt stops and the checks it did not decide go to the element method (when the
-#: signature is small) or are reported ``not verified``. A bound on the work, never on soundness.
-#: A small signature, which the element method decides anyway, gets the shorter budget.
-TENSOR_BUDGET_S = 60.0
-TENSOR_BUDGET_SMALL_S = 3.0
-
-
-def _tensor_attempt(sig: Signature, method: Method, fn: Any, *args: Any, **kw: Any) -> Any:
-    """``fn`` under the tensor-level time budget; anything that stops it early becomes
-    :class:`NotTensor` (the reason kept), so the verifier falls back and never crashes."""
-    seconds = (
-        TENSOR_BUDGET_SMALL_S if method == "auto" and _exact_fallback(sig) else TENSOR_BUDGET_S
-    )
-    try:
-        with T.budget(seconds):
-            return fn(*args, **kw)
-    except (NotTensor, Partial):
-        raise
-    except T.OutOfTime:
-        raise NotTensor(f"the tensor-level time budget ({seconds:g} s) ran out") from None
-    except (T.TermError, ArithmeticError, TypeError, ValueError, IndexError, KeyError,
-            AttributeError, NotImplementedError, RecursionError, RuntimeError,
-            StopIteration) as e:  # fmt: skip
-        raise NotTensor(f"the tensor level stopped: {type(e).__name__}: {e}") from None
-
-
-def _exact_fallback(sig: Signature) -> bool:
-    """Small, and its output within the element method's default sample size: the element
-    method then decides every element (else it samples, and the tensor level gets the full
-    budget)."""
-    if not _small(sig):
-        return False
-    try:
-        out = tl.get_op(sig.op).infer_type(sig.arg_types, sig.index_types, sig.attrs)
-    except Exception:
-        return True
-    return out.size <= MAX_ELEMENTS
-
-
-def _small(sig: Signature) -> bool:
-    return sum(t.size for t in sig.arg_types) <= MAX_SYMBOLS
 
 
 def _runtime_index(sig: Signature) -> bool:
@@ -103,11 +58,11 @@ def rule_checks(sig: Signature, *, method: Method, max_elements: int, kinks: boo
     """Link 1 for one signature by ``method``."""
     if method == "elements":
         return elements_level(check_signature(sig, max_elements=max_elements, kinks=kinks), sig)
-    reused = _certify.reuse(sig, kinks=kinks)
+    reused = _sizecert.reuse(sig, kinks=kinks)
     if reused is not None:
         return reused
     try:
-        return _tensor_attempt(sig, method, check_signature_tensor, sig, kinks=kinks)
+        return tensor_attempt(sig, method, check_signature_tensor, sig, kinks=kinks)
     except Partial as p:
         decided, undecided = p.checks, p.undecided
         why = "; ".join(f"{n}: {w}" for n, w in undecided)
@@ -116,9 +71,9 @@ def rule_checks(sig: Signature, *, method: Method, max_elements: int, kinks: boo
         why = str(e)
         names = rule_names(sig, kinks)
         undecided = [(n, why) for n in names]
-    if method == "tensor" or not _small(sig):
+    if method == "tensor" or not small(sig):
         reason = "undecided at tensor level" + (
-            "" if _small(sig) else " and too large for the element method"
+            "" if small(sig) else " and too large for the element method"
         )
         return decided + [_not_verified("rule", n, f"{reason}: {w}") for n, w in undecided]
     names = {n for n, _ in undecided}
@@ -137,18 +92,16 @@ def rule_names(sig: Signature, kinks: bool) -> list[str]:
 def call_check(graph: tl.GraphData, kind: str, entry: Any, inner: Any, dtype: str, *,
                method: Method, max_elements: int) -> Check:  # fmt: skip
     """Link 2 for one compiled call by ``method``."""
-    from ._tape import call_layout, check_call
-
     sig = Signature.of(graph, entry.node)
     if method != "elements":
         inputs, outputs, flags = call_layout(kind, entry, len(sig.index_types))
         try:
-            return _tensor_attempt(
+            return tensor_attempt(
                 sig, method, check_call_tensor, sig, kind, inputs, outputs, flags, inner, dtype
             )
         except NotTensor as e:
             why = str(e)
-        if method == "tensor" or not _small(sig):
+        if method == "tensor" or not small(sig):
             return _not_verified("compiled", f"compiled {kind} = reference",
                                  f"undecided at tensor level: {why}")  # fmt: skip
     c = check_call(graph, kind, entry, inner, dtype, max_elements=max_elements)

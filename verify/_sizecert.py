@@ -22,9 +22,23 @@ import symengine as se
 
 import torchlean_ir as tl
 
+from . import _certify
+from . import terms as T
+from ._attempt import tensor_attempt
 from ._certify import _attrs_key, _rules_fingerprint
+from ._dims import Dim, SizeDependent
 from ._report import Check
 from ._sig import Signature
+from ._tchecks import (
+    NotTensor,
+    Partial,
+    _run,
+    as_t,
+    check_signature_tensor,
+    kinks_check_tensor,
+    setup,
+)
+from ._tensor import TENSOR
 
 #: CPU seconds the proofs with symbolic sizes of one signature may take together (once per op,
 #: attributes, size pattern and plan); past it there is no certificate and the signature is
@@ -82,8 +96,6 @@ def shape_attrs(sig: Signature, values: dict[str, int]
 def _symbol(name: str, mode: Mode) -> Any:
     """The size symbol of ``name`` under ``mode`` (``None`` for a fixed size); its name carries
     the mode, so a symbol always means one range."""
-    from . import terms as T
-
     base = f"_N{name[1:]}"
     if mode[0] == "ge":
         return T.size_symbol(base + ("" if mode[1] == 1 else f"_ge{mode[1]}"), mode[1])
@@ -95,8 +107,6 @@ def _symbol(name: str, mode: Mode) -> Any:
 
 def _size(name: str, mode: Mode) -> Any:
     """The shape entry of ``name`` under ``mode``: a :class:`verify._dims.Dim` or an int."""
-    from ._dims import Dim
-
     if mode[0] == "eq":
         return mode[1]
     u = _symbol(name, mode)
@@ -340,11 +350,6 @@ def _prove_sized(op: tl.Op, sig: Signature, key: tuple, pattern: tuple, attr_pat
                  plan: tuple, seconds: float) -> Attempt:  # fmt: skip
     """The certificate under ``plan``, why there is none, or the size symbols whose values a
     rule depended on with the divisor it used (the caller makes them less general)."""
-    from . import terms as T
-    from ._dims import Dim, SizeDependent
-    from ._tchecks import NotTensor, Partial, _run, as_t, check_signature_tensor, setup
-    from ._tensor import TENSOR
-
     entry = {n: _size(n, mode) for n, mode in plan}
     syms = [_symbol(n, mode) for n, mode in plan if mode[0] != "eq"]
     shapes = [tuple(entry[d] if isinstance(d, str) else d for d in row) for row in pattern]
@@ -404,11 +409,8 @@ def reuse_sized(sig: Signature, kinks: bool) -> list[Check] | None:
     checks = [replace(c, how=f"{c.how}; {note}", seconds=0.0) for c in cert.checks]
     if kinks and tl.get_op(sig.op).kinks_rule is not None:
         # kink points are drawn at a concrete shape: that check runs at this one
-        from ._methods import _tensor_attempt
-        from ._tchecks import NotTensor, kinks_check_tensor
-
         try:
-            kink = _tensor_attempt(sig, "tensor", kinks_check_tensor, sig)
+            kink = tensor_attempt(sig, "tensor", kinks_check_tensor, sig)
         except NotTensor:
             return None
         if kink is None:
@@ -417,9 +419,27 @@ def reuse_sized(sig: Signature, kinks: bool) -> list[Check] | None:
     return checks
 
 
+def reuse(sig: Signature, *, kinks: bool = True) -> list[Check] | None:
+    """The rule checks of ``sig`` from its op's certificate (elementwise,
+    :mod:`verify._certify`, else one proved with symbolic sizes), or ``None`` (no certificate,
+    or the kinks rule gives another plan at this shape)."""
+    cert = _certify.certificate(sig, kinks=kinks)
+    if isinstance(cert, str):
+        return reuse_sized(sig, kinks)
+    return _certify.reuse(sig, cert)
+
+
+def clear() -> None:
+    """Forget every certificate (both kinds)."""
+    _certify.clear()
+    _SIZED.clear()
+
+
 __all__ = [
     "Mode",
     "SizedCertificate",
+    "clear",
+    "reuse",
     "reuse_sized",
     "shape_attrs",
     "size_pattern",

@@ -23,9 +23,11 @@ import numpy as np
 
 import torchlean_ir as tl
 
+from . import _sizecert
 from . import terms as T
 from ._decide import tree_size
 from ._methods import METHODS, Method, rule_checks, rule_names
+from ._plugins import load_plugin
 from ._report import Check, NodeReport, Report
 from ._rules import MAX_ELEMENTS
 from ._sig import Signature
@@ -47,9 +49,7 @@ _LOWER_CACHE: dict[tuple, list[Check]] = {}
 
 def clear_caches() -> None:
     """Forget every cached check result (rule certificates included)."""
-    from . import _certify
-
-    _certify.clear()
+    _sizecert.clear()
     _RULE_CACHE.clear()
     _CALL_CACHE.clear()
     _LOWER_CACHE.clear()
@@ -146,8 +146,6 @@ def _float_dtype(dtype: str) -> str:
 
 
 def _init_worker(plugins: Sequence[str]) -> None:
-    from .cli import load_plugin
-
     for m in plugins:
         load_plugin(m)
 

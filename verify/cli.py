@@ -21,8 +21,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib
-import importlib.util
 import json
 import os
 import sys
@@ -30,6 +28,7 @@ import time
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
+from . import _plugins
 from ._report import Report
 
 PROG = "torchlean-verify"
@@ -106,24 +105,11 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def load_plugin(spec: str) -> None:
-    """Import a plugin: a module name, or the path of a ``.py`` file."""
+    """Import a plugin (:func:`verify._plugins.load_plugin`); a failure is a usage error."""
     try:
-        if spec.endswith(".py") or os.sep in spec:
-            if not os.path.isfile(spec):
-                raise UsageError(f"--plugin {spec}: no such file")
-            name = "torchlean_plugin_" + os.path.splitext(os.path.basename(spec))[0]
-            mod_spec = importlib.util.spec_from_file_location(name, spec)
-            if mod_spec is None or mod_spec.loader is None:
-                raise UsageError(f"--plugin {spec}: cannot import this file")
-            module = importlib.util.module_from_spec(mod_spec)
-            sys.modules[name] = module
-            mod_spec.loader.exec_module(module)
-        else:
-            importlib.import_module(spec)
-    except UsageError:
-        raise
-    except Exception as e:
-        raise UsageError(f"--plugin {spec}: {type(e).__name__}: {e}") from None
+        _plugins.load_plugin(spec)
+    except _plugins.PluginError as e:
+        raise UsageError(str(e)) from None
 
 
 def _load(path: str) -> Any:

@@ -258,7 +258,7 @@ def _params(sample: bool) -> list:
 
 def _budget(case: Large, monkeypatch: pytest.MonkeyPatch) -> None:
     seconds = GAP_BUDGET_S if case.id in LARGE_UNDECIDED else DECIDED_BUDGET_S
-    monkeypatch.setattr("verify._methods.TENSOR_BUDGET_S", seconds)
+    monkeypatch.setattr("verify._attempt.TENSOR_BUDGET_S", seconds)
 
 
 def test_the_sweep_covers_every_registered_op() -> None:

@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 
 import verify
-from verify import _methods
+from verify import _attempt
 
 from ..op_cases import CASES, OpCase
 from .mutants import MUTANTS, Mutant, applied
@@ -80,8 +80,8 @@ def _verdict(results: dict[Any, str]) -> str:
 
 
 def _agree(run: Any, known: dict[str, str], key: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    budget = _methods.TENSOR_BUDGET_SMALL_S if key in known else DECIDED_BUDGET_S
-    monkeypatch.setattr(_methods, "TENSOR_BUDGET_S", budget)
+    budget = _attempt.TENSOR_BUDGET_SMALL_S if key in known else DECIDED_BUDGET_S
+    monkeypatch.setattr(_attempt, "TENSOR_BUDGET_S", budget)
     tensor = _results(run("tensor"))
     elements = _results(run("elements"))
     assert tensor.keys() == elements.keys()

@@ -79,7 +79,7 @@ def test_large_mutant_is_caught_at_tensor_level_with_the_element_named(
     mutant: LargeMutant, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     if mutant.name in LARGE_GAPS:
-        monkeypatch.setattr("verify._methods.TENSOR_BUDGET_S", GAP_BUDGET_S)
+        monkeypatch.setattr("verify._attempt.TENSOR_BUDGET_S", GAP_BUDGET_S)
     graph = mutant.graph()
     with applied(mutant):
         report = verify.verify_graph(graph)

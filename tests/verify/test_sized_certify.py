@@ -244,7 +244,7 @@ def test_a_strided_conv_is_proved_for_every_size_of_its_residues_and_reused() ->
     assert all((c.result, c.method) == ("pass", "exact") for c in cert.checks)
     big = _conv_sig(16, 8, 33, 32, stride=2)
     proofs = len(K._SIZED)
-    checks = C.reuse(big)
+    checks = K.reuse(big)
     assert checks is not None and len(K._SIZED) == proofs  # no new proof: the same certificate
     assert all("proved with symbolic sizes" in c.how and "n4=33" in c.how for c in checks)
     # another residue is another proof
@@ -322,7 +322,7 @@ def test_an_op_with_kinks_reuses_its_certificate_and_checks_its_kinks_at_each_sh
     x = b.param("x", (8, 6, 10))
     g = b.build(b.sum(b.apply("max_pool2d", x, kernel=(2, 2), stride=2)))
     K._SIZED.clear()
-    checks = C.reuse(Signature.of(g, 0))
+    checks = K.reuse(Signature.of(g, 0))
     assert checks is not None
     names = [c.name for c in checks]
     assert names == ["forward = sym", "jvp = derivative", "vjp = adjoint", "kinks"]
@@ -395,7 +395,7 @@ def test_a_target_shape_attribute_is_named_like_the_sizes_and_reused() -> None:
     assert not isinstance(cert, str)
     assert cert.attr_pattern == (("shape", ("n1", "n0", "n2")),)
     assert all((c.result, c.method) == ("pass", "exact") for c in cert.checks)
-    big = C.reuse(Signature.of(graph(512, 768, 8), 0))
+    big = K.reuse(Signature.of(graph(512, 768, 8), 0))
     assert big is not None and all("shape=(n1,n0,n2)" in c.how for c in big)
     assert all("n0=512" in c.how and "n2=768" in c.how for c in big)
 
@@ -439,7 +439,7 @@ def test_a_padded_max_pool_is_proved_for_every_spatial_size_and_reused() -> None
     assert not isinstance(cert, str)
     assert all(m[0] != "eq" for _, m in cert.plan), cert.plan  # channels and spatial sizes
     proofs = len(K._SIZED)
-    checks = C.reuse(_pool_sig("max_pool2d_pad", (64, 32, 32), **attrs))
+    checks = K.reuse(_pool_sig("max_pool2d_pad", (64, 32, 32), **attrs))
     assert checks is not None and len(K._SIZED) == proofs  # the same certificate
     assert [c.name for c in checks] == ["forward = sym", "jvp = derivative", "vjp = adjoint",
                                         "kinks"]  # fmt: skip
@@ -556,7 +556,7 @@ def test_a_flatten_is_proved_for_every_outer_size_with_the_inner_ones_fixed() ->
     assert cert.pattern == (("n0", "n1", "n2"),)
     assert dict(cert.plan) == {"n0": ("ge", 1), "n1": ("eq", 5), "n2": ("eq", 5)}
     proofs = len(K._SIZED)
-    checks = C.reuse(sig(120))
+    checks = K.reuse(sig(120))
     assert checks is not None and len(K._SIZED) == proofs  # the same certificate
     assert all("proved with symbolic sizes" in c.how and "n0=120" in c.how for c in checks)
 
