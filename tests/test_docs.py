@@ -115,6 +115,23 @@ def test_architecture_names_every_dependency_and_plugin() -> None:
         assert f"`{name}` maps to `{module}`" in text
 
 
+def test_architecture_names_every_module_of_the_verifier() -> None:
+    """The verifier's module table and layer diagram name every module it has, and only those."""
+    text = _read("docs/architecture.md")
+    section = text[text.index("## Verifier (`verify`)") : text.index("## Front end (`torchlean`)")]
+    verify_dir = ROOT / "verify"
+    modules = {p.stem for p in verify_dir.glob("*.py")} - {"__init__", "__main__"}
+    for name in sorted(modules):
+        assert f"`{name}`" in section or f"`{name}`," in section, name
+        assert re.search(rf"(?<![\w.]){re.escape(name)}\b", section.split("| module |")[0]), name
+    terms = {p.stem for p in (verify_dir / "terms").glob("*.py")} - {"__init__"}
+    row = next(line for line in section.splitlines() if line.startswith("| `terms/` |"))
+    for name in sorted(terms):
+        assert f"`{name}`" in row, name
+    named = set(re.findall(r"^\| `(_?[a-z_0-9]+)`", section, re.M)) - {"terms/"}
+    assert named <= modules, named - modules
+
+
 @pytest.mark.parametrize("doc", ["README.md", *sorted(p.name for p in DOCS.glob("*.md"))])
 def test_relative_links_resolve(doc: str) -> None:
     path = ROOT / doc if doc == "README.md" else DOCS / doc

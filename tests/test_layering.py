@@ -3,8 +3,9 @@
 Each package is imported in a fresh interpreter with the packages above it blocked (a meta-path
 finder that raises), and every import statement of every module, those inside functions
 included, is read statically: a lower package never names a higher one. Inside
-``torchlean_ir`` no two modules import each other, directly or around a longer circle (imports
-under ``if TYPE_CHECKING:`` are for annotations only and are not counted).
+``torchlean_ir`` and inside ``verify`` no two modules import each other, directly or around a
+longer circle (imports inside functions count; imports under ``if TYPE_CHECKING:`` are for
+annotations only and are not counted).
 """
 
 from __future__ import annotations
@@ -177,15 +178,57 @@ def _cycle(edges: dict[str, set[str]]) -> list[str] | None:
     return None
 
 
-def test_the_ir_package_has_no_import_circle() -> None:
-    modules = _modules("torchlean_ir")
+def _edges(package: str) -> dict[str, set[str]]:
+    modules = _modules(package)
     edges: dict[str, set[str]] = {m: set() for m in modules}
     for module, path in modules.items():
         for _, name, _ in _imports(module, path, type_checking=False, known=frozenset(modules)):
             if name in modules and name != module:
                 edges[module].add(name)
-    assert edges["torchlean_ir._graph"] >= {"torchlean_ir._encode", "torchlean_ir._printer"}
+    return edges
+
+
+@pytest.mark.parametrize("package", ["torchlean_ir", "verify"])
+def test_no_import_circle_inside_a_package(package: str) -> None:
+    """Imports inside function bodies count: a circle hidden by a lazy import is a circle."""
+    edges = _edges(package)
     assert _cycle(edges) is None, " -> ".join(_cycle(edges) or [])
+
+
+def test_the_edges_are_read() -> None:
+    """The checks above see real edges (function-level imports and subpackages included)."""
+    assert _edges("torchlean_ir")["torchlean_ir._graph"] >= {
+        "torchlean_ir._encode",
+        "torchlean_ir._printer",
+    }
+    verify_edges = _edges("verify")
+    assert "verify._verify" in verify_edges["verify.cli"]  # a function-level import
+    assert verify_edges["verify.terms.signs"] >= {"verify.terms.grid", "verify.terms.smt"}
+    assert "verify.terms" in verify_edges["verify._tdecide"]
+
+
+#: The only modules of ``verify`` that import its own modules inside functions, each to keep a
+#: start-up light: the command line (its ``--help`` and usage errors), the pytest plugin (loaded
+#: by every pytest run) and the helpers it loads on first use.
+LAZY_BY_DESIGN = {"verify.cli", "verify.pytest_plugin", "verify.testing"}
+
+
+def test_verify_imports_its_modules_at_the_top() -> None:
+    """An import inside a function is how the old circles were hidden; outside the start-up
+    paths above, every module of ``verify`` names what it needs at the top."""
+    modules = _modules("verify")
+    bad = []
+    for module, path in modules.items():
+        if module in LAZY_BY_DESIGN:
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for fn in ast.walk(tree):
+            if not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            for node in ast.walk(fn):
+                if isinstance(node, ast.ImportFrom) and node.level:
+                    bad.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert not bad, "imports of verify's own modules inside functions: " + ", ".join(bad)
 
 
 def test_the_circle_finder_finds_circles() -> None:

@@ -281,50 +281,6 @@ def row_lemma(m: int) -> None:
     _ROW_LEMMAS.add(m)
 
 
-_CALLS: dict[tuple[Any, ...], np.ndarray] = {}
-
-
-def check_softmax_call(sub: Any, shape: tuple[int, ...]) -> np.ndarray:
-    """Prove a compiled ``tl_softmax`` body (a closed jaxpr over an array of ``shape``) equal to
-    the explicit softmax along the last axis over its valid entries, exactly, for every
-    element; return its mask (valid entries). Cached per body, shape and constants."""
-    from ._jaxpr import Interpreter
-    from ._sig import named_symbols
-    from ._tsoftmax import call_key
-
-    key = call_key(sub, shape)  # the text and the constants (the mask) of the body
-    hit = _CALLS.get(key)
-    if hit is not None:
-        return hit
-    with explicit():
-        (probe,) = Interpreter().run(sub, np.zeros(shape))
-        valid = np.vectorize(lambda v: se.sympify(v) != 0, otypes=[bool])(probe)
-        z = named_symbols("z", tuple(shape))
-        (got,) = Interpreter().run(sub, z)
-        want = softmax_rows(z.a, -1, valid)
-        for ix in np.ndindex(*shape):
-            d = decide_equal(se.sympify(got[ix]), se.sympify(want[ix]))
-            if not (d.equal is True and d.method == "exact"):
-                raise LemmaError(
-                    f"tl_softmax{list(shape)} element {list(ix)} is not proved equal to "
-                    f"exp(z_j) / sum exp(z_k): {d.how}"
-                )
-    _CALLS[key] = valid
-    return valid
-
-
-def softmax_call(eqn: Any, invals: list[Any]) -> list[np.ndarray] | None:
-    """A compiled ``tl_softmax`` call read as softmax rows (``None`` outside the abstraction or
-    for another call)."""
-    table = current()
-    if table is None or eqn.params.get("name") != "tl_softmax" or len(invals) != 1:
-        return None
-    x = np.asarray(invals[0], dtype=object)
-    valid = check_softmax_call(eqn.params["jaxpr"], x.shape)
-    table.calls += 1
-    return [softmax_rows(x, -1, valid)]
-
-
 def clean(col: Any) -> bool:
     """Whether a collector holds only exact passes."""
     return not col.failed and not col.undecided and all(m == "exact" for m in col.methods)

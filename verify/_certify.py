@@ -45,9 +45,10 @@ import torchlean_ir as tl
 from ._attempt import tensor_attempt
 from ._report import Check
 from ._sig import Signature
+from ._tbackend import TENSOR
 from ._tchecks import NotTensor, Partial, check_signature_tensor
 from ._tchecks import _kink_plan as plan_of
-from ._tensor import TENSOR, TArray, leaf
+from ._tensor import TArray, leaf
 
 #: The probe shape the identities are proved at.
 PROBE = (9,)

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Any, Literal
 
@@ -33,7 +33,9 @@ import symengine as se
 import sympy as sp
 
 from . import _linear as lin
+from ._cases import decide_cases, parse_name
 from ._interval import nonzero
+from .terms import tick
 
 Method = Literal["exact", "probabilistic", "not verified"]
 Domain = Literal["real", "positive", "nonzero", "unit"]
@@ -469,8 +471,6 @@ def _cases_decide(
     got: se.Basic, expected: se.Basic, diff: se.Basic, free: list[str], seed: int
 ) -> Decision | None:
     """Case splitting on the Piecewise conditions (:mod:`verify._cases`)."""
-    from ._cases import decide_cases
-
     found: dict[str, tuple[str, str, str]] = {}
 
     def differ(pt: dict[str, Fraction]) -> bool:
@@ -640,3 +640,49 @@ def _sample(
         "probabilistic",
         f"{len(points) - bad} random rational points at {PREC_BITS} bits",
     )
+
+
+_MEMO: dict[tuple, Decision] = {}
+_MEMO_MAX = 20000
+
+
+def decide_memo(got: Any, expected: Any, domains: dict[str, str], seed: int) -> Decision:
+    """:func:`decide_equal`, memoised up to a renaming of symbols: per base name (``x`` of
+    ``x[i,j]``), symbols are renumbered by the rank of their index, so the elements of an
+    elementwise op, or the windows of a pooling op, are decided once per shape of expression;
+    the bases are renumbered by their element sets (their names break ties only), so renaming
+    a leaf changes neither the decision nor the points it is sampled at."""
+    got, expected = se.sympify(got), se.sympify(expected)
+    if got == expected:
+        return decide_equal(got, expected)
+    syms = got.free_symbols | expected.free_symbols
+    by_base: dict[str, list[tuple[tuple[int, ...], Any]]] = {}
+    for sym in syms:
+        base, ix = parse_name(sym.name)
+        by_base.setdefault(base, []).append((ix, sym))
+    repl: dict[Any, Any] = {}
+    back: dict[str, str] = {}
+    cdom: dict[str, str] = {}
+    for items in by_base.values():
+        items.sort(key=lambda t: t[0])
+    # bases renamed too, in an order that does not depend on their names where their element
+    # sets differ (a leaf's name then changes neither the decision nor its sample points)
+    order = sorted(by_base, key=lambda b: (len(by_base[b]), [ix for ix, _ in by_base[b]], b))
+    for k, base in enumerate(order):
+        for rank, (_, sym) in enumerate(by_base[base]):
+            new = f"_v{k}#{rank}"
+            repl[sym] = se.Symbol(new)
+            back[new] = sym.name
+            cdom[new] = domains.get(sym.name, "real")
+    cg, cx = got.subs(repl), expected.subs(repl)
+    key = (cg, cx, tuple(sorted(cdom.items())), seed)
+    d = _MEMO.get(key)
+    if d is None:
+        tick()  # past a deadline (verify_graph(timeout=...)) no decision starts ...
+        d = decide_equal(cg, cx, domains=cdom, seed=seed)  # type: ignore[arg-type]
+        tick()  # ... and one it cut short (maybe weaker than it should be) is dropped
+        if len(_MEMO) < _MEMO_MAX:
+            _MEMO[key] = d
+    if d.point:
+        d = replace(d, point={back.get(k, k): v for k, v in d.point.items()})
+    return d

@@ -19,6 +19,7 @@ interpreted recursively.
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -31,7 +32,9 @@ import symengine as se
 from torchlean_ir.backends import SYM, SymArray, exact
 
 from . import _f32
-from ._abstract import softmax_call
+from ._abstract import LemmaError, current, explicit, softmax_rows
+from ._decide import decide_equal
+from ._sig import named_symbols
 
 #: ``while`` loops with a concrete condition are unrolled up to this many iterations.
 MAX_WHILE = 100_000
@@ -1187,6 +1190,67 @@ def _reduce_window(kind: str) -> Callable[..., Any]:
 _RULES["reduce_window_sum"] = _reduce_window("sum")
 _RULES["reduce_window_max"] = _reduce_window("max")
 _RULES["reduce_window_min"] = _reduce_window("min")
+
+
+# -- compiled softmax calls (inside the softmax abstraction) -------------------------------------
+
+def call_key(sub: Any, shape: Sequence[int]) -> tuple:
+    """A cache key of a closed jaxpr on ``shape``: its text *and its constants' values* (a
+    mask is a constant, and the text does not show it)."""
+    digests: list[str] = []
+
+    def walk(closed: Any) -> None:
+        for c in getattr(closed, "consts", ()):
+            a = np.ascontiguousarray(np.asarray(c))
+            digests.append(hashlib.sha1(a.tobytes() + str((a.dtype, a.shape)).encode())
+                           .hexdigest())  # fmt: skip
+        for eqn in getattr(closed, "jaxpr", closed).eqns:
+            for v in eqn.params.values():
+                if hasattr(v, "jaxpr") and hasattr(v, "consts"):
+                    walk(v)
+
+    walk(sub)
+    return (str(sub), tuple(shape), tuple(digests))
+
+
+_SOFTMAX_CALLS: dict[tuple[Any, ...], np.ndarray] = {}
+
+
+def check_softmax_call(sub: Any, shape: tuple[int, ...]) -> np.ndarray:
+    """Prove a compiled ``tl_softmax`` body (a closed jaxpr over an array of ``shape``) equal to
+    the explicit softmax along the last axis over its valid entries, exactly, for every
+    element; return its mask (valid entries). Cached per body, shape and constants."""
+    key = call_key(sub, shape)  # the text and the constants (the mask) of the body
+    hit = _SOFTMAX_CALLS.get(key)
+    if hit is not None:
+        return hit
+    with explicit():
+        (probe,) = Interpreter().run(sub, np.zeros(shape))
+        valid = np.vectorize(lambda v: se.sympify(v) != 0, otypes=[bool])(probe)
+        z = named_symbols("z", tuple(shape))
+        (got,) = Interpreter().run(sub, z)
+        want = softmax_rows(z.a, -1, valid)
+        for ix in np.ndindex(*shape):
+            d = decide_equal(se.sympify(got[ix]), se.sympify(want[ix]))
+            if not (d.equal is True and d.method == "exact"):
+                raise LemmaError(
+                    f"tl_softmax{list(shape)} element {list(ix)} is not proved equal to "
+                    f"exp(z_j) / sum exp(z_k): {d.how}"
+                )
+    _SOFTMAX_CALLS[key] = valid
+    return valid
+
+
+def softmax_call(eqn: Any, invals: list[Any]) -> list[np.ndarray] | None:
+    """A compiled ``tl_softmax`` call read as softmax rows (``None`` outside the abstraction or
+    for another call)."""
+    table = current()
+    if table is None or eqn.params.get("name") != "tl_softmax" or len(invals) != 1:
+        return None
+    x = np.asarray(invals[0], dtype=object)
+    valid = check_softmax_call(eqn.params["jaxpr"], x.shape)
+    table.calls += 1
+    return [softmax_rows(x, -1, valid)]
 
 
 __all__ = ["Choice", "Interpreter", "Unsupported", "supported_primitives", "to_float_array"]

@@ -22,7 +22,7 @@ from __future__ import annotations
 import time
 import zlib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
@@ -33,11 +33,11 @@ import torchlean_ir as tl
 from torchlean_ir.backends import SYM, SymArray
 
 from . import _abstract
-from ._cases import flat_pieces, parse_name
-from ._decide import Decision, decide_equal
+from ._cases import flat_pieces
+from ._decide import Decision, decide_memo
 from ._report import Check, Counterexample, Link, Method
 from ._sig import IndexPlan, Signature, index_plan, iter_elements, named_symbols, rule_params
-from .terms import OutOfTime, tick
+from .terms import OutOfTime
 
 #: Per check, at most this many elements are compared; beyond, a deterministic sample (first,
 #: last and random elements) is, and the check is marked probabilistic with that coverage.
@@ -227,46 +227,6 @@ def compare_arrays(
         col.add(f"{label}{_ix(ix)}", d, fixed_inputs)
         if col.failed:
             return
-
-
-_MEMO: dict[tuple, Decision] = {}
-_MEMO_MAX = 20000
-
-
-def decide_memo(got: Any, expected: Any, domains: dict[str, str], seed: int) -> Decision:
-    """:func:`decide_equal`, memoised up to a renaming of symbols: per base name (``x`` of
-    ``x[i,j]``), symbols are renumbered by the rank of their index, so the elements of an
-    elementwise op, or the windows of a pooling op, are decided once per shape of expression."""
-    got, expected = se.sympify(got), se.sympify(expected)
-    if got == expected:
-        return decide_equal(got, expected)
-    syms = got.free_symbols | expected.free_symbols
-    by_base: dict[str, list[tuple[tuple[int, ...], Any]]] = {}
-    for sym in syms:
-        base, ix = parse_name(sym.name)
-        by_base.setdefault(base, []).append((ix, sym))
-    repl: dict[Any, Any] = {}
-    back: dict[str, str] = {}
-    cdom: dict[str, str] = {}
-    for base, items in by_base.items():
-        items.sort(key=lambda t: t[0])
-        for rank, (_, sym) in enumerate(items):
-            new = f"{base}#{rank}"
-            repl[sym] = se.Symbol(new)
-            back[new] = sym.name
-            cdom[new] = domains.get(sym.name, "real")
-    cg, cx = got.subs(repl), expected.subs(repl)
-    key = (cg, cx, tuple(sorted(cdom.items())), seed)
-    d = _MEMO.get(key)
-    if d is None:
-        tick()  # past a deadline (verify_graph(timeout=...)) no decision starts ...
-        d = decide_equal(cg, cx, domains=cdom, seed=seed)  # type: ignore[arg-type]
-        tick()  # ... and one it cut short (maybe weaker than it should be) is dropped
-        if len(_MEMO) < _MEMO_MAX:
-            _MEMO[key] = d
-    if d.point:
-        d = replace(d, point={back.get(k, k): v for k, v in d.point.items()})
-    return d
 
 
 # -- the checks --------------------------------------------------------------------------------

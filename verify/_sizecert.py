@@ -29,6 +29,7 @@ from ._certify import _attrs_key, _rules_fingerprint
 from ._dims import Dim, SizeDependent
 from ._report import Check
 from ._sig import Signature
+from ._tbackend import TENSOR
 from ._tchecks import (
     NotTensor,
     Partial,
@@ -38,7 +39,6 @@ from ._tchecks import (
     kinks_check_tensor,
     setup,
 )
-from ._tensor import TENSOR
 
 #: CPU seconds the proofs with symbolic sizes of one signature may take together (once per op,
 #: attributes, size pattern and plan); past it there is no certificate and the signature is

@@ -34,10 +34,14 @@ import numpy as np
 import torchlean_ir as tl
 from torchlean_ir.backends import NUMPY
 
+from . import _abstract
+from ._f32 import constants
+from ._jaxpr import Interpreter, Unsupported
 from ._lowering import Lowered, compare_lowered
 from ._report import Check, Counterexample
-from ._rules import MAX_ELEMENTS, Collector, _seed
-from ._sig import Signature, index_plan, rule_params
+from ._rules import MAX_ELEMENTS, Collector, _seed, choose_elements, compare_arrays
+from ._sig import Signature, index_plan, named_symbols, rule_params
+from ._tbackend import TENSOR
 from .terms import OutOfTime
 
 CALL_KINDS = ("fwd", "jvp", "vjp")
@@ -283,7 +287,6 @@ def _vjp_none(graph: tl.GraphData, j: int) -> tuple[bool, ...]:
     from torchlean_ir._interpret import node_params
 
     params = node_params(op, node, idx, j)
-    from ._tensor import TENSOR
 
     try:  # on the tensor backend: lazy arrays, a cost that does not grow with the shapes
         lazy = tuple(TENSOR.zeros(graph.value_type(a).shape) for a in node.args)
@@ -516,10 +519,6 @@ def check_end_to_end(
     constants of a compilation in ``dtype``, :mod:`verify._f32`)."""
     from torchlean_ir.backends import SYM
 
-    from ._f32 import constants
-    from ._jaxpr import Interpreter, Unsupported
-    from ._rules import compare_arrays
-    from ._sig import named_symbols
 
     make = interpreter or Interpreter
     leaves = {leaf.name: named_symbols(leaf.name, leaf.type.shape) for leaf in graph.leaves}
@@ -528,7 +527,6 @@ def check_end_to_end(
     seeds = [named_symbols(f"seed{k}", t.shape) for k, t in enumerate(graph.output_types)]
     domains: dict[str, str] = {}
     checks = []
-    from . import _abstract
 
     def reference(kind: str, idx: dict[str, np.ndarray], K: int) -> tuple[list, list[str]]:
         if kind == "forward":
@@ -575,8 +573,6 @@ def check_end_to_end(
                 col.fail(f"{len(got)} results, expected {len(want)}")
                 break
             for label, w, g in zip(labels, want, got, strict=True):
-                from ._rules import choose_elements
-
                 ws = w if hasattr(w, "a") else SYM.asarray(w)
                 elems, cov = choose_elements(ws.shape, max_elements, 0)
                 if "all" not in cov:

@@ -36,11 +36,14 @@ import torchlean_ir as tl
 from . import _f32
 from . import terms as T
 from ._dims import SizeDependent
+from ._jaxpr import Unsupported
 from ._report import Check, Counterexample
 from ._rules import conventional, fmt_value
 from ._sig import Signature
+from ._tbackend import TENSOR
 from ._tdecide import TDecision, decide_tensor
-from ._tensor import TENSOR, TArray, asarray, leaf
+from ._tensor import TArray, asarray, leaf
+from ._tjaxpr import TInterpreter
 
 
 class NotTensor(Exception):
@@ -483,9 +486,6 @@ def check_call_tensor(sig: Signature, kind: str, inputs: tuple, outputs: tuple,
     ``outputs``, see :func:`verify._tape.call_layout`) against the op's reference rule on the
     tensor backend, for every element and every index value the compiled call can receive.
     Raises :class:`NotTensor` when the method does not apply or does not decide."""
-    from ._jaxpr import Unsupported
-    from ._tjaxpr import TInterpreter
-
     op = tl.get_op(sig.op)
     st = setup(sig, index_hi=INT32_VALUES, tag="i32")
     out_t = op.infer_type(sig.arg_types, sig.index_types, sig.attrs)

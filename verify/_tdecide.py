@@ -42,8 +42,9 @@ from typing import Any
 import numpy as np
 import symengine as se
 
+from . import _tnatvec, _tnumeric
 from . import terms as T
-from ._decide import Decision, decide_equal
+from ._decide import Decision, decide_equal, decide_memo
 from ._dims import sign as dims_sign
 from .terms import grid
 from .terms.smt import Z3
@@ -359,9 +360,7 @@ def decide_tensor(
     """Decide ``got == expected`` for every value of the free indices ``free_all`` (and of the
     index-input symbols ``nat_symbols``). Softmax atoms (``verify/_tsoftmax.py``) are read as
     reads first; what that does not prove is decided with them written out."""
-    from . import _tsoftmax
-
-    if _tsoftmax.has_atoms(got) or _tsoftmax.has_atoms(expected):
+    if T.has_derived(got) or T.has_derived(expected):
         found = None
         for unrolls in ((False,), (True,)):
             d = _decide(got, expected, free_all, domains, nat_symbols, seed, False, unrolls)
@@ -374,7 +373,7 @@ def decide_tensor(
                                 seed)  # fmt: skip
                 if found.equal is False:
                     return found
-        got, expected = _tsoftmax.explicit(got), _tsoftmax.explicit(expected)
+        got, expected = T.expand_derived(got), T.expand_derived(expected)
         d = _decide(got, expected, free_all, domains, nat_symbols, seed, False)
         return d if d.equal is True or found is None else found
     return _decide(got, expected, free_all, domains, nat_symbols, seed, counterexamples)
@@ -465,17 +464,14 @@ def _materialised(x: Any) -> Any:
     sizes = [T.RANGES[s][1] - T.RANGES[s][0] for s in syms]
     if int(np.prod(sizes)) > TABLE_CELLS_MAX:
         return None
-    from ._jaxpr import Unsupported
-    from ._tjaxpr import _np_eval
-
     grids = np.meshgrid(*[np.arange(T.RANGES[s][0], T.RANGES[s][1]) for s in syms],
                         indexing="ij")  # fmt: skip
     env = dict(zip(syms, grids, strict=True))
     table = T.TABLES[n]
     try:
-        idx = [np.broadcast_to(np.asarray(_np_eval(a, env)), grids[0].shape if grids else ())
+        idx = [np.broadcast_to(np.asarray(T.np_eval(a, env)), grids[0].shape if grids else ())
                for a in read.args]  # fmt: skip
-    except Unsupported:
+    except T.TermError:
         return None
     if any(((i < 0) | (i >= d)).any() for i, d in zip(idx, table.shape, strict=True)):
         return None  # a read outside the table: it is under a bracket that is 0 there
@@ -1600,9 +1596,6 @@ def _search(
     domains: Mapping[str, str],
     seed: int,
 ) -> TDecision:
-    from . import _tnatvec, _tnumeric
-    from ._rules import decide_memo
-
     free_all = list(free)
     free = [v for v in free if isinstance(v, se.Symbol)]
     rng = random.Random(seed)

@@ -17,7 +17,6 @@ undecided at tensor level (never passed).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -27,8 +26,10 @@ import symengine as se
 from . import _f32, _tsoftmax
 from . import _tensor as TT
 from . import terms as T
-from ._jaxpr import Unsupported
-from ._tensor import TENSOR, TArray
+from ._jaxpr import LemmaError, Unsupported, call_key, check_softmax_call
+from ._tbackend import TENSOR
+from ._tdecide import decide_tensor
+from ._tensor import TArray, leaf
 
 Value = TArray
 
@@ -69,54 +70,8 @@ def _materialize(v: TArray) -> np.ndarray:
             shape = [1] * len(q)
             shape[d] = v.shape[d]
             env[s] = np.arange(v.shape[d], dtype=np.int64).reshape(shape)
-    out = _np_eval(body, env)
+    out = T.np_eval(body, env)
     return np.broadcast_to(np.asarray(out, dtype=np.int64), v.shape).copy()
-
-
-def _np_eval(e: Any, env: dict[Any, np.ndarray]) -> Any:
-    """An integer index term evaluated with NumPy arrays for its symbols."""
-    if isinstance(e, se.Integer):
-        return int(e)
-    if isinstance(e, se.Rational):
-        raise Unsupported(f"non-integer {e} in an integer term")
-    if isinstance(e, se.Symbol):
-        if e not in env:
-            raise Unsupported(f"symbolic integer {e}")
-        return env[e]
-    if isinstance(e, se.Add):
-        out: Any = 0
-        for a in e.args:
-            out = out + _np_eval(a, env)
-        return out
-    if isinstance(e, se.Mul):
-        num = [a for a in e.args if isinstance(a, se.Number)]
-        if len(num) == 1 and not isinstance(num[0], se.Integer):
-            raise Unsupported(f"non-integer coefficient in {e}")
-        out = 1
-        for a in e.args:
-            out = out * _np_eval(a, env)
-        return out
-    if isinstance(e, se.floor):
-        inner = e.args[0]
-        lin = T.linear(inner)
-        if lin is None:
-            raise Unsupported(f"cannot evaluate {e}")
-        from fractions import Fraction
-
-        coeffs, const = lin
-        d = math.lcm(*[Fraction(str(c)).denominator for c in [*coeffs.values(), const]])
-        return np.floor_divide(_np_eval(se.expand(inner * d), env), d)
-    n = T.name_of(e)
-    if n == "_GE":
-        return (_np_eval(e.args[0], env) >= 0).astype(np.int64)
-    if n == "_EQ":
-        return (_np_eval(e.args[0], env) == 0).astype(np.int64)
-    if n is not None and n.startswith("_T"):
-        table = T.TABLES[n]
-        idx = tuple(np.asarray(_np_eval(a, env)) for a in e.args)
-        idx = np.broadcast_arrays(*idx) if idx else ()
-        return table[tuple(np.clip(i, 0, s - 1) for i, s in zip(idx, table.shape, strict=True))]
-    raise Unsupported(f"cannot evaluate {e} concretely")
 
 
 def from_concrete(a: np.ndarray) -> TArray:
@@ -252,7 +207,7 @@ def _call(it: TInterpreter, eqn: Any, invals: list, **p: Any) -> list:
     if sub is None:
         raise Unsupported(f"{eqn.primitive.name} without a jaxpr")
     if p.get("name") == "tl_softmax" and len(invals) == 1 and hasattr(sub, "consts"):
-        out = _tsoftmax.call(sub, invals[0])  # proved equal to the softmax, read as atoms
+        out = softmax_call(sub, invals[0])  # proved equal to the softmax, read as atoms
         if out is not None:
             return [out]
     if hasattr(sub, "consts"):
@@ -1059,6 +1014,56 @@ def _reduce_window(kind: str) -> Callable[..., Any]:
 RULES["reduce_window_sum"] = _reduce_window("sum")
 RULES["reduce_window_max"] = _reduce_window("max")
 RULES["reduce_window_min"] = _reduce_window("min")
+
+
+# -- compiled softmax calls -----------------------------------------------------------------------
+
+_SOFTMAX_CALLS: dict[tuple, np.ndarray | bool] = {}
+
+
+#: A call the tensor level does not prove is proved element by element up to this size.
+ELEMENT_LEMMA_MAX = 512
+
+
+def _by_elements(sub: Any, shape: tuple[int, ...]) -> np.ndarray | bool:
+    """The element method's proof of a ``tl_softmax`` body (``verify/_abstract.py``), for a
+    small shape: its mask, or ``False``."""
+    if int(np.prod(shape)) > ELEMENT_LEMMA_MAX:
+        return False
+    try:
+        return check_softmax_call(sub, shape)
+    except LemmaError:
+        return False
+
+
+def softmax_call(sub: Any, x: Any) -> Any:
+    """A compiled ``tl_softmax`` call (closed jaxpr ``sub``) on tensor value ``x``: the atom of
+    its input when the body is proved equal to the explicit softmax over the mask it holds,
+    else ``None`` (interpret the body)."""
+    shape = tuple(x.shape)
+    if not shape:
+        return None
+    key = call_key(sub, shape)
+    if key not in _SOFTMAX_CALLS:
+        from jax.extend.core import jaxpr_as_fun
+
+        zeros = np.zeros(shape, sub.jaxpr.invars[0].aval.dtype)
+        try:
+            valid = np.asarray(jaxpr_as_fun(sub)(zeros)[0]) != 0  # a masked entry is exactly 0
+        except Exception:  # a body JAX does not run on the host: interpret it instead
+            _SOFTMAX_CALLS[key] = False
+            return None
+        z = leaf("_smx_z", shape)
+        (got,) = TInterpreter().run(sub, z)
+        want = _tsoftmax.explicit_softmax(z, None if valid.all() else valid)
+        q = T.free_vars(shape)
+        d = decide_tensor(got.at(q), want.at(q), q, counterexamples=False)
+        exact = d.equal is True and d.method == "exact"
+        _SOFTMAX_CALLS[key] = valid if exact else _by_elements(sub, shape)
+    valid = _SOFTMAX_CALLS[key]
+    if valid is False:
+        return None
+    return _tsoftmax.softmax(x, -1, None if valid.all() else valid)
 
 
 __all__ = ["RULES", "TInterpreter", "concrete", "from_concrete", "supported_tensor_primitives"]

@@ -39,6 +39,7 @@ import numpy as np
 import symengine as se
 
 from . import terms as T
+from ._interval import NoEnclosure, enclose
 
 #: The unit roundoff of float64.
 U = 2.0**-53
@@ -594,8 +595,6 @@ class _Eval:
         raise Unsupported(f"no enclosure for {name}")
 
     def _closed(self, e: Any) -> Tab:
-        from ._interval import NoEnclosure, enclose
-
         try:
             iv = enclose(e)
         except (NoEnclosure, ValueError, TypeError) as err:

@@ -20,14 +20,14 @@ renaming, identification of reads, the scalar procedure with reads as atoms), an
   0/1 table ``c``, so it holds for every mask);
 - a compiled ``tl_softmax`` call (the JAX backend's softmax: the max shift, twice, and the mask
   baked in) is proved equal, at tensor level and exactly, to the explicit softmax of a leaf of
-  its shape over the valid entries, once per body and shape (:func:`call`); its output is then
-  the atom of its input;
+  its shape over the valid entries, once per body and shape (:func:`verify._tjaxpr.softmax_call`);
+  its output is then the atom of its input;
 - two atoms whose score terms have different normal forms are one atom when their bodies are
   proved equal for every row and position (:func:`atom_name`), so the reference's softmax and
   the compiled one meet;
-- a concrete element evaluates the explicit form (:func:`_concrete`), so counterexamples are
-  values of the real softmax, and :func:`explicit` writes every atom out for the comparisons
-  the abstraction does not prove.
+- a concrete element evaluates the explicit form (:meth:`SoftmaxDef.concrete`), so
+  counterexamples are values of the real softmax, and :func:`verify.terms.expand_derived` writes
+  every atom out for the comparisons the abstraction does not prove.
 
 An identity proved with the atoms as opaque reads holds for any values they could take, so for
 the softmax values: the abstraction proves, never refutes.
@@ -45,6 +45,18 @@ import symengine as se
 
 from . import terms as T
 from ._dims import SizeDependent, is_one, is_symbolic, size_expr
+from ._tdecide import canonical, decide_tensor
+from ._tensor import (
+    TArray,
+    _any,
+    _mask,
+    asarray,
+    broadcast_to,
+    moveaxis,
+    reduce,
+    valid_exp,
+    where,
+)
 
 
 class SoftmaxError(T.TermError):
@@ -85,8 +97,6 @@ class SoftmaxDef:
         array of index conditions."""
         if self.valid is None or isinstance(self.valid, np.ndarray):
             return self.valid
-        from ._tensor import TArray
-
         return TArray(self.shape, lambda idx: self._at(self.valid, idx, idx[-1]), "c")
 
     def mentions(self, names: Any) -> bool:
@@ -102,8 +112,6 @@ class SoftmaxDef:
 
     def explicit(self, args: Sequence[Any]) -> Any:
         """The element at ``args`` written out (the tensor backend's explicit softmax)."""
-        from ._tensor import TArray, explicit_softmax
-
         scores = TArray(self.shape, lambda idx: self.score(idx, idx[-1]))
         return explicit_softmax(scores, self.mask()).at(tuple(args))
 
@@ -172,8 +180,6 @@ def atom_name(scores: Any, valid: Any) -> str | None:
     mask ``valid`` (a NumPy array broadcast to its shape, or an array of index conditions of
     its shape), or ``None`` when the scores read no leaf (a softmax of constants stays
     explicit)."""
-    from ._tdecide import canonical, decide_tensor
-
     shape = tuple(scores.shape)
     rows, pos = _row_symbols(shape)
     body = T.normalize(scores.at((*rows, pos)))
@@ -230,8 +236,6 @@ def _same_mask(a: Any, b: Any) -> bool:
 def softmax(x: Any, axis: int, valid: Any) -> Any:
     """The softmax of tensor value ``x`` along ``axis`` over ``valid`` (broadcast), as atoms;
     ``None`` when the abstraction does not apply (explicit form)."""
-    from ._tensor import TArray, asarray, broadcast_to, moveaxis
-
     X = asarray(x)
     if X.ndim == 0:
         return None
@@ -252,20 +256,21 @@ def softmax(x: Any, axis: int, valid: Any) -> Any:
     return moveaxis(out, -1, ax)
 
 
-def explicit(e: Any) -> Any:
-    """``e`` with every softmax atom written out (recursively)."""
-    if not has_atoms(e):
-        return e
-    repl = {f: explicit(DEFS[T.name_of(f)].explicit(f.args)) for f in T.fn_atoms(e)
-            if T.name_of(f) in DEFS}  # fmt: skip
-    return e.xreplace(repl)
+def explicit_softmax(x: Any, valid: Any = None, axis: int = -1) -> TArray:
+    """``exp(x_j) / sum_k exp(x_k)`` along ``axis`` over the entries ``valid`` (broadcast;
+    ``None``: all), 0 on the others and on a row with none."""
+    X = asarray(x)
+    e = valid_exp(X, valid)
+    s = reduce(e, axis, True, "sum")
+    if isinstance(valid, TArray):
+        return e / where(_any(_mask(valid, X.shape), axis), s, 1)
+    if valid is not None:
+        allowed = np.any(np.broadcast_to(np.asarray(valid, bool), X.shape), axis, keepdims=True)
+        s = where(asarray(allowed), s, 1)
+    return e / s
 
 
-def has_atoms(e: Any) -> bool:
-    return any(T.name_of(f) in DEFS for f in T.fn_atoms(e))
-
-
-# -- the two lemmas ------------------------------------------------------------------------------
+# -- the lemma ------------------------------------------------------------------------------
 
 _LEMMAS: set[str] = set()
 
@@ -278,8 +283,6 @@ def _row_lemma(m: Any) -> None:
     (mkey,) = _shape_key((m,))
     if mkey in _LEMMAS:
         return
-    from ._tdecide import decide_tensor
-
     (j,) = T.free_vars((m,), "_lj")
     s, c, ds = "_lemma_s", "_lemma_c", "_lemma_ds"
 
@@ -300,77 +303,4 @@ def _row_lemma(m: Any) -> None:
     _LEMMAS.add(mkey)
 
 
-_CALLS: dict[tuple, np.ndarray | bool] = {}
-
-
-def call_key(sub: Any, shape: Sequence[int]) -> tuple:
-    """A cache key of a closed jaxpr on ``shape``: its text *and its constants' values* (a
-    mask is a constant, and the text does not show it)."""
-    digests: list[str] = []
-
-    def walk(closed: Any) -> None:
-        for c in getattr(closed, "consts", ()):
-            a = np.ascontiguousarray(np.asarray(c))
-            digests.append(hashlib.sha1(a.tobytes() + str((a.dtype, a.shape)).encode())
-                           .hexdigest())  # fmt: skip
-        for eqn in getattr(closed, "jaxpr", closed).eqns:
-            for v in eqn.params.values():
-                if hasattr(v, "jaxpr") and hasattr(v, "consts"):
-                    walk(v)
-
-    walk(sub)
-    return (str(sub), tuple(shape), tuple(digests))
-
-
-#: A call the tensor level does not prove is proved element by element up to this size.
-ELEMENT_LEMMA_MAX = 512
-
-
-def _by_elements(sub: Any, shape: tuple[int, ...]) -> np.ndarray | bool:
-    """The element method's proof of a ``tl_softmax`` body (``verify/_abstract.py``), for a
-    small shape: its mask, or ``False``."""
-    from ._abstract import LemmaError, check_softmax_call
-
-    if int(np.prod(shape)) > ELEMENT_LEMMA_MAX:
-        return False
-    try:
-        return check_softmax_call(sub, shape)
-    except LemmaError:
-        return False
-
-
-def call(sub: Any, x: Any) -> Any:
-    """A compiled ``tl_softmax`` call (closed jaxpr ``sub``) on tensor value ``x``: the atom of
-    its input when the body is proved equal to the explicit softmax over the mask it holds,
-    else ``None`` (interpret the body)."""
-    from ._tdecide import decide_tensor
-    from ._tensor import explicit_softmax, leaf
-
-    shape = tuple(x.shape)
-    if not shape:
-        return None
-    key = call_key(sub, shape)
-    if key not in _CALLS:
-        from jax.extend.core import jaxpr_as_fun
-
-        from ._tjaxpr import TInterpreter
-
-        zeros = np.zeros(shape, sub.jaxpr.invars[0].aval.dtype)
-        try:
-            valid = np.asarray(jaxpr_as_fun(sub)(zeros)[0]) != 0  # a masked entry is exactly 0
-        except Exception:  # a body JAX does not run on the host: interpret it instead
-            _CALLS[key] = False
-            return None
-        z = leaf("_smx_z", shape)
-        (got,) = TInterpreter().run(sub, z)
-        want = explicit_softmax(z, None if valid.all() else valid)
-        q = T.free_vars(shape)
-        d = decide_tensor(got.at(q), want.at(q), q, counterexamples=False)
-        _CALLS[key] = valid if d.equal is True and d.method == "exact" else _by_elements(sub, shape)
-    valid = _CALLS[key]
-    if valid is False:
-        return None
-    return softmax(x, -1, None if valid.all() else valid)
-
-
-__all__ = ["DEFS", "SoftmaxDef", "SoftmaxError", "call", "explicit", "has_atoms", "softmax"]
+__all__ = ["DEFS", "SoftmaxDef", "SoftmaxError", "atom_name", "explicit_softmax", "softmax"]

@@ -25,12 +25,16 @@ import torchlean_ir as tl
 
 from . import _sizecert
 from . import terms as T
+from ._compile import CompilerUnavailable, compile_graph, outer_jaxprs, trace_entry
 from ._decide import tree_size
-from ._methods import METHODS, Method, rule_checks, rule_names
+from ._f32 import NOTE, reduced_note
+from ._lowering import check_op_lowering
+from ._methods import METHODS, Method, call_check, rule_checks, rule_names
 from ._plugins import load_plugin
 from ._report import Check, NodeReport, Report
 from ._rules import MAX_ELEMENTS
-from ._sig import Signature
+from ._sig import Signature, named_symbols
+from ._tape import ContractError, call_key, check_end_to_end, check_wiring, match_calls
 
 Progress = Callable[[str, int, int], None]
 EndToEnd = Literal["auto", "always", "never"]
@@ -172,8 +176,6 @@ def _work_call(
     method: Method,
     deadline: float | None,
 ) -> tuple[list[Check], bool]:
-    from ._compile import compile_graph, trace_entry
-
     name = [("compiled", f"compiled {kind} = reference")]
     if _past(deadline):
         return _timed(deadline, name, list)
@@ -197,8 +199,6 @@ def _work_call_traced(
     method: Method,
     deadline: float | None,
 ) -> tuple[list[Check], bool]:
-    from ._methods import call_check
-
     name = [("compiled", f"compiled {kind} = reference")]
 
     def run() -> list[Check]:
@@ -397,8 +397,6 @@ def _rule_checks(
 def _lowering_checks(
     sigs: list[Signature], opts: Options, progress: Progress
 ) -> dict[int, list[Check]]:
-    from ._lowering import check_op_lowering
-
     out = {}
     for j, s in enumerate(sigs):
         op = tl.get_op(s.op)
@@ -424,13 +422,8 @@ def _not_verified(link: Any, name: str, why: str) -> Check:
 def _compiled_checks(
     graph: tl.GraphData, opts: Options, runner: _Runner, progress: Progress
 ) -> tuple[dict[int, list[Check]], list[Check], list[str]]:
-    from ._compile import CompilerUnavailable, compile_graph, outer_jaxprs
-    from ._tape import ContractError, call_key, check_end_to_end, check_wiring
-
     notes: list[str] = []
     if opts.dtype == "float32":
-        from ._f32 import NOTE, reduced_note
-
         notes.append(reduced_note(opts.matmul_precision) if opts.matmul_precision != "float32"
                      else NOTE)  # fmt: skip
     if _past(opts.deadline):
@@ -445,7 +438,6 @@ def _compiled_checks(
     except Exception as e:
         why = f"compiling / tracing failed: {type(e).__name__}: {e}"
         return {}, [_not_verified("compiled", "compiled functions", why)], notes
-    from ._tape import match_calls
 
     try:
         calls = {k: match_calls(jaxprs[k], cg.tape, k) for k in jaxprs}
@@ -541,7 +533,6 @@ def _forward_tree_size(graph: tl.GraphData) -> int:
     output element of any node of the reference forward on symbols, stopping past the limit."""
     from torchlean_ir._interpret import eval_all
 
-    from ._sig import named_symbols
 
     leaves = {leaf.name: named_symbols(leaf.name, leaf.type.shape) for leaf in graph.leaves}
     idx = {ix.name: np.zeros(ix.type.shape, np.int64) for ix in graph.index_inputs

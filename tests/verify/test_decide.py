@@ -121,7 +121,7 @@ def test_a_twelve_cell_max_window_is_proved_by_case_splitting() -> None:
     import numpy as np
 
     from torchlean_ir.backends._sym import SYM, SymArray
-    from verify._rules import decide_memo
+    from verify._decide import decide_memo
 
     w = SymArray(np.array([se.Symbol(f"x[0,{k}]") for k in range(12)], dtype=object))
     got = SYM.max(w, axis=-1).a.item()

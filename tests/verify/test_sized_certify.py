@@ -17,7 +17,6 @@ from hypothesis import strategies as st
 
 import torchlean_ir as tl
 import verify
-from verify import _certify as C
 from verify import _sizecert as K
 from verify import terms as T
 from verify._dims import Dim, SizeDependent
@@ -413,7 +412,7 @@ def test_a_padding_mask_built_at_tensor_level_is_numpys_at_every_size_tried() ->
     import itertools
 
     from torchlean_ir.ops._windows import out_size, valid_mask
-    from verify._tensor import STATIC
+    from verify._tbackend import STATIC
 
     n, m = T.size_symbol("_Nt6"), T.size_symbol("_Nt7")
     for kernel, stride, padding in [((3, 3), (1, 1), (1, 1)), ((3, 2), (2, 1), (2, 1)),

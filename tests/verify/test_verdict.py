@@ -207,7 +207,7 @@ def test_the_caches_are_read_and_keyed(monkeypatch: pytest.MonkeyPatch) -> None:
         return call_check(graph, kind, *args, **kw)
 
     monkeypatch.setattr(_verify, "rule_checks", counted_rules)
-    monkeypatch.setattr(_methods, "call_check", counted_call)
+    monkeypatch.setattr(_verify, "call_check", counted_call)
     b = tl.GraphBuilder("f64")
     g = b.build(b.sum(b.param("x", (3,)).tanh()))
     verify.clear_caches()

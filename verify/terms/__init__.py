@@ -21,7 +21,7 @@ This package's namespace re-exports what the layers above it use.
 from __future__ import annotations
 
 from .budget import OutOfTime, budget, tick
-from .concrete import _concrete_range, concretize
+from .concrete import _concrete_range, concretize, np_eval
 from .core import (
     _SPECIAL,
     BOUND,
@@ -41,11 +41,13 @@ from .core import (
     ZERO,
     TermError,
     exact_scalar,
+    expand_derived,
     floor_atoms,
     fn,
     fn_atoms,
     free_vars,
     fresh,
+    has_derived,
     has_infinity,
     is_bracket,
     is_leaf_read,
@@ -129,6 +131,7 @@ __all__ = [
     "disjoint",
     "eq",
     "exact_scalar",
+    "expand_derived",
     "finite",
     "floor_atoms",
     "floor_div",
@@ -137,6 +140,7 @@ __all__ = [
     "free_vars",
     "fresh",
     "ge",
+    "has_derived",
     "has_infinity",
     "interval",
     "is_bracket",
@@ -152,6 +156,7 @@ __all__ = [
     "name_of",
     "nonnegative",
     "normalize",
+    "np_eval",
     "range_brackets",
     "read",
     "rebuild",

@@ -25,7 +25,7 @@ from .core import (
     name_of,
     rebuild,
 )
-from .index import _integer_form
+from .index import _integer_form, linear
 
 
 def concretize(
@@ -131,3 +131,47 @@ def _concrete_range(
         lo = max(lo, r[0])
         hi = min(hi, r[1] - 1)
     return int(lo), int(hi)
+
+
+def np_eval(e: Any, env: dict[Any, np.ndarray]) -> Any:
+    """An integer index term evaluated with NumPy arrays for its symbols."""
+    if isinstance(e, se.Integer):
+        return int(e)
+    if isinstance(e, se.Rational):
+        raise TermError(f"non-integer {e} in an integer term")
+    if isinstance(e, se.Symbol):
+        if e not in env:
+            raise TermError(f"symbolic integer {e}")
+        return env[e]
+    if isinstance(e, se.Add):
+        out: Any = 0
+        for a in e.args:
+            out = out + np_eval(a, env)
+        return out
+    if isinstance(e, se.Mul):
+        num = [a for a in e.args if isinstance(a, se.Number)]
+        if len(num) == 1 and not isinstance(num[0], se.Integer):
+            raise TermError(f"non-integer coefficient in {e}")
+        out = 1
+        for a in e.args:
+            out = out * np_eval(a, env)
+        return out
+    if isinstance(e, se.floor):
+        inner = e.args[0]
+        lin = linear(inner)
+        if lin is None:
+            raise TermError(f"cannot evaluate {e}")
+        coeffs, const = lin
+        d = math.lcm(*[Fraction(str(c)).denominator for c in [*coeffs.values(), const]])
+        return np.floor_divide(np_eval(se.expand(inner * d), env), d)
+    n = name_of(e)
+    if n == "_GE":
+        return (np_eval(e.args[0], env) >= 0).astype(np.int64)
+    if n == "_EQ":
+        return (np_eval(e.args[0], env) == 0).astype(np.int64)
+    if n is not None and n.startswith("_T"):
+        table = TABLES[n]
+        idx = tuple(np.asarray(np_eval(a, env)) for a in e.args)
+        idx = np.broadcast_arrays(*idx) if idx else ()
+        return table[tuple(np.clip(i, 0, s - 1) for i, s in zip(idx, table.shape, strict=True))]
+    raise TermError(f"cannot evaluate {e} concretely")

@@ -114,8 +114,23 @@ def is_table(e: Any) -> bool:
 
 
 #: Derived reads: atoms defined by a term (``verify/_tsoftmax.py``'s softmax atoms), by name.
-#: A definition has ``mentions(names)``, ``jvp(args, d)`` and ``concrete(idx, value)``.
+#: A definition has ``mentions(names)``, ``jvp(args, d)``, ``explicit(args)`` and
+#: ``concrete(idx, value)``.
 DERIVED: dict[str, Any] = {}
+
+
+def has_derived(e: Any) -> bool:
+    """Whether ``e`` reads a derived atom."""
+    return any(name_of(f) in DERIVED for f in fn_atoms(e))
+
+
+def expand_derived(e: Any) -> Any:
+    """``e`` with every derived atom written out by its definition (recursively)."""
+    if not has_derived(e):
+        return e
+    repl = {f: expand_derived(DERIVED[name_of(f)].explicit(f.args)) for f in fn_atoms(e)
+            if name_of(f) in DERIVED}  # fmt: skip
+    return e.xreplace(repl)
 
 
 def is_read(e: Any) -> bool:

@@ -1,0 +1,287 @@
+"""The tensor backend: the backend functions op rules call (meanings as in ``NumpyBackend``),
+on :class:`verify._tensor.TArray` values. The softmax returns the atoms of
+:mod:`verify._tsoftmax`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import symengine as se
+
+from torchlean_ir.backends._sym import FLOAT_CONSTANTS, cast_floats
+
+from . import _tsoftmax
+from . import terms as T
+from ._dims import is_symbolic
+from ._tensor import (
+    Index,
+    TArray,
+    _mask,
+    _piecewise,
+    asarray,
+    binary,
+    broadcast_to,
+    concatenate,
+    constant,
+    einsum,
+    expand_dims,
+    from_numpy,
+    gather,
+    logical,
+    matmul,
+    moveaxis,
+    pad,
+    reduce,
+    reshape,
+    scatter_add,
+    stack,
+    swapaxes,
+    take,
+    transpose,
+    unary,
+    valid_exp,
+    where,
+)
+
+# -- the backend -------------------------------------------------------------------------------
+
+
+class TensorBackend:
+    """The backend functions on :class:`TArray` (meanings as in ``NumpyBackend``)."""
+
+    name = "tensor"
+    float_dtype = object
+    index_dtype = np.int64
+
+    def asarray(self, value: Any) -> TArray:
+        return asarray(cast_floats(value))
+
+    def static_arrays(self, *sizes: Any) -> Any:
+        """NumPy for concrete sizes (the static array is then a table, as in the other
+        backends); for symbolic ones, :data:`STATIC`, which builds it at tensor level with the
+        same code (``torchlean_ir/ops/_windows.valid_mask``)."""
+        return STATIC if is_symbolic(sizes) else np
+
+    def zeros(self, shape: Sequence[int]) -> TArray:
+        return constant(0, tuple(shape))
+
+    def ones(self, shape: Sequence[int]) -> TArray:
+        return constant(1, tuple(shape))
+
+    def full(self, shape: Sequence[int], value: float) -> TArray:
+        return constant(cast_floats(value), tuple(shape))
+
+    def zeros_like(self, x: Any) -> TArray:
+        return self.zeros(asarray(x).shape)
+
+    def ones_like(self, x: Any) -> TArray:
+        return self.ones(asarray(x).shape)
+
+    # elementwise
+    def exp(self, x: Any) -> TArray:
+        return unary(x, se.exp, "f")
+
+    def log(self, x: Any) -> TArray:
+        return unary(x, se.log, "f")
+
+    def log1p(self, x: Any) -> TArray:
+        return unary(x, lambda v: se.log(1 + v), "f")
+
+    def expm1(self, x: Any) -> TArray:
+        return unary(x, lambda v: se.exp(v) - 1, "f")
+
+    def tanh(self, x: Any) -> TArray:
+        return unary(x, se.tanh, "f")
+
+    def sqrt(self, x: Any) -> TArray:
+        return unary(x, se.sqrt, "f")
+
+    def erf(self, x: Any) -> TArray:
+        return unary(x, se.erf, "f")
+
+    def pi(self) -> TArray:
+        return TArray((), lambda idx: se.pi, "f")
+
+    def abs(self, x: Any) -> TArray:
+        z = T.ZERO
+        return unary(x, lambda v: _piecewise(v > 0, v, _piecewise(v < 0, -v, z)), "f")
+
+    def sign(self, x: Any) -> TArray:
+        one, z = T.ONE, T.ZERO
+        return unary(x, lambda v: _piecewise(v > 0, one, _piecewise(v < 0, -one, z)), "f")
+
+    def maximum(self, a: Any, b: Any) -> TArray:
+        return binary(a, b, lambda x, y: se.Max(x, y))
+
+    def minimum(self, a: Any, b: Any) -> TArray:
+        return binary(a, b, lambda x, y: se.Min(x, y))
+
+    def where(self, cond: Any, a: Any, b: Any) -> TArray:
+        return where(cond, a, b)
+
+    def logical_and(self, a: Any, b: Any) -> TArray:
+        return logical("and", a, b)
+
+    def logical_or(self, a: Any, b: Any) -> TArray:
+        return logical("or", a, b)
+
+    def logical_not(self, a: Any) -> TArray:
+        return logical("not", a)
+
+    def to_float(self, cond: Any) -> TArray:
+        C = asarray(cond)
+        if C.kind in "cin":
+            return unary(C, lambda v: v, "f")
+        one, z = T.ONE, T.ZERO
+        return unary(C, lambda c: _piecewise(c, one, z), "f")
+
+    def softplus(self, x: Any) -> TArray:
+        return unary(x, lambda v: se.log(1 + se.exp(v)), "f")
+
+    def sigmoid(self, x: Any) -> TArray:
+        return unary(x, lambda v: 1 / (1 + se.exp(-v)), "f")
+
+    # reductions and products
+    def sum(self, x: Any, axis: Any = None, keepdims: bool = False) -> TArray:
+        return reduce(x, axis, keepdims, "sum")
+
+    def max(self, x: Any, axis: Any = None, keepdims: bool = False) -> TArray:
+        return reduce(x, axis, keepdims, "max")
+
+    def matmul(self, a: Any, b: Any) -> TArray:
+        return matmul(a, b)
+
+    def einsum(self, subscripts: str, *operands: Any) -> TArray:
+        return einsum(subscripts, *operands)
+
+    def first_max_onehot(self, x: Any, axis: int = -1, valid: Any = None) -> TArray:
+        X = asarray(x)
+        ax = axis % X.ndim
+        n = X.shape[ax]
+        if n > T.UNROLL_MAX * 8:
+            raise T.TermError(f"first_max_onehot over an axis of {n} entries")
+        V = None if valid is None else _mask(valid, X.shape)
+
+        def fn(idx: Index) -> Any:
+            def cell(j: int) -> Index:
+                sub = list(idx)
+                sub[ax] = se.Integer(j)
+                return tuple(sub)
+
+            vals = [X.at(cell(j)) for j in range(n)]
+            oks = [T.ONE if V is None else V.at(cell(j)) for j in range(n)]
+            out = T.ZERO
+            for k in range(n):
+                conds = []
+                for j in range(n):
+                    if j == k:
+                        continue
+                    rel = se.Lt(vals[j], vals[k]) if j < k else se.Le(vals[j], vals[k])
+                    # an excluded entry takes no part: its comparison holds
+                    conds.append(_or_excluded(oks[j], rel))
+                cond = se.And(*conds) if len(conds) > 1 else (conds[0] if conds else se.true)
+                win = _piecewise(cond, T.ONE, T.ZERO)
+                out = out + T.eq(idx[ax] - k) * oks[k] * win
+            return out
+
+        return TArray(X.shape, fn, "f")
+
+    def _valid_exp(self, x: Any, valid: Any) -> TArray:
+        return valid_exp(x, valid)
+
+    def logsumexp(self, x: Any, axis: int = -1, keepdims: bool = False, valid: Any = None) -> Any:
+        return self.log(self.sum(self._valid_exp(x, valid), axis=axis, keepdims=keepdims))
+
+    def softmax(self, x: Any, axis: int = -1, valid: Any = None) -> TArray:
+        """The softmax's atoms (``verify/_tsoftmax.py``); written out for constant scores."""
+        out = _tsoftmax.softmax(x, axis, valid)
+        return out if out is not None else _tsoftmax.explicit_softmax(x, valid, axis)
+
+    # shape
+    def reshape(self, x: Any, shape: Sequence[int]) -> TArray:
+        return reshape(x, shape)
+
+    def transpose(self, x: Any, axes: Sequence[int] | None = None) -> TArray:
+        return transpose(x, axes)
+
+    def swapaxes(self, x: Any, a: int, b: int) -> TArray:
+        return swapaxes(x, a, b)
+
+    def moveaxis(self, x: Any, src: int, dst: int) -> TArray:
+        return moveaxis(x, src, dst)
+
+    def broadcast_to(self, x: Any, shape: Sequence[int]) -> TArray:
+        return broadcast_to(x, shape)
+
+    def expand_dims(self, x: Any, axis: int) -> TArray:
+        return expand_dims(x, axis)
+
+    def concatenate(self, xs: Sequence[Any], axis: int = 0) -> TArray:
+        return concatenate(xs, axis)
+
+    def stack(self, xs: Sequence[Any], axis: int = 0) -> TArray:
+        return stack(xs, axis)
+
+    def pad(self, x: Any, widths: Sequence[tuple[int, int]], value: float = 0.0) -> TArray:
+        return pad(x, widths, cast_floats(value))
+
+    def take(self, x: Any, indices: Sequence[int], axis: int = 0) -> TArray:
+        return take(x, indices, axis)
+
+    # runtime indices
+    def gather(self, x: Any, idx: Any, axis: int = 0) -> TArray:
+        return gather(x, idx, axis)
+
+    def scatter_add(self, x: Any, idx: Any, updates: Any, axis: int = 0) -> TArray:
+        return scatter_add(x, idx, updates, axis)
+
+    def stop_gradient(self, x: Any) -> Any:
+        return x
+
+    def max_shift(self, x: Any, axis: int = -1) -> TArray:
+        """``x - max(x)`` along ``axis`` (the shift of softmax-like forms, as in the reference
+        backends; the JAX backend's second shift is read from its jaxpr)."""
+        return asarray(x) - self.max(x, axis=axis, keepdims=True)
+
+    def rand_uniform(
+        self, seed: int, counter: int, shape: Sequence[int], dtype: Any = None
+    ) -> TArray:
+        """The draws as exact values, rounded toward zero in ``dtype`` and in a float32
+        compilation's dtype (``verify/_f32.py``), whichever is narrower."""
+        from torchlean_ir.backends import _random
+
+        narrow = _random.narrowest(np.float64, dtype, FLOAT_CONSTANTS.get())
+        return from_numpy(_random.uniform(seed, counter, shape, narrow))
+
+
+class StaticArrays:
+    """The few NumPy functions static arrays are built with (``arange``, ``logical_and``),
+    at tensor level: with symbolic sizes, a pooling rule's padding mask is a product of index
+    brackets ``[0 <= o s + k - p < n]`` for every size (see ``TensorBackend.static_arrays``)."""
+
+    @staticmethod
+    def arange(n: Any) -> TArray:
+        """``0, 1, ..., n - 1`` (``n`` may be a symbolic size)."""
+        return TArray((n,), lambda idx: idx[0], "i")
+
+    @staticmethod
+    def logical_and(a: Any, b: Any) -> TArray:
+        return logical("and", a, b)
+
+
+STATIC = StaticArrays()
+
+
+def _or_excluded(ok: Any, rel: Any) -> Any:
+    if ok == 1:
+        return rel
+    if ok == 0:
+        return se.true
+    return se.Or(se.Eq(ok, 0), rel)
+
+
+TENSOR = TensorBackend()
+
+__all__ = ["STATIC", "TENSOR", "TensorBackend"]
