@@ -135,12 +135,17 @@ def enclose(e: se.Basic) -> Any:
     raise NoEnclosure(name)
 
 
-def nonzero(e: se.Basic) -> tuple[bool, str]:
-    """Whether ``e`` is provably nonzero, and the enclosure that shows it."""
+def nonzero(e: se.Basic, prec: int = 256) -> tuple[bool, str]:
+    """Whether ``e`` is provably nonzero, and the enclosure that shows it, in interval
+    arithmetic at ``prec`` bits."""
+    saved = IV.prec
+    IV.prec = prec
     try:
         iv = enclose(e)
     except (NoEnclosure, ZeroDivisionError, ValueError, TypeError):
         return False, ""
+    finally:
+        IV.prec = saved
     s = _sign(iv)
-    lo, hi = float(iv.a), float(iv.b)
-    return s is not None and s != 0, f"difference in [{lo:.6g}, {hi:.6g}]"
+    lo, hi = (mpmath.nstr(mpmath.mpf(end._mpi_[0]), 6) for end in (iv.a, iv.b))
+    return s is not None and s != 0, f"difference in [{lo}, {hi}]"

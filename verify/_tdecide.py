@@ -1610,7 +1610,8 @@ def _search(
         if big:
             break
         # runtime index vectors read in the terms get concrete values too (a few per element)
-        for nat in _tnatvec.assignments(values, vectors, rng) if vectors else [{}]:
+        for nat in (_tnatvec.assignments(values, vectors, rng, (got, expected))
+                    if vectors else [{}]):  # fmt: skip
             try:
                 ge = T.concretize(T.normalize(got), values, nat)
                 xe = T.concretize(T.normalize(expected), values, nat)

@@ -506,6 +506,34 @@ def index_mutant(value: int, *, n: int = 3, static: bool = False) -> Mutant:
                   note=f"only at index value {value}")  # fmt: skip
 
 
+def index_vector_mutant(value: int) -> Mutant:
+    """``gather_rows_nat``'s VJP wrong when a position of the runtime index vector holds
+    ``value`` (past the 3 rows: nothing should be sent anywhere): that position's cotangent row
+    goes to row 0. Only that one value of every natural shows the bug."""
+    real = tl.get_op("gather_rows_nat").vjp_rule
+
+    def vjp(B: Any, args: tuple, out: Any, ct: Any, *, idx: Any) -> tuple:
+        (g,) = real(B, args, out, ct, idx=idx)  # type: ignore[misc]
+        hit = B.reshape(B.to_float(idx == value), (3, 1))
+        row0 = B.reshape(B.asarray(np.eye(3)[0]), (3, 1))
+        return (g + B.matmul(row0, B.reshape(B.sum(ct * hit, axis=0), (1, 2))),)
+
+    return Mutant(f"gather_rows_nat vjp wrong at the runtime index value {value}", "rule",
+                  _gather, _rule("gather_rows_nat", "vjp_rule", vjp),
+                  note=f"only where a position holds {value}")  # fmt: skip
+
+
+def _tanh_vjp_shifted(B: Any, args: tuple, out: Any, ct: Any) -> tuple:
+    y = B.tanh(args[0] + 1e-300)  # off by far less than any float can show
+    return ((1 - y * y) * ct,)
+
+
+#: A VJP whose error is real but below every float: ``tanh`` evaluated at ``x + 1e-300``.
+BELOW_FLOATS = Mutant("tanh vjp at x + 1e-300", "rule", _unary("tanh", (4,)),
+                      _rule("tanh", "vjp_rule", _tanh_vjp_shifted),
+                      note="a difference of about 1e-300")  # fmt: skip
+
+
 # tape bugs: the per-node rules are right, the wiring between them is not
 
 

@@ -15,7 +15,7 @@ import pytest
 import torchlean_ir as tl
 import verify
 from torchlean_ir.backends import SYM, jax_backend
-from verify import _abstract
+from verify import _abstract, _jaxpr
 from verify._rules import check_signature
 from verify._sig import Signature, named_symbols
 
@@ -79,7 +79,7 @@ def test_row_lemma_and_compiled_softmax_call_are_proved() -> None:
     with jax.enable_x64(True):
         jx = jax.make_jaxpr(lambda x: B.softmax(x, axis=-1, valid=mask))(np.zeros((2, 3)))
     (eqn,) = [e for e in jx.jaxpr.eqns if e.params.get("name") == "tl_softmax"]
-    valid = _abstract.check_softmax_call(eqn.params["jaxpr"], (2, 3))
+    valid = _jaxpr.check_softmax_call(eqn.params["jaxpr"], (2, 3))
     np.testing.assert_array_equal(valid, mask)
 
 

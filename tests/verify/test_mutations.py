@@ -17,7 +17,16 @@ from hypothesis import strategies as st
 import torchlean_ir as tl
 import verify
 
-from .mutants import LARGE_MUTANTS, MUTANTS, LargeMutant, Mutant, applied, index_mutant
+from .mutants import (
+    BELOW_FLOATS,
+    LARGE_MUTANTS,
+    MUTANTS,
+    LargeMutant,
+    Mutant,
+    applied,
+    index_mutant,
+    index_vector_mutant,
+)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 LINK = {"rule": {"rule"}, "lowering": {"compiled"}, "tape": {"wiring", "compiled"}}
@@ -98,6 +107,35 @@ def test_large_mutant_is_caught_at_tensor_level_with_the_element_named(
     # restored: the same graph verifies again (no false alarm at this size)
     clean = verify.verify_graph(graph)
     assert clean.verdict == "verified", clean.summary()
+
+
+@settings(max_examples=3, deadline=None)
+@given(st.integers(3, 2**31 - 1))
+def test_a_rule_wrong_at_one_value_of_a_runtime_index_vector_is_caught(value: int) -> None:
+    """The value is one the rule's own bracket ``[idx(p) == value]`` singles out: the search
+    solves the bracket for it (:func:`verify._tnatvec.bracket_values`) rather than hoping to
+    sample it (once undecided: "no counterexample among 3 concrete elements")."""
+    m = index_vector_mutant(value)
+    with applied(m):
+        report = verify.verify_graph(m.graph(), method="tensor")
+    assert (report.verdict, report.exit_code) == ("mismatch", 1), str(report)
+    (ce,) = report.counterexamples
+    assert str(value) in ce.inputs["index idx"], ce.describe()
+    assert ce.expected != ce.got
+
+
+@pytest.mark.parametrize("method", ["tensor", "elements"])
+def test_an_error_below_every_float_is_refuted_exactly(method: str) -> None:
+    """A difference of about 1e-300 at every point is no difference at 256 bits; enclosed again
+    at 4096 bits it is certainly nonzero (once "probabilistic" / undecided)."""
+    with applied(BELOW_FLOATS):
+        report = verify.verify_graph(BELOW_FLOATS.graph(), method=method)
+    assert (report.verdict, report.exit_code) == ("mismatch", 1), str(report)
+    ((_, check),) = report.failures()
+    assert (check.name, check.method, check.level) == ("vjp = adjoint", "exact", method)
+    evidence = report.counterexamples[0].evidence
+    assert "interval arithmetic at 4096 bits" in evidence, evidence
+    assert re.search(r"difference in \[-?[0-9.]+e-30[0-9],", evidence), evidence
 
 
 CLI_MUTANTS = [
