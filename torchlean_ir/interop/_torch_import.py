@@ -1432,6 +1432,9 @@ def _call(ctx: _Ctx, target: Any, name: str, node: Any, env: dict[str, Any]) -> 
             "reduce it last, or use reduction='none'",
         )
     ctx.op = name.removeprefix("aten.")
+    if name in _SIZE_ONLY and isinstance(args[0], T) and not args[0].known:
+        args[0] = _placeholder(node.args[0], args[0])  # only its dtype is read
+        tensors = [a for a in _flat_args(args, kw) if isinstance(a, T)]
     if any(t.imap is not None for t in tensors) and name not in _INDEX_USERS:
         return _index_op(ctx, target, args, kw)
     if all(t.known for t in tensors) and _foldable(target, name):
@@ -1500,6 +1503,20 @@ _INDEX_SHAPE_OPS = frozenset(
         "narrow",
     }
 )
+
+
+#: Ops that read only the dtype of their tensor argument (and sizes given as arguments).
+_SIZE_ONLY = frozenset({"aten.new_ones", "aten.new_zeros", "aten.new_full"})
+
+
+def _placeholder(fx_arg: Any, t: T) -> T:
+    """A known stand-in for a runtime tensor whose values an op does not read: zeros of its
+    dtype (a scalar: the op reads the dtype, and the sizes it is given)."""
+    import torch
+
+    val = getattr(fx_arg, "meta", {}).get("val")
+    dtype = val.dtype if isinstance(val, torch.Tensor) else torch.float32
+    return T((), value=torch.zeros((), dtype=dtype).numpy())
 
 
 def _flat_args(args: Sequence[Any], kw: dict[str, Any]) -> list[Any]:
