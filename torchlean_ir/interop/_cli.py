@@ -94,6 +94,12 @@ def _summary(imported: Imported) -> list[str]:
     g = imported.graph
     parts = [f"{len(g.nodes)} nodes", f"{g.num_leaves} leaves"]
     parts.append(f"batched over {', '.join(imported.batched)}" if imported.batched else "unbatched")
+    for i, kind in enumerate(imported.reductions):
+        if kind:
+            parts.append(
+                f"output {i}: the source's is the {kind} over the batch of its values "
+                f"(batched(grads={kind!r}))"
+            )
     return parts
 
 

@@ -22,7 +22,11 @@ class Imported:
     every ``param`` leaf by leaf name (NumPy arrays in the graph's dtype). ``source_names`` maps
     each leaf and index input to the source's name for it (ONNX value names may hold characters
     our names do not allow). ``batch_size`` is the source's batch size (an ONNX model with a
-    symbolic batch dimension reads as 1). ``graph, params = imported`` unpacks the first two."""
+    symbolic batch dimension reads as 1). ``reductions`` says, per output, how the source
+    reduced it over the batch: ``""`` for an output per sample, ``"mean"`` or ``"sum"`` for a
+    loss reduced over the batch, whose graph output is this sample's part (reduce it with
+    ``batched(grads=...)`` of the same name). ``graph, params = imported`` unpacks the first
+    two."""
 
     graph: GraphData
     params: dict[str, np.ndarray]
@@ -30,6 +34,7 @@ class Imported:
     batch_size: int
     source_names: dict[str, str] = field(default_factory=dict)
     outputs: tuple[str, ...] = ()
+    reductions: tuple[str, ...] = ()
 
     def __iter__(self) -> Iterator[Any]:
         return iter((self.graph, self.params))

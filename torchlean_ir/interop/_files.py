@@ -475,12 +475,64 @@ def load_pt2(path: str, *, max_bytes: int = MAX_FILE_BYTES) -> Any:
         except Exception as e:  # a corrupt member fails in many ways: one line
             raise InteropError(f"{where}: a corrupt .pt2 archive ({_first_line(e)})") from None
         try:
-            return torch.export.load(io.BytesIO(data))
+            return torch.export.load(io.BytesIO(_plain_specs(zf, data)))
         except Exception as e:
             # torch logs the first error and raises a second one pointing at the log
             causes = [r.exc_info[1] for r in records if r.exc_info and r.exc_info[1]]
             msg = _first_line(causes[0] if causes else e)
             raise InteropError(f"{where}: torch.export.load failed: {msg}") from None
+
+
+def _plain_specs(zf: zipfile.ZipFile, data: bytes) -> bytes:
+    """The archive with every input and output structure of a type this process has not
+    registered with PyTorch's pytree (``transformers``' ``CausalLMOutputWithPast``, a model
+    output dataclass) read as a tuple of the same leaves, so that loading it imports nothing:
+    the importer reads the program's flat inputs and outputs, not their Python structure.
+    Unchanged (the same bytes) when every type is known."""
+    from torch.utils import _pytree as pytree
+
+    known = pytree.SERIALIZED_TYPE_TO_PYTHON_TYPE
+
+    def plain(node: Any) -> bool:
+        changed = False
+        if isinstance(node, dict):
+            t = node.get("type")
+            if isinstance(t, str) and t not in known:
+                node["type"], node["context"] = "builtins.tuple", "null"
+                changed = True
+            for child in node.get("children_spec") or ():
+                changed = plain(child) or changed
+        return changed
+
+    def walk(obj: Any) -> bool:
+        changed = False
+        if isinstance(obj, dict):
+            for k, v in obj.items():
+                if k in ("in_spec", "out_spec") and isinstance(v, str):
+                    spec = json.loads(v)
+                    if isinstance(spec, list) and len(spec) == 2 and plain(spec[1]):
+                        obj[k] = json.dumps(spec)
+                        changed = True
+                else:
+                    changed = walk(v) or changed
+        elif isinstance(obj, list):
+            for v in obj:
+                changed = walk(v) or changed
+        return changed
+
+    models = [n for n in zf.namelist() if n.endswith(".json") and "/models/" in n]
+    rewritten = {}
+    for n in models:
+        doc = json.loads(zf.read(n))
+        if walk(doc):
+            rewritten[n] = json.dumps(doc).encode()
+    if not rewritten:
+        return data
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as new:
+        for info in zf.infolist():
+            new.writestr(info, rewritten.get(info.filename, zf.read(info)))
+    return out.getvalue()
 
 
 # -- ONNX models --------------------------------------------------------------------------------

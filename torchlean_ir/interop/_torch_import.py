@@ -31,6 +31,7 @@ from ._common import (
     float_dtype,
     prune,
 )
+from ._indexmap import IndexMap, as_float, index_var
 from ._trace import InteropError, Refused, T, Tracer, one_line
 
 Converter = Callable[["_Ctx", list[Any], dict[str, Any]], Any]
@@ -557,7 +558,7 @@ def _dropout(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
 )
 def _identity(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
     x = args[0]
-    dt = kw.get("dtype")
+    dt = _torch_dtype(args, kw)
     if dt is not None and isinstance(x, T) and x.index is None and not dt.is_floating_point:
         raise Refused(f"conversion of a float tensor to {dt}")
     return x
@@ -703,7 +704,12 @@ def _stack(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
     return c.tr.concat([c.tr.unsqueeze(x, dim) for x in xs], dim)
 
 
-@_aten("mean", "sum", ours="reduce_mean / reduce_sum / sum")
+@_aten(
+    "mean",
+    "sum",
+    ours="reduce_mean / reduce_sum / sum",
+    note="of everything, the batch included: this sample's mean / sum, Imported.reductions",
+)
 def _reduce(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
     x = _t(args[0])
     dims = _arg(args, kw, 1, "dim", None)
@@ -711,23 +717,74 @@ def _reduce(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
         dims = [dims]
     keep = bool(_arg(args, kw, 2, "keepdim", False))
     kind = "mean" if c.op == "mean" else "sum"
+    every = not dims or {d % max(x.rank, 1) for d in dims} == set(range(x.rank))
+    if x.bdim is not None and every and not keep:
+        return _batch_reduced(c, x, kind)
     return c.tr.reduce(x, list(dims) if dims else None, keep, kind)
+
+
+def _batch_reduced(c: _Ctx, x: T, kind: str) -> T:
+    """A reduction of every element, the batch included (a loss's ``.mean()``): this sample's
+    mean (or sum) of its elements, marked for the compiler's ``batched(grads=kind)``. Every
+    sample has as many elements, so the mean over the batch of the samples' means is the mean
+    of all of them."""
+    per = c.tr.var(x)
+    one = T(per.shape, var=per)
+    y = c.tr.reduce(one, None, False, kind)
+    return T((), var=c.tr.var(y), reduced=kind)
 
 
 # -- indexing, attention and losses -----------------------------------------------------------
 
 
-@_aten("embedding", ours="gather_rows_nat", note="integer indices are index inputs")
+@_aten(
+    "embedding",
+    ours="gather_rows_nat; slice / concat for indices known at import time",
+    note="integer indices are index inputs (any view of one); padding_idx: that row gets no "
+    "gradient (detach)",
+)
 def _embedding(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
     W, idx = _t(args[0]), args[1]
-    if not isinstance(idx, T) or idx.index is None:
-        raise Refused("embedding indices must be an integer input of the program")
     if W.batched or W.rank != 2:
         raise Refused("embedding of a batched or non-matrix weight")
-    if not idx.index.type.shape:
+    pad = _arg(args, kw, 2, "padding_idx", -1)
+    if pad is not None and 0 <= int(pad) < W.full[0] and not W.known:
+        W = _padding_row_detached(c, W, int(pad))
+    if isinstance(idx, T) and idx.known:
+        return _static_rows(c, W, np.asarray(idx.value))
+    var, lay = _index_arg(c, idx, "embedding indices")
+    if not var.type.shape:
         raise Refused("embedding of one index per sample (use a sequence of indices)")
-    v = c.tr.b.gather_rows_nat(c.tr.var(W), idx.index)
-    return c.tr.make(v, idx.full + (W.full[1],), idx.bdim, idx.inner)
+    v = c.tr.b.gather_rows_nat(c.tr.var(W), var)
+    return c.tr.make(v, idx.full + (W.full[1],), lay.bdim, lay.inner)
+
+
+def _padding_row_detached(c: _Ctx, W: T, row: int) -> T:
+    """``W`` with row ``row`` detached: ``F.embedding(padding_idx=row)`` sends it no gradient."""
+    tr = c.tr
+    n = W.full[0]
+    parts = [tr.slice(W, 0, 0, row)] if row else []
+    parts.append(tr.unary("detach", tr.slice(W, 0, row, row + 1)))
+    if row + 1 < n:
+        parts.append(tr.slice(W, 0, row + 1, n))
+    return tr.concat(parts, 0) if len(parts) > 1 else parts[0]
+
+
+def _static_rows(c: _Ctx, W: T, idx: np.ndarray) -> T:
+    """Rows of ``W`` at indices known at import time (position ids): slices of runs of
+    consecutive indices, concatenated."""
+    flat = idx.astype(np.int64).reshape(-1)
+    n = W.full[0]
+    if flat.size == 0 or (flat < 0).any() or (flat >= n).any():
+        raise Refused(f"embedding at indices outside 0..{n - 1} (or none)")
+    runs: list[tuple[int, int]] = []
+    for i in flat.tolist():
+        if runs and runs[-1][1] == i:
+            runs[-1] = (runs[-1][0], i + 1)
+        else:
+            runs.append((i, i + 1))
+    rows = c.tr.concat([c.tr.slice(W, 0, a, b) for a, b in runs], 0)
+    return c.tr.reshape_to(rows, [*idx.shape, W.full[1]])
 
 
 @_aten(
@@ -737,44 +794,104 @@ def _embedding(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
 )
 def _gather(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
     x, dim, idx = _t(args[0]), int(args[1]), args[2]
-    if not isinstance(idx, T) or idx.index is None:
-        raise Refused("gather at indices that are not an integer input of the program")
+    var, lay = _index_arg(c, idx, "gather indices")
     v = c.tr.var(x)
     if len(v.shape) != 1 or dim % x.rank != x.rank - 1:
         raise Refused("gather: only along the last axis of one vector per sample")
-    k = idx.index.type.shape
-    out = c.tr.b.gather_vec_nat(v, idx.index) if k else c.tr.b.gather_scalar_nat(v, idx.index)
-    return c.tr.make(out, idx.full, idx.bdim, idx.inner)
+    out = c.tr.b.gather_vec_nat(v, var) if var.type.shape else c.tr.b.gather_scalar_nat(v, var)
+    return c.tr.make(out, idx.full, lay.bdim, lay.inner)
 
 
-def _log_probs_pick(c: _Ctx, logp: T, target: Any, reduction: int, weight: Any) -> T:
+_REDUCTIONS = {0: "none", 1: "mean", 2: "sum"}
+
+
+def _log_probs_pick(
+    c: _Ctx, logp: T, target: Any, reduction: int, weight: Any, ignore_index: int = -100
+) -> T:
+    """``nll_loss`` of log-probabilities ``logp`` (..., C) at class targets (...), as
+    ``torch.nn.functional.nll_loss`` defines it: targets equal to ``ignore_index`` count for
+    nothing, and the mean is over the targets that count. Per sample, the targets are the index
+    input (any view, pad or shift of it); a target a pad made constant must be ``ignore_index``.
+    A negative ``ignore_index`` (PyTorch's -100) never equals a runtime target (a natural), so
+    which targets count is known at import time, the same for every sample: the mean over the
+    batch's targets is the mean over samples of each sample's mean, exactly, and a loss reduced
+    over the batch imports as this sample's mean (or sum), which ``batched(grads="mean")`` (or
+    ``"sum"``) reduces."""
     if weight is not None:
         raise Refused("a loss with class weights")
-    if not isinstance(target, T) or target.index is None:
+    if reduction not in _REDUCTIONS:
+        raise Refused(f"a loss with reduction {reduction}")
+    kind = _REDUCTIONS[reduction]
+    if not isinstance(target, T) or target.imap is None:
         raise Refused("loss targets must be an integer input of the program (class indices)")
-    if reduction != 0:
+    lay = target.imap.layout(c.tr.n)
+    if lay.bdim != logp.bdim or (lay.bdim is not None and lay.inner != logp.inner):
+        raise Refused("loss targets and log-probabilities hold the batch in different places")
+    if ignore_index >= 0:
         raise Refused(
-            "a loss reduced over the batch (mixes samples): use reduction='none' and the "
-            "compiler's batched(grads='mean') or 'sum'"
+            f"a loss with ignore_index={ignore_index}, which a runtime target can equal (which "
+            "targets count would depend on the data)",
+            "use a negative ignore_index (PyTorch's default -100)",
         )
-    v = c.tr.var(logp)
-    if len(v.shape) != 1 or target.index.type.shape:
-        raise Refused("a loss over (N, C) logits with (N,) targets only")
-    y = c.tr.scale(T((), None, var=c.tr.b.gather_scalar_nat(v, target.index)), -1.0)
-    return c.tr.make(y.var, target.full, target.bdim, target.inner)  # type: ignore[arg-type]
+    const = lay.constants
+    if (lay.fill[const] != ignore_index).any():
+        raise Refused("a loss with constant targets other than ignore_index")
+    tr, b = c.tr, c.tr.b
+    v = tr.var(logp)
+    if v.shape[:-1] != lay.jmap.shape:
+        raise Refused(
+            f"a loss over {list(logp.full)} log-probabilities with {list(target.full)} targets"
+        )
+    var = target.imap.var
+    count = int((~const).sum())
+    if kind == "mean" and count == 0:
+        raise Refused("a mean loss whose targets are all ignore_index (0 / 0)")
+    if not lay.jmap.shape and not const.any() and not var.type.shape:  # one class per sample
+        picked = b.gather_scalar_nat(v, var)
+        per = picked
+    else:
+        per = _picked_rows(b, v, var, lay.jmap)
+    if kind == "none":
+        return tr.make(b.scale(per, c=-1.0), target.full, lay.bdim, lay.inner)
+    total = per if not per.shape else b.sum(per)
+    y = b.scale(total, c=-1.0 / count if kind == "mean" else -1.0)
+    if lay.bdim is None:
+        return T((), var=y)
+    return T((), var=y, reduced=kind)
+
+
+def _picked_rows(b: GraphBuilder, v: Any, var: Any, jmap: np.ndarray) -> Any:
+    """``out[r] = v[r, i[jmap[r]]]`` (0 where ``jmap[r]`` is -1) for one sample's log-probs
+    ``v`` (rows..., C) and index vector ``i`` (k,): ``G = gather_rows_nat(v^T, i)`` holds
+    ``G[j, r] = v[r, i[j]]`` (k, R); a 0/1 matrix keeps the pairs ``j = jmap[r]``, and a sum
+    over ``j`` leaves one term per row (exact)."""
+    rows = int(np.prod(jmap.shape)) if jmap.shape else 1
+    C = v.shape[-1]
+    flat = b.reshape(v, shape=(rows, C)) if v.shape != (rows, C) else v
+    k = var.type.shape[0] if var.type.shape else None
+    if k is None:
+        raise Refused("loss targets from a scalar index input for several rows")
+    g = b.gather_rows_nat(b.transpose2d(flat), var)  # (k, rows)
+    keep = np.zeros((k, rows))
+    j = jmap.reshape(-1)
+    live = j >= 0
+    keep[j[live], np.nonzero(live)[0]] = 1.0
+    out = b.reduce_sum(b.mul(g, b.const(keep)), axis=0)  # (rows,)
+    return b.reshape(out, shape=jmap.shape) if jmap.shape != (rows,) else out
 
 
 @_aten(
     "nll_loss",
     "nll_loss_forward",
-    ours="gather_scalar_nat, scale",
-    note="reduction='none' (the batch reduction is the compiler's)",
+    ours="gather_scalar_nat; gather_rows_nat, mul, reduce_sum for a target per row; scale",
+    note="ignore_index < 0; 'mean' / 'sum' over the batch: the sample's part, Imported.reductions",
 )
 def _nll(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> Any:
     x, target = _t(args[0]), args[1]
     weight = _arg(args, kw, 2, "weight")
     reduction = int(_arg(args, kw, 3, "reduction", 1))
-    y = _log_probs_pick(c, x, target, reduction, weight)
+    ignore = int(_arg(args, kw, 4, "ignore_index", -100))
+    y = _log_probs_pick(c, x, target, reduction, weight, ignore)
     if c.op == "nll_loss_forward":
         return (y, Refused("nll_loss total weight"))
     return y
@@ -782,23 +899,31 @@ def _nll(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> Any:
 
 @_aten(
     "cross_entropy_loss",
-    ours="log_softmax, gather_scalar_nat, scale",
-    note="reduction='none', no label smoothing",
+    ours="log_softmax, then as nll_loss",
+    note="(N, C) or (N, C, d...) with (N, d...) targets; ignore_index < 0; no label smoothing",
 )
 def _ce(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
     x, target = _t(args[0]), args[1]
     if float(_arg(args, kw, 5, "label_smoothing", 0.0)) != 0:
         raise Refused("cross-entropy with label smoothing")
-    logp = c.tr.softmax(x, x.rank - 1, log=True)
+    logp = c.tr.softmax(x, 1 if x.rank > 1 else 0, log=True)
+    if x.rank > 2:  # (N, C, d...): classes along dim 1, as torch has them
+        logp = c.tr.permute(logp, [0, *range(2, x.rank), 1])
     return _log_probs_pick(
-        c, logp, target, int(_arg(args, kw, 3, "reduction", 1)), _arg(args, kw, 2, "weight")
+        c,
+        logp,
+        target,
+        int(_arg(args, kw, 3, "reduction", 1)),
+        _arg(args, kw, 2, "weight"),
+        int(_arg(args, kw, 4, "ignore_index", -100)),
     )
 
 
 @_aten(
     "scaled_dot_product_attention",
     ours="matmul / bmm, softmax (mask: mul, reduce_sum, add, inv)",
-    note="no dropout; boolean or causal masks: blocked entries weigh 0",
+    note="no dropout; boolean or causal masks: blocked entries weigh 0; a boolean mask of an "
+    "index input (a padding mask): gather_vec_nat, min, sub",
 )
 def _sdpa(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
     q, k, v = _t(args[0]), _t(args[1]), _t(args[2])
@@ -816,10 +941,15 @@ def _sdpa(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
     L, S = q.full[-2], k.full[-2]
     if causal:
         allowed = np.tril(np.ones((L, S), dtype=bool))
-    if isinstance(mask, T):
+    runtime = None
+    if isinstance(mask, T) and mask.imap is not None:
+        if mask.imap.test is None:
+            raise Refused("attention with an integer (not boolean) mask of an index input")
+        runtime = as_float(c.tr, mask.imap, mask.imap.shape)
+    elif isinstance(mask, T):
         if not mask.known:
-            raise Refused("attention with a runtime mask (only constant masks)")
-        m = np.asarray(mask.value)
+            raise Refused("attention with a runtime float mask (only constant or index masks)")
+        m = _batch_free(c, np.asarray(mask.value), q)
         if m.dtype == bool:
             allowed = m if allowed is None else allowed & m
         elif np.all(np.isfinite(m)):
@@ -829,13 +959,43 @@ def _sdpa(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
         else:
             raise Refused("attention with a float mask mixing -inf and other values")
     p = c.tr.softmax(s, -1)
-    if allowed is not None:
+    if runtime is not None:
+        w = runtime if allowed is None else c.tr.binary("mul", runtime, c.tr.const(allowed * 1.0))
+        p = _renormalised(c, p, w)
+    elif allowed is not None:
         allowed = np.broadcast_to(allowed, np.broadcast_shapes(allowed.shape, (L, S)))
         kept = c.tr.binary("mul", p, c.tr.const(allowed.astype(np.float64)))
         total = c.tr.reduce(kept, [-1], True, "sum")
         none = (~allowed.any(axis=-1)).astype(np.float64)[..., None]
         p = c.tr.binary("mul", kept, c.tr.unary("inv", c.tr.binary("add", total, c.tr.const(none))))
     return c.tr.matmul(p, v)
+
+
+def _renormalised(c: _Ctx, p: T, w: T) -> T:
+    """Softmax weights ``p`` restricted to the keys a runtime 0/1 mask ``w`` allows:
+    ``p w / (sum(p w) + none)`` with ``none = 1 - min(sum(w), 1)`` (1 for a row that allows no
+    key, whose weights are then 0, as PyTorch's safe softmax gives)."""
+    tr = c.tr
+    kept = tr.binary("mul", p, w)
+    total = tr.reduce(kept, [-1], True, "sum")
+    count = tr.reduce(w, [-1], True, "sum")
+    none = tr.binary("sub", tr.const(np.ones(())), tr.binary("min", count, tr.const(np.ones(()))))
+    return tr.binary("mul", kept, tr.unary("inv", tr.binary("add", total, none)))
+
+
+def _batch_free(c: _Ctx, m: np.ndarray, like: T) -> np.ndarray:
+    """A constant aligned (right) with ``like``, with its size-n axis at ``like``'s batch axis
+    reduced to 1 where the constant is the same for every sample (a causal mask expanded over
+    the batch): an unbatched constant may not vary along the batch."""
+    if like.bdim is None or like.full[like.bdim] != c.tr.n:
+        return m
+    k = like.bdim - (like.rank - m.ndim)
+    if k < 0 or m.shape[k] != c.tr.n or c.tr.n == 1:
+        return m
+    first = np.take(m, [0], axis=k)
+    if np.array_equal(np.broadcast_to(first, m.shape), m):
+        return first
+    return m
 
 
 # -- booleans known at import time -----------------------------------------------------------
@@ -932,6 +1092,28 @@ def _fill(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
     if value is None:
         raise Refused(f"{name} with a non-numeric fill")
     return c.tr.const(np.full(shape, value, dtype=np.float64))
+
+
+# -- padding ---------------------------------------------------------------------------------
+
+
+@_aten(
+    "pad",
+    "constant_pad_nd",
+    ours="concat with constant blocks",
+    note="mode 'constant'; of an index tensor: its positions padded with the constant",
+)
+def _pad(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
+    x = _t(args[0])
+    pad = [int(p) for p in args[1]]
+    mode = _arg(args, kw, 2, "mode", "constant") if c.op == "pad" else "constant"
+    value = _arg(args, kw, 3 if c.op == "pad" else 2, "value", None)
+    if mode != "constant":
+        raise Refused(f"padding in mode {mode!r} (only 'constant')")
+    begin, end = [0] * x.rank, [0] * x.rank
+    for i in range(len(pad) // 2):  # torch lists (begin, end) pairs from the last axis back
+        begin[x.rank - 1 - i], end[x.rank - 1 - i] = pad[2 * i], pad[2 * i + 1]
+    return c.tr.pad(x, begin, end, float(value or 0.0))
 
 
 # -- the driver -------------------------------------------------------------------------------
@@ -1087,12 +1269,7 @@ def _import(
         if val.dtype.is_floating_point:
             env[n.name] = T(full, bdim, 1, var=b.input(name, per))
         elif val.dtype in (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8):
-            if len(per) > 1:
-                raise InteropError(
-                    f"{where}: integer input {n.name!r} of per-sample shape {list(per)}: index "
-                    "inputs are scalars or vectors"
-                )
-            env[n.name] = T(full, bdim, 1, index=b.index(name, per[0] if per else None))
+            env[n.name] = _index_input(b, name, full, per, bdim)
         else:
             raise InteropError(f"{where}: input {n.name!r} of dtype {val.dtype}")
         if bdim is not None:
@@ -1112,7 +1289,7 @@ def _import(
             env[n.name] = tr.const(arr)  # e.g. num_batches_tracked: used by nothing we map
             continue
         arr = arr.astype(np_dtype)
-        if spec.kind == InputKind.CONSTANT_TENSOR:
+        if spec.kind == InputKind.CONSTANT_TENSOR or _derived_buffer(spec):
             env[n.name] = tr.const(arr)
         else:
             frozen = spec.kind == InputKind.BUFFER or not value.requires_grad
@@ -1150,6 +1327,7 @@ def _import(
             refusals.refuse(name, node.name, loc, label, one_line(e))
             env[node.name] = Blocked(node.name)
     outs = []
+    reductions: list[str] = []
     for o in outputs:
         t = env.get(getattr(o, "name", None)) if o is not None else None
         if isinstance(t, Blocked):
@@ -1157,7 +1335,10 @@ def _import(
         if not isinstance(t, T):
             raise InteropError(f"{where}: output {o} is not a tensor we computed")
         try:
+            if t.imap is not None:
+                raise Refused("an index tensor (integers) as a model output")
             outs.append(tr.var(t))
+            reductions.append(t.reduced or "")
         except Refused as e:
             refusals.refused("output", str(o), "output", f"output {o}", e)
     if refusals.records:
@@ -1171,6 +1352,7 @@ def _import(
         n_batch,
         {k: v for k, v in names.source.items()},
         tuple(str(getattr(o, "name", o)) for o in outputs),
+        tuple(reductions),
     )
 
 
@@ -1214,12 +1396,22 @@ def _call(ctx: _Ctx, target: Any, name: str, node: Any, env: dict[str, Any]) -> 
     import operator
 
     special = (operator.getitem, operator.mul, operator.add, operator.sub, operator.floordiv)
+    if name in _DROPPED:
+        return None
     mapping = ATEN_IMPORTS.get(name)
-    if mapping is None and target not in special and name != "aten.sym_size":
+    unmapped = mapping is None and target not in special and name != "aten.sym_size"
+
+    def refuse_unmapped() -> Refused:
         why = ATEN_REFUSED.get(name, "no mapping to our ops")
-        raise Refused(f"ATen op {name} is not supported: {why}", _unmapped_hint(target, name))
-    args = [_resolve(a, env) for a in node.args]
-    kw = {k: _resolve(v, env) for k, v in node.kwargs.items()}
+        return Refused(f"ATen op {name} is not supported: {why}", _unmapped_hint(target, name))
+
+    try:
+        args = [_resolve(a, env) for a in node.args]
+        kw = {k: _resolve(v, env) for k, v in node.kwargs.items()}
+    except Blocked:
+        if unmapped:  # an unmapped op is counted as one, whatever its inputs
+            raise refuse_unmapped() from None
+        raise
     if target is operator.getitem:
         seq, i = args
         if not isinstance(seq, tuple | list):
@@ -1232,9 +1424,264 @@ def _call(ctx: _Ctx, target: Any, name: str, node: Any, env: dict[str, Any]) -> 
         return int(_hint(node.meta["val"]))
     if target in (operator.mul, operator.add, operator.sub, operator.floordiv):
         return target(*args)
-    assert mapping is not None
+    tensors = [a for a in _flat_args(args, kw) if isinstance(a, T)]
+    if any(t.reduced for t in tensors):
+        raise Refused(
+            "a loss reduced over the batch is used by another op (only a model output may be "
+            "reduced over the batch)",
+            "reduce it last, or use reduction='none'",
+        )
     ctx.op = name.removeprefix("aten.")
+    if name in _SIZE_ONLY and isinstance(args[0], T) and not args[0].known:
+        args[0] = _placeholder(node.args[0], args[0])  # only its dtype is read
+        tensors = [a for a in _flat_args(args, kw) if isinstance(a, T)]
+    if any(t.imap is not None for t in tensors) and name not in _INDEX_USERS:
+        return _index_op(ctx, target, args, kw)
+    if all(t.known for t in tensors) and _foldable(target, name):
+        return _fold(ctx, target, name, args, kw)
+    if unmapped:
+        raise refuse_unmapped()
+    assert mapping is not None
     return mapping.fn(ctx, args, kw)
+
+
+# -- values known at import time and index tensors ----------------------------------------------
+
+#: Assertions torch.export records; they compute nothing (the graph's types are checked anyway).
+_DROPPED = frozenset(
+    {
+        "aten._assert_tensor_metadata",
+        "aten._assert_scalar",
+        "aten._assert_async",
+        "aten._functional_assert_async",
+        "aten._functional_assert_scalar",
+        "aten.sym_constrain_range",
+        "aten.sym_constrain_range_for_size",
+    }
+)
+
+#: Ops that take an index tensor as what it is (indices, targets, a mask): their converters
+#: read its layout. Every other op with an index tensor argument goes through ``_index_op``.
+_INDEX_USERS = frozenset(
+    {
+        "aten.embedding",
+        "aten.gather",
+        "aten.nll_loss",
+        "aten.nll_loss_forward",
+        "aten.cross_entropy_loss",
+        "aten.scaled_dot_product_attention",
+    }
+)
+
+#: Shape operations on an index tensor: PyTorch applies them to its positions and constants.
+_INDEX_SHAPE_OPS = frozenset(
+    {
+        "view",
+        "reshape",
+        "_unsafe_view",
+        "unsqueeze",
+        "squeeze",
+        "expand",
+        "broadcast_to",
+        "slice",
+        "select",
+        "permute",
+        "transpose",
+        "t",
+        "contiguous",
+        "clone",
+        "alias",
+        "lift_fresh_copy",
+        "flatten",
+        "unflatten",
+        "index",
+        "repeat",
+        "split",
+        "split_with_sizes",
+        "chunk",
+        "unbind",
+        "narrow",
+    }
+)
+
+
+#: Ops that read only the dtype of their tensor argument (and sizes given as arguments).
+_SIZE_ONLY = frozenset({"aten.new_ones", "aten.new_zeros", "aten.new_full"})
+
+
+def _placeholder(fx_arg: Any, t: T) -> T:
+    """A known stand-in for a runtime tensor whose values an op does not read: zeros of its
+    dtype (a scalar: the op reads the dtype, and the sizes it is given)."""
+    import torch
+
+    val = getattr(fx_arg, "meta", {}).get("val")
+    dtype = val.dtype if isinstance(val, torch.Tensor) else torch.float32
+    return T((), value=torch.zeros((), dtype=dtype).numpy())
+
+
+def _flat_args(args: Sequence[Any], kw: dict[str, Any]) -> list[Any]:
+    out: list[Any] = []
+    todo: list[Any] = [*args, *kw.values()]
+    while todo:
+        a = todo.pop()
+        if isinstance(a, list | tuple):
+            todo.extend(a)
+        else:
+            out.append(a)
+    return out
+
+
+def _foldable(target: Any, name: str) -> bool:
+    """A deterministic op without side effects: evaluating it at import time is exact."""
+    import torch
+
+    tags = getattr(target, "tags", ())
+    op = name.removeprefix("aten.")
+    return (
+        name.startswith("aten.")
+        and torch.Tag.nondeterministic_seeded not in tags
+        and not (op.endswith("_") and not op.endswith("__"))  # in place (not __and__)
+        and not op.startswith(("empty", "new_empty"))
+        and name not in _DROPPED
+    )
+
+
+def _to_torch(a: Any) -> Any:
+    import torch
+
+    if isinstance(a, T):
+        assert a.value is not None
+        return torch.from_numpy(np.array(a.value, copy=True))
+    if isinstance(a, list | tuple):
+        return type(a)(_to_torch(x) for x in a)
+    return a
+
+
+def _from_torch(c: _Ctx, out: Any) -> Any:
+    import torch
+
+    if isinstance(out, torch.Tensor):
+        return c.tr.const(out.detach().cpu().numpy())
+    if isinstance(out, list | tuple):
+        return tuple(_from_torch(c, o) for o in out)
+    return out
+
+
+def _fold(c: _Ctx, target: Any, name: str, args: list[Any], kw: dict[str, Any]) -> Any:
+    """The op evaluated by PyTorch on values known at import time (shapes, ``arange``, position
+    ids, masks, rotary tables): the result is a constant of the graph."""
+    import torch
+
+    try:
+        with torch.no_grad():
+            out = target(*_to_torch(args), **{k: _to_torch(v) for k, v in kw.items()})
+    except Exception as e:
+        raise Refused(f"evaluating {name} on values known at import time failed: {e}") from None
+    return _from_torch(c, out)
+
+
+def _torch_dtype(args: Sequence[Any], kw: dict[str, Any]) -> Any:
+    """The dtype a conversion (``to``, ``_to_copy``) asks for, or None."""
+    import torch
+
+    if isinstance(kw.get("dtype"), torch.dtype):
+        return kw["dtype"]
+    for a in args[1:]:
+        if isinstance(a, torch.dtype):
+            return a
+    return None
+
+
+def _index_t(imap: IndexMap) -> T:
+    """The tensor an index map describes (a constant when it reads no input)."""
+    if imap.constant:
+        return T(imap.shape, value=np.array(imap.fill))
+    return T(imap.shape, index=imap.var, imap=imap)
+
+
+def _index_op(c: _Ctx, target: Any, args: list[Any], kw: dict[str, Any]) -> Any:
+    """An op on an index tensor (integers or booleans computed from an index input): shape
+    operations, conversions, comparisons with a number, a logical and with a known mask, a
+    constant pad. The positions and constants go through the op (PyTorch evaluates it)."""
+    import torch
+
+    op = c.op
+    x = args[0]
+    if not isinstance(x, T) or x.imap is None:
+        other = next(a for a in _flat_args(args, kw) if isinstance(a, T) and a.imap is not None)
+        if op in ("__and__", "bitwise_and", "logical_and", "mul") and isinstance(x, T) and x.known:
+            return _index_t(other.imap.masked(np.asarray(x.value)))
+        raise Refused(f"an index tensor (integers of an input) as argument of aten.{op}")
+    imap: IndexMap = x.imap
+    if op in ("to", "_to_copy", "type"):
+        dt = _torch_dtype(args, kw)
+        if dt is None or (not dt.is_floating_point and dt != torch.bool):
+            return x
+        if dt == torch.bool:
+            return _index_t(imap.compared("ne", 0))
+        return as_float(c.tr, imap, imap.shape)
+    if op in ("eq", "ne") and _num(args[1]) is not None and not isinstance(args[1], T):
+        return _index_t(imap.compared(op, args[1]))
+    if op in ("__and__", "bitwise_and", "logical_and", "mul"):
+        y = args[1]
+        if isinstance(y, T) and y.known:
+            return _index_t(imap.masked(np.asarray(y.value)))
+        raise Refused(f"aten.{op} of an index tensor with a runtime value")
+    if op in ("pad", "constant_pad_nd"):
+        pad = [int(p) for p in args[1]]
+        mode = _arg(args, kw, 2, "mode", "constant") if op == "pad" else "constant"
+        value = _arg(args, kw, 3 if op == "pad" else 2, "value", 0)
+        if mode != "constant" or any(p < 0 for p in pad):
+            raise Refused(f"padding an index tensor in mode {mode!r} or with negative sizes")
+        fn = torch.nn.functional.pad
+        pos = fn(torch.from_numpy(imap.pos), pad, value=-1)
+        fill = fn(torch.from_numpy(np.asarray(imap.fill)), pad, value=value or 0)
+        return _index_t(imap.moved(pos.numpy(), fill.numpy()))
+    if op in _INDEX_SHAPE_OPS:
+        rest = _to_torch(args[1:])
+        kwt = {k: _to_torch(v) for k, v in kw.items()}
+        try:
+            pos = target(torch.from_numpy(imap.pos), *rest, **kwt)
+            fill = target(torch.from_numpy(np.array(imap.fill)), *rest, **kwt)
+        except Exception as e:
+            raise Refused(f"aten.{op} of an index tensor failed: {e}") from None
+        if isinstance(pos, list | tuple):
+            return tuple(
+                _index_t(imap.moved(p.numpy(), f.numpy())) for p, f in zip(pos, fill, strict=True)
+            )
+        return _index_t(imap.moved(pos.numpy(), fill.numpy()))
+    raise Refused(
+        f"an index tensor (integers of an input) as argument of aten.{op}: our graphs compute "
+        "no integers at run time",
+        "only shape operations, comparisons with a number and known masks apply to integer inputs",
+    )
+
+
+def _index_input(b: GraphBuilder, name: str, full: tuple[int, ...], per: Any, bdim: Any) -> T:
+    """An integer input: a runtime index input (one sample's integers, a vector when they are
+    more than one number: row-major for a per-sample matrix)."""
+    per = tuple(per)
+    var = b.index(name, math.prod(per) if per else None)
+    return T(full, bdim, 1, index=var, imap=IndexMap.of_input(var, full, bdim))
+
+
+def _derived_buffer(spec: Any) -> bool:
+    """A buffer outside the state dict (``persistent=False``: rotary frequencies, position ids),
+    which the model computes from its configuration: a constant, not a parameter."""
+    from torch.export.graph_signature import InputKind
+
+    return spec.kind == InputKind.BUFFER and spec.persistent is False
+
+
+def _index_arg(c: _Ctx, t: Any, what: str) -> tuple[Any, Any]:
+    """The index input one sample of ``t`` is, in order, and its layout (bdim, inner)."""
+    if not isinstance(t, T) or t.imap is None:
+        raise Refused(f"{what} must be an integer input of the program")
+    lay = t.imap.layout(c.tr.n)
+    var = index_var(lay, t.imap.var)
+    if var is None:
+        raise Refused(f"{what}: one sample does not hold its integer input in order")
+    return var, lay
 
 
 __all__ = ["ATEN_IMPORTS", "ATEN_REFUSED", "from_torch", "torch_report"]

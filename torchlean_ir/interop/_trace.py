@@ -68,6 +68,12 @@ class T:
     clamp: int | None = None
     inrange: int | None = None
     gathered: tuple[IndexVar, int] | None = None
+    #: index tensors computed from an index input at import time (views, pads, masks): the
+    #: :class:`~torchlean_ir.interop._indexmap.IndexMap` of every element (None: the input)
+    imap: Any = None
+    #: a loss reduced over the batch (``"mean"`` or ``"sum"``): ``var`` holds this sample's
+    #: part, which the compiler's ``batched(grads=reduced)`` reduces
+    reduced: str | None = None
 
     @property
     def batched(self) -> bool:

@@ -1,0 +1,244 @@
+"""Index tensors computed at import time from an index input: views, pads, masks.
+
+A language model's integer inputs go through shape operations before they are used: GPT-2 views
+``input_ids`` as ``(-1, T)``; its loss pads the labels with ``ignore_index`` and shifts them by
+one; BERT turns ``attention_mask`` into booleans and indexes them into a ``(N, 1, L, S)``
+attention mask. Our graphs have no integer arithmetic: an op reads an index input as it is. So
+the importer evaluates these operations on *positions*: an :class:`IndexMap` records, for every
+element of the source tensor, which element of the index input it holds (its flat position in
+the input's full shape, batch included) or, where it holds a constant (a pad), that constant.
+A shape operation is the same operation applied to the positions and to the constants
+(PyTorch evaluates it), so every view, slice, pad, expand or advanced index of an index input
+stays an index tensor. Where the tensor is used (an embedding, a loss's targets, a mask), its
+:meth:`~IndexMap.layout` says what one sample holds: per element of the per-sample tensor, the
+element of the per-sample index input (``jmap``) or a constant, and where the batch sits. The
+layout must be the same for every sample; a tensor that mixes the samples is refused.
+
+A boolean index tensor (``attention_mask.bool()``, ``ids == c``) has a ``test``: ``("ne", c)`` or
+``("eq", c)`` of the natural. Its float value is computed without integer ops, exactly: ``[i ==
+c]`` is ``gather_vec_nat`` of the one-hot vector ``e_c`` (of length ``c + 1``) at ``i``, since an
+index past the vector's end reads 0; ``[i != c]`` is one minus that.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from .._builder import IndexVar, Var
+from ._trace import Refused, T, Tracer
+
+Shape = tuple[int, ...]
+
+
+@dataclass(frozen=True, eq=False)
+class Layout:
+    """What one sample of an index tensor holds: ``jmap`` (the per-sample shape) is, per
+    element, the flat position in the per-sample index input, or -1 where the element is the
+    constant ``fill`` there; ``bdim`` and ``inner`` place the batch as :class:`T` does."""
+
+    jmap: np.ndarray
+    fill: np.ndarray
+    bdim: int | None
+    inner: int
+
+    @property
+    def constants(self) -> np.ndarray:
+        return self.jmap < 0
+
+
+@dataclass(frozen=True, eq=False)
+class IndexMap:
+    """Per element of a source tensor: the index input element it holds (``pos``, its flat
+    position in the input of full shape ``src`` whose batch is axis ``src_bdim``) or, where
+    ``pos`` is -1, the constant ``fill``. ``test`` is ``None`` for the naturals themselves, or
+    ``("eq", c)`` / ``("ne", c)`` for the booleans ``i == c`` / ``i != c``; ``fill`` holds
+    values of the tensor (naturals or booleans)."""
+
+    var: IndexVar
+    src: Shape
+    src_bdim: int | None
+    pos: np.ndarray
+    fill: np.ndarray
+    test: tuple[str, int] | None = None
+
+    @staticmethod
+    def of_input(var: IndexVar, full: Shape, bdim: int | None) -> IndexMap:
+        pos = np.arange(math.prod(full), dtype=np.int64).reshape(full)
+        return IndexMap(var, tuple(full), bdim, pos, np.zeros(full, dtype=np.int64))
+
+    @property
+    def shape(self) -> Shape:
+        return tuple(self.pos.shape)
+
+    @property
+    def constant(self) -> bool:
+        """No element reads the input: the tensor is the constant ``fill``."""
+        return not bool((self.pos >= 0).any())
+
+    def moved(self, pos: np.ndarray, fill: np.ndarray) -> IndexMap:
+        """The same input and test with new positions and constants (a shape operation)."""
+        pos = np.asarray(pos, dtype=np.int64)
+        fill = np.asarray(fill)
+        if pos.shape != fill.shape:
+            raise Refused(f"internal: positions {pos.shape} and constants {fill.shape} differ")
+        return replace(self, pos=pos, fill=fill)
+
+    def compared(self, op: str, c: Any) -> IndexMap:
+        """``self == c`` or ``self != c`` for a number ``c``: a boolean index tensor."""
+        if self.test is not None:
+            if isinstance(c, bool | np.bool_) or c in (0, 1):
+                keep = (op == "eq") == bool(c)  # b == True, b != False: b itself
+                if keep:
+                    return self
+                flipped = ("ne" if self.test[0] == "eq" else "eq", self.test[1])
+                return replace(self, fill=~self.fill.astype(bool), test=flipped)
+            raise Refused(f"comparing a boolean index tensor with {c!r}")
+        if isinstance(c, float) and not c.is_integer():
+            value = op == "ne"  # a natural is never equal to a non-integer
+            return replace(self, pos=np.full_like(self.pos, -1), fill=np.full(self.shape, value))
+        c = int(c)
+        fill = (self.fill == c) if op == "eq" else (self.fill != c)
+        if c < 0:  # a natural is never negative: the test is constant where the input is read
+            value = op == "ne"
+            return replace(self, pos=np.full_like(self.pos, -1), fill=np.where(
+                self.pos >= 0, value, fill))  # fmt: skip
+        return replace(self, fill=fill, test=(op, c))
+
+    def masked(self, known: np.ndarray) -> IndexMap:
+        """``self & known`` for a boolean index tensor and booleans known at import time."""
+        if self.test is None:
+            raise Refused("a logical and of an integer (not boolean) index tensor")
+        shape = np.broadcast_shapes(self.shape, known.shape)
+        k = np.broadcast_to(known.astype(bool), shape)
+        pos = np.where(k, np.broadcast_to(self.pos, shape), -1)
+        fill = np.where(k, np.broadcast_to(self.fill.astype(bool), shape), False)
+        return replace(self, pos=pos, fill=fill)
+
+    # -- what one sample holds --------------------------------------------------------------
+    def layout(self, n: int) -> Layout:
+        """The per-sample layout for a batch of ``n`` (refused when samples differ or mix)."""
+        full = self.shape
+        live = self.pos >= 0
+        safe = np.where(live, self.pos, 0)
+        coords = np.unravel_index(safe, self.src) if self.src else ()
+        if self.src_bdim is None:
+            jmap = np.where(live, self.pos, -1)
+            return Layout(jmap, self.fill, None, 1)
+        sample = coords[self.src_bdim]
+        per_src = tuple(d for i, d in enumerate(self.src) if i != self.src_bdim)
+        rest = [c for i, c in enumerate(coords) if i != self.src_bdim]
+        j = np.ravel_multi_index(rest, per_src) if per_src else np.zeros(full, np.int64)
+        j = np.where(live, j, -1)
+        for axis, inner in self._digits(n, live, sample):
+            out = self._sample_slices(j, axis, inner, n)
+            fills = self._sample_slices(self.fill, axis, inner, n)
+            if all(np.array_equal(o, out[0]) for o in out[1:]) and all(
+                np.array_equal(f, fills[0]) for f in fills[1:]
+            ):
+                return Layout(out[0], fills[0], axis, inner)
+        raise Refused(
+            f"an index tensor of shape {list(full)} whose samples hold different elements of "
+            "their inputs (mixes samples)"
+        )
+
+    def _digits(self, n: int, live: np.ndarray, sample: np.ndarray) -> list[tuple[int, int]]:
+        """The (axis, inner) places of a batch digit that agree with the input's samples."""
+        full = self.shape
+        found = []
+        for axis, d in enumerate(full):
+            for inner in range(1, d // n + 1):
+                if d % (n * inner):
+                    continue
+                idx = np.indices(full)[axis] if full else np.zeros((), np.int64)
+                digit = (idx // inner) % n
+                if np.array_equal(digit[live], sample[live]):
+                    found.append((axis, inner))
+        bdim = self.src_bdim or 0
+        found.sort(key=lambda ai: (full[ai[0]] != n, abs(ai[0] - bdim), ai[0], ai[1]))
+        return found
+
+    @staticmethod
+    def _sample_slices(a: np.ndarray, axis: int, inner: int, n: int) -> list[np.ndarray]:
+        """Per sample, its elements (the per-sample shape: dim ``axis`` divided by ``n``,
+        dropped when only the batch is left in it)."""
+        full = a.shape
+        outer = full[axis] // (n * inner)
+        split = a.reshape(full[:axis] + (outer, n, inner) + full[axis + 1 :])
+        rest = full[axis] // n
+        shape = full[:axis] + (() if rest == 1 else (rest,)) + full[axis + 1 :]
+        return [np.take(split, b, axis=axis + 1).reshape(shape) for b in range(n)]
+
+
+def index_var(lay: Layout, var: IndexVar) -> IndexVar | None:
+    """The index input itself when one sample of the tensor is exactly it, in order."""
+    if lay.constants.any():
+        return None
+    k = math.prod(var.type.shape)
+    if lay.jmap.size != k or not np.array_equal(lay.jmap.reshape(-1), np.arange(k)):
+        return None
+    return var
+
+
+def as_float(tr: Tracer, imap: IndexMap, full: Shape) -> T:
+    """A boolean index tensor as 0.0 / 1.0 floats (a graph value; no gradient reaches an
+    index input): ``[i == c]`` is ``gather_vec_nat(e_c, i)``, ``[i != c]`` one minus it, then
+    arranged into the tensor's per-sample shape with its constants."""
+    if imap.test is None:
+        raise Refused(
+            "an integer input (an index) used as a float value: our graphs convert only "
+            "booleans of an index (mask.bool(), ids == c) to floats",
+            "compare the integers first (attention_mask.bool()), or pass the values as a float "
+            "input",
+        )
+    lay = imap.layout(tr.n)
+    op, c = imap.test
+    onehot = np.zeros(c + 1)
+    onehot[c] = 1.0
+    ivar = imap.var
+    if not ivar.type.shape:
+        raise Refused("a boolean of a scalar index input used as a float value")
+    b = tr.b
+    eq = b.gather_vec_nat(b.const(onehot), ivar)  # [i[j] == c]
+    vals = eq if op == "eq" else b.sub(b.const(np.ones(ivar.type.shape[0])), eq)
+    per = _arranged(tr, vals, lay)
+    return tr.make(per, full, lay.bdim, lay.inner)
+
+
+def _arranged(tr: Tracer, vals: Var, lay: Layout) -> Var:
+    """``out[e] = vals[jmap[e]]`` (``fill[e]`` where jmap is -1) for a per-sample layout,
+    without index ops: the axes along which the layout does not change are broadcast; what is
+    left is ``vals`` itself, or ``vals`` times a 0/1 selection matrix (exact) plus the
+    constants."""
+    b = tr.b
+    jmap, fill = lay.jmap, lay.fill.astype(np.float64)
+    shape = jmap.shape
+    small_j, small_f = jmap, fill
+    for axis in range(len(shape)):
+        first_j = np.take(small_j, [0], axis=axis)
+        first_f = np.take(small_f, [0], axis=axis)
+        if np.array_equal(np.broadcast_to(first_j, small_j.shape), small_j) and np.array_equal(
+            np.broadcast_to(first_f, small_f.shape), small_f
+        ):
+            small_j, small_f = first_j, first_f
+    k = vals.shape[0]
+    flat = small_j.reshape(-1)
+    if np.array_equal(flat, np.arange(k)):
+        v = vals
+    else:
+        sel = np.zeros((k, flat.size))
+        live = flat >= 0
+        sel[flat[live], np.nonzero(live)[0]] = 1.0
+        v = b.reshape(b.matmul(b.reshape(vals, shape=(1, k)), b.const(sel)), shape=(flat.size,))
+        if (~live).any():
+            v = b.add(v, b.const(np.where(live, 0.0, small_f.reshape(-1))))
+    v = tr.reshape(v, small_j.shape)
+    if small_j.shape != shape:
+        v = b.broadcast_to(v, shape=shape)
+    return v
+
+
+__all__ = ["IndexMap", "Layout", "as_float", "index_var"]
