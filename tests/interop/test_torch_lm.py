@@ -72,6 +72,20 @@ def test_integer_computations_known_at_import_time_fold_to_constants() -> None:
     assert _rel(grads["proj.weight"], gw.numpy()) < 1e-4
 
 
+class _Huge(nn.Module):
+    def forward(self, x: Any) -> Any:
+        return x + torch.arange(10**12).sum().float()  # traced with fake tensors: no memory
+
+
+def test_a_fold_too_large_is_refused_before_it_runs() -> None:
+    """Folding evaluates ops at import time; the size of their results is computed on the
+    meta device first, so a program (hostile or not) cannot make the importer allocate it."""
+    ep = torch.export.export(_Huge(), (torch.randn(N, D),))
+    with pytest.raises(interop.InteropError,
+                       match=r"arange.* would compute 1000000000000 elements at import time"):
+        interop.from_torch(ep)
+
+
 class _Embed(nn.Module):
     def __init__(self, how: str) -> None:
         super().__init__()

@@ -1438,6 +1438,7 @@ def _call(ctx: _Ctx, target: Any, name: str, node: Any, env: dict[str, Any]) -> 
     if any(t.imap is not None for t in tensors) and name not in _INDEX_USERS:
         return _index_op(ctx, target, args, kw)
     if all(t.known for t in tensors) and _foldable(target, name):
+        _check_fold_size(name, target, args, kw)
         return _fold(ctx, target, name, args, kw)
     if unmapped:
         raise refuse_unmapped()
@@ -1543,7 +1544,45 @@ def _foldable(target: Any, name: str) -> bool:
         and not (op.endswith("_") and not op.endswith("__"))  # in place (not __and__)
         and not op.startswith(("empty", "new_empty"))
         and name not in _DROPPED
+        and name not in _NEVER_FOLDED
     )
+
+
+#: The most elements an op evaluated at import time may produce (a hostile program's
+#: ``arange(10**12)`` is refused before it runs, not after it has filled the memory).
+FOLD_MAX_ELEMENTS = 1 << 26
+
+#: Ops never evaluated at import time: they read outside the program.
+_NEVER_FOLDED = frozenset({"aten.from_file"})
+
+
+def _check_fold_size(name: str, target: Any, args: list[Any], kw: dict[str, Any]) -> None:
+    """Refuse to evaluate an op whose results would hold more than :data:`FOLD_MAX_ELEMENTS`
+    elements: their shapes are computed first on PyTorch's ``meta`` device, which allocates
+    nothing (what a file records about the shapes is not trusted). An op whose result shape
+    depends on its input values is bounded by those inputs, which are already known."""
+    import torch
+
+    def meta(a: Any) -> Any:
+        if isinstance(a, T):
+            return torch.empty(np.shape(a.value), dtype=_to_torch(a).dtype, device="meta")
+        if isinstance(a, list | tuple):
+            return type(a)(meta(x) for x in a)
+        return a
+
+    margs, mkw = meta(args), {k: meta(v) for k, v in kw.items()}
+    schema = getattr(target, "_schema", None)
+    if schema is not None and any(arg.name == "device" for arg in schema.arguments):
+        mkw["device"] = torch.device("meta")
+    try:
+        out = target(*margs, **mkw)
+    except Exception:  # a value-dependent shape (bounded by the known inputs), or an error
+        return  # that the evaluation itself reports
+    outs = out if isinstance(out, list | tuple) else [out]
+    total = sum(int(o.numel()) for o in outs if isinstance(o, torch.Tensor))
+    if total > FOLD_MAX_ELEMENTS:
+        raise Refused(f"{name} would compute {total} elements at import time (at most "
+                      f"{FOLD_MAX_ELEMENTS})")  # fmt: skip
 
 
 def _to_torch(a: Any) -> Any:
