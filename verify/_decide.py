@@ -247,7 +247,8 @@ def evaluate_at(
                 return True, _show(gv), _show(xv), (
                     f"interval arithmetic at {DEEP_PREC_BITS} bits: {text}")
         return False, _show(gv), _show(xv), f"|difference| = {mag:.2e} at {PREC_BITS} bits"
-    proved, text = nonzero(d)
+    # the expanded difference itself, or, when that is large, each side on its own
+    proved, text = nonzero(d) if tree_size(d, {}) <= DEEP_MAX_NODES else nonzero(g, minus=x)
     if proved:
         return True, _show(gv), _show(xv), f"interval arithmetic at {PREC_BITS} bits: {text}"
     return True, _show(gv), _show(xv), f"|difference| = {mag:.3g} at {PREC_BITS} bits"
@@ -403,14 +404,19 @@ def decide_equal(
     seed: int = 0,
     use_sympy: bool = True,
     sample: bool = True,
+    probe_only: bool = False,
 ) -> Decision:
     """Decide ``got == expected`` as functions of their free symbols (see the module doc).
     Without ``sample``, what the exact steps leave open is ``not verified`` at once (no random
-    points: for a caller that keeps exact results only)."""
+    points: for a caller that keeps exact results only). With ``probe_only``, only the quick
+    numeric probe runs (the same points as the full procedure's): a mismatch, or ``not
+    verified`` (for a search over many elements that must not pay for proofs)."""
     domains = domains or {}
     got, expected = se.sympify(got), se.sympify(expected)
     if got == expected:
         return Decision(True, "exact", "identical")
+    if probe_only:
+        return _probe(got, expected, domains, random.Random(seed))
     nan = _nan_against_number(got, expected)
     if nan is not None:
         return nan
@@ -446,11 +452,9 @@ def decide_equal(
                 ev,
             )
     # Quick numeric probe: random points, mismatches found early.
-    for _ in range(2):
-        point = _random_point(free, domains, rng)
-        differ, g, x, ev = evaluate_at(got, expected, point)
-        if differ:
-            return Decision(False, _mismatch_method(ev), "random point", point, g, x, ev)
+    d = _probe(got, expected, domains, rng)
+    if d.equal is False:
+        return d
     if diff.atoms(se.Piecewise, se.Max, se.Min):
         d = _cases_decide(got, expected, diff, free, seed)
         if d is not None:
@@ -462,6 +466,19 @@ def decide_equal(
     if not sample:
         return Decision(None, "not verified", "not proved by the exact steps")
     return _sample(got, expected, diff, free, domains, rng)
+
+
+def _probe(
+    got: se.Basic, expected: se.Basic, domains: Mapping[str, Domain], rng: random.Random
+) -> Decision:
+    """Two random exact points: a mismatch found there, else ``not verified``."""
+    free = sorted(s.name for s in (got.free_symbols | expected.free_symbols))
+    for _ in range(2):
+        point = _random_point(free, domains, rng)
+        differ, g, x, ev = evaluate_at(got, expected, point)
+        if differ:
+            return Decision(False, _mismatch_method(ev), "random point", point, g, x, ev)
+    return Decision(None, "not verified", "no mismatch at two random points")
 
 
 def _leaf_zero(e: se.Basic) -> bool:
@@ -657,7 +674,8 @@ _MEMO: dict[tuple, Decision] = {}
 _MEMO_MAX = 20000
 
 
-def decide_memo(got: Any, expected: Any, domains: dict[str, str], seed: int) -> Decision:
+def decide_memo(got: Any, expected: Any, domains: dict[str, str], seed: int,
+                probe_only: bool = False) -> Decision:  # fmt: skip
     """:func:`decide_equal`, memoised up to a renaming of symbols: per base name (``x`` of
     ``x[i,j]``), symbols are renumbered by the rank of their index, so the elements of an
     elementwise op, or the windows of a pooling op, are decided once per shape of expression;
@@ -686,11 +704,12 @@ def decide_memo(got: Any, expected: Any, domains: dict[str, str], seed: int) -> 
             back[new] = sym.name
             cdom[new] = domains.get(sym.name, "real")
     cg, cx = got.subs(repl), expected.subs(repl)
-    key = (cg, cx, tuple(sorted(cdom.items())), seed)
+    key = (cg, cx, tuple(sorted(cdom.items())), seed, probe_only)
     d = _MEMO.get(key)
     if d is None:
         tick()  # past a deadline (verify_graph(timeout=...)) no decision starts ...
-        d = decide_equal(cg, cx, domains=cdom, seed=seed)  # type: ignore[arg-type]
+        d = decide_equal(cg, cx, domains=cdom, seed=seed,  # type: ignore[arg-type]
+                         probe_only=probe_only)
         tick()  # ... and one it cut short (maybe weaker than it should be) is dropped
         if len(_MEMO) < _MEMO_MAX:
             _MEMO[key] = d

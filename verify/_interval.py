@@ -135,13 +135,14 @@ def enclose(e: se.Basic) -> Any:
     raise NoEnclosure(name)
 
 
-def nonzero(e: se.Basic, prec: int = 256) -> tuple[bool, str]:
-    """Whether ``e`` is provably nonzero, and the enclosure that shows it, in interval
+def nonzero(e: se.Basic, prec: int = 256, minus: se.Basic | None = None) -> tuple[bool, str]:
+    """Whether ``e`` (``e - minus`` when given: each side enclosed on its own, for a difference
+    too large to write out) is provably nonzero, and the enclosure that shows it, in interval
     arithmetic at ``prec`` bits."""
     saved = IV.prec
     IV.prec = prec
     try:
-        iv = enclose(e)
+        iv = enclose(e) if minus is None else enclose(e) - enclose(minus)
     except (NoEnclosure, ZeroDivisionError, ValueError, TypeError):
         return False, ""
     finally:

@@ -1604,6 +1604,7 @@ def _search(
     if vectors:
         points = _tnatvec.elements(points)
     big = False
+    pairs = []  # (values, index vectors, got, expected) written out at concrete elements
     for values in points:
         if not big and expanded_size(got, values) + expanded_size(expected, values) > EXPAND_MAX:
             big = True  # too large to write out: certified numbers below
@@ -1619,7 +1620,13 @@ def _search(
                 raise  # the budget is spent: not a point without a value
             except T.TermError:
                 continue
-            d = decide_memo(ge, xe, dict(domains_for_elements(ge, xe, domains)), seed)
+            pairs.append((values, nat, ge, xe))
+    # every element probed at random points first (cheap), then decided in full (a proof
+    # attempt on one large true element must not keep a false one from being looked at)
+    for probe_only in (True, False):
+        for values, nat, ge, xe in pairs:
+            d = decide_memo(ge, xe, dict(domains_for_elements(ge, xe, domains)), seed,
+                            probe_only=probe_only)  # fmt: skip
             if d.equal is False:
                 element = tuple(
                     int(values[v]) if isinstance(v, se.Symbol) else int(v) for v in free_all

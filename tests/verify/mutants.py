@@ -534,6 +534,23 @@ BELOW_FLOATS = Mutant("tanh vjp at x + 1e-300", "rule", _unary("tanh", (4,)),
                       note="a difference of about 1e-300")  # fmt: skip
 
 
+_SOFTMAX_VJP = tl.get_op("softmax").vjp_rule
+
+
+def _softmax_vjp_last_row(B: Any, args: tuple, out: Any, ct: Any) -> tuple:
+    (g,) = _SOFTMAX_VJP(B, args, out, ct)  # type: ignore[misc]
+    n = out.shape[0]
+    last = B.asarray((np.arange(n) == n - 1).reshape(n, 1))
+    return (B.where(last, out * ct, g),)  # the last row without the centering term
+
+
+#: A 128x128 softmax whose VJP is wrong in its last row only.
+SOFTMAX_LAST_ROW = Mutant("softmax vjp wrong in its last row (128x128)", "rule",
+                          _unary("softmax", (128, 128)),
+                          _rule("softmax", "vjp_rule", _softmax_vjp_last_row),
+                          note="row 127 of 128")  # fmt: skip
+
+
 # tape bugs: the per-node rules are right, the wiring between them is not
 
 

@@ -21,6 +21,7 @@ from .mutants import (
     BELOW_FLOATS,
     LARGE_MUTANTS,
     MUTANTS,
+    SOFTMAX_LAST_ROW,
     LargeMutant,
     Mutant,
     applied,
@@ -136,6 +137,20 @@ def test_an_error_below_every_float_is_refuted_exactly(method: str) -> None:
     evidence = report.counterexamples[0].evidence
     assert "interval arithmetic at 4096 bits" in evidence, evidence
     assert re.search(r"difference in \[-?[0-9.]+e-30[0-9],", evidence), evidence
+
+
+def test_a_large_softmax_wrong_in_its_last_row_is_refuted_within_a_minute() -> None:
+    """Each candidate element is probed at random points before any is decided in full (a proof
+    attempt on a true element of a 128-wide row once ran past 10 minutes), and a large
+    difference is enclosed side by side, not expanded. ``timeout`` bounds the run: past it the
+    verdict would be undecided."""
+    with applied(SOFTMAX_LAST_ROW):
+        report = verify.verify_graph(SOFTMAX_LAST_ROW.graph(), timeout=60)
+    assert (report.verdict, report.exit_code) == ("mismatch", 1), str(report)
+    ((_, check),) = report.failures()
+    assert (check.name, check.method) == ("vjp = adjoint", "exact"), check
+    assert re.fullmatch(r"grad x\[127,\d+\]", report.counterexamples[0].element)
+    assert verify.verify_graph(SOFTMAX_LAST_ROW.graph()).verdict == "verified"
 
 
 CLI_MUTANTS = [
