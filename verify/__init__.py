@@ -22,7 +22,8 @@ Every result names its method: ``exact``, ``probabilistic`` or ``not verified``;
 
 from ._decide import Decision, decide_equal
 from ._html import render_html
-from ._jaxpr import Interpreter, Unsupported, supported_primitives
+from ._jaxpr import Interpreter, supported_primitives
+from ._primitives import Unsupported
 from ._report import (
     EXIT_CODES,
     SCHEMA_VERSION,

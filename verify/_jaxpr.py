@@ -24,6 +24,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -34,14 +35,14 @@ from torchlean_ir.backends import SYM, SymArray, exact
 from . import _f32
 from ._abstract import LemmaError, current, explicit, softmax_rows
 from ._decide import decide_equal
+from ._primitives import PRIMITIVES, JaxprInterpreter, Unsupported, supported
+from ._primitives import rule as primitive_rule
 from ._sig import named_symbols
 
 #: ``while`` loops with a concrete condition are unrolled up to this many iterations.
 MAX_WHILE = 100_000
 
 
-class Unsupported(Exception):
-    """A primitive (or a use of one) the symbolic interpreter cannot follow."""
 
 
 @dataclass(frozen=True)
@@ -163,57 +164,16 @@ def _bool_value(x: Any) -> bool | None:
 
 # -- the interpreter -------------------------------------------------------------------------
 
-CallHook = Callable[[Any, list[np.ndarray]], list[np.ndarray] | None]
 
+class Interpreter(JaxprInterpreter):
+    """Evaluates jaxprs over symbolic values, every element its own expression
+    (:mod:`verify._primitives`: the walk, the call hook and the table shared with the tensor
+    level). Inside the softmax abstraction a compiled ``tl_softmax`` call is read as softmax
+    rows (:func:`softmax_call`)."""
 
-class Interpreter:
-    """Evaluates jaxprs over symbolic values; records the primitives it met.
+    domain = "element"
 
-    ``call_hook(eqn, invals)`` is consulted for every ``jit`` equation first: it may return the
-    outputs (the verifier uses this to check nested calls one by one) or ``None`` to interpret
-    the nested jaxpr."""
-
-    def __init__(self, call_hook: CallHook | None = None) -> None:
-        self.call_hook = call_hook
-        self.primitives: set[str] = set()
-
-    def run(self, closed: Any, *args: Any) -> list[np.ndarray]:
-        """Interpret a ``ClosedJaxpr`` on the arguments (NumPy / object arrays)."""
-        jaxpr = closed.jaxpr if hasattr(closed, "jaxpr") else closed
-        consts = list(closed.consts) if hasattr(closed, "consts") else []
-        return self.eval_jaxpr(jaxpr, consts, list(args))
-
-    def eval_jaxpr(self, jaxpr: Any, consts: Sequence[Any], args: Sequence[Any]) -> list[Any]:
-        env: dict[Any, np.ndarray] = {}
-
-        def read(v: Any) -> np.ndarray:
-            if hasattr(v, "val") and not hasattr(v, "count") and type(v).__name__ == "Literal":
-                return _literal(v.val, v.aval)
-            return env[v]
-
-        def write(v: Any, val: np.ndarray) -> None:
-            if type(v).__name__ == "DropVar":
-                return
-            env[v] = val
-
-        if len(args) != len(jaxpr.invars):
-            raise Unsupported(f"expected {len(jaxpr.invars)} arguments, got {len(args)}")
-        for v, c in zip(jaxpr.constvars, consts, strict=True):
-            write(v, self._input(c, v.aval))
-        for v, a in zip(jaxpr.invars, args, strict=True):
-            write(v, self._input(a, v.aval))
-        for eqn in jaxpr.eqns:
-            invals = [read(v) for v in eqn.invars]
-            outs = self.eqn(eqn, invals)
-            for v, o in zip(eqn.outvars, outs, strict=True):
-                if hasattr(v, "aval") and tuple(np.shape(o)) != tuple(v.aval.shape):
-                    raise Unsupported(
-                        f"{eqn.primitive.name}: interpreted shape {np.shape(o)} != {v.aval.shape}"
-                    )
-                write(v, o)
-        return [read(v) for v in jaxpr.outvars]
-
-    def _input(self, a: Any, aval: Any) -> np.ndarray:
+    def input(self, a: Any, aval: Any) -> np.ndarray:
         if isinstance(a, SymArray):
             return a.a
         k = _kind(aval)
@@ -222,37 +182,22 @@ class Interpreter:
             return to_float_array(arr)
         return arr
 
-    def eqn(self, eqn: Any, invals: list[np.ndarray]) -> list[np.ndarray]:
-        name = eqn.primitive.name
-        self.primitives.add(name)
-        if name in ("jit", "pjit"):
-            out = softmax_call(eqn, invals)  # only inside the softmax abstraction
-            if out is None and self.call_hook is not None:
-                out = self.call_hook(eqn, invals)
-            if out is not None:
-                return out
-        rule = _RULES.get(name)
-        if rule is None:
-            raise Unsupported(f"primitive {name!r}")
-        outs = rule(self, eqn, invals, **eqn.params)
-        return outs if isinstance(outs, list) else [outs]
+    def literal(self, v: Any, aval: Any) -> np.ndarray:
+        return _literal(v, aval)
+
+    def shape(self, value: Any) -> tuple[Any, ...]:
+        return np.shape(value)
+
+    def intercept(self, eqn: Any, invals: list[Any]) -> list[Any] | None:
+        return softmax_call(eqn, invals)  # only inside the softmax abstraction
 
 
-_RULES: dict[str, Callable[..., Any]] = {}
-
-
-def rule(*names: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    def deco(fn: Callable[..., Any]) -> Callable[..., Any]:
-        for n in names:
-            _RULES[n] = fn
-        return fn
-
-    return deco
+rule = partial(primitive_rule, domain="element")
 
 
 def supported_primitives() -> list[str]:
-    """The names of the JAX primitives the interpreter follows."""
-    return sorted(_RULES)
+    """The names of the JAX primitives the element-level interpreter follows."""
+    return supported("element")
 
 
 def _out_kind(eqn: Any, i: int = 0) -> str:
@@ -263,18 +208,7 @@ def _out_dtype(eqn: Any, i: int = 0) -> np.dtype:
     return np.dtype(eqn.outvars[i].aval.dtype)
 
 
-# -- calls -----------------------------------------------------------------------------------
-
-
-@rule("jit", "pjit", "closed_call", "core_call", "custom_jvp_call", "custom_vjp_call",
-      "custom_vjp_call_jaxpr", "remat", "checkpoint", "custom_lin")  # fmt: skip
-def _call(it: Interpreter, eqn: Any, invals: list, **p: Any) -> list:
-    sub = p.get("jaxpr") or p.get("call_jaxpr") or p.get("fun_jaxpr")
-    if sub is None:
-        raise Unsupported(f"{eqn.primitive.name} without a jaxpr")
-    if hasattr(sub, "consts"):
-        return it.eval_jaxpr(sub.jaxpr, sub.consts, invals[-len(sub.jaxpr.invars) :])
-    return it.eval_jaxpr(sub, [], invals[-len(sub.invars) :])
+# -- control flow ------------------------------------------------------------------------
 
 
 @rule("cond")
@@ -355,20 +289,20 @@ def _float_unary(fn: Callable[[SymArray], SymArray]) -> Callable[..., Any]:
     return impl
 
 
-_RULES["exp"] = _float_unary(SYM.exp)
-_RULES["log"] = _float_unary(SYM.log)
-_RULES["log1p"] = _float_unary(SYM.log1p)
-_RULES["expm1"] = _float_unary(SYM.expm1)
-_RULES["tanh"] = _float_unary(SYM.tanh)
-_RULES["sqrt"] = _float_unary(SYM.sqrt)
-_RULES["rsqrt"] = _float_unary(lambda x: 1 / SYM.sqrt(x))
-_RULES["cbrt"] = _float_unary(lambda x: x ** se.Rational(1, 3))
-_RULES["logistic"] = _float_unary(lambda x: 1 / (1 + SYM.exp(-x)))
-_RULES["exp2"] = _float_unary(lambda x: 2**x)
-_RULES["sin"] = _float_unary(lambda x: SymArray(_ew(se.sin, x.a)))
-_RULES["cos"] = _float_unary(lambda x: SymArray(_ew(se.cos, x.a)))
-_RULES["erf"] = _float_unary(lambda x: SymArray(_ew(se.erf, x.a)))
-_RULES["square"] = _float_unary(lambda x: x * x)
+rule("exp")(_float_unary(SYM.exp))
+rule("log")(_float_unary(SYM.log))
+rule("log1p")(_float_unary(SYM.log1p))
+rule("expm1")(_float_unary(SYM.expm1))
+rule("tanh")(_float_unary(SYM.tanh))
+rule("sqrt")(_float_unary(SYM.sqrt))
+rule("rsqrt")(_float_unary(lambda x: 1 / SYM.sqrt(x)))
+rule("cbrt")(_float_unary(lambda x: x ** se.Rational(1, 3)))
+rule("logistic")(_float_unary(lambda x: 1 / (1 + SYM.exp(-x))))
+rule("exp2")(_float_unary(lambda x: 2**x))
+rule("sin")(_float_unary(lambda x: SymArray(_ew(se.sin, x.a))))
+rule("cos")(_float_unary(lambda x: SymArray(_ew(se.cos, x.a))))
+rule("erf")(_float_unary(lambda x: SymArray(_ew(se.erf, x.a))))
+rule("square")(_float_unary(lambda x: x * x))
 
 
 def _rounding(kind: str) -> Callable[..., Any]:
@@ -396,9 +330,9 @@ def _rounding(kind: str) -> Callable[..., Any]:
     return impl
 
 
-_RULES["floor"] = _rounding("floor")
-_RULES["ceil"] = _rounding("ceil")
-_RULES["round"] = _rounding("round")
+rule("floor")(_rounding("floor"))
+rule("ceil")(_rounding("ceil"))
+rule("round")(_rounding("round"))
 
 
 _INFINITE = (se.oo, -se.oo, se.zoo, se.nan)
@@ -412,11 +346,6 @@ def _is_finite(it: Interpreter, eqn: Any, invals: list, **_: Any) -> np.ndarray:
     if _concrete(a):
         return np.isfinite(a)
     return _ew(lambda x: se.false if any(x == v for v in _INFINITE) else se.true, a)
-
-
-@rule("stop_gradient", "copy", "copy_p", "reduce_precision", "optimization_barrier")
-def _identity(it: Interpreter, eqn: Any, invals: list, **_: Any) -> Any:
-    return list(invals) if len(invals) > 1 else invals[0]
 
 
 def _binary_int(np_fn: Callable, choice_fn: Callable | None = None) -> Callable:
@@ -943,10 +872,10 @@ def _scatter(combine: Callable[[Any, Any], Any] | None) -> Callable[..., Any]:
     return impl
 
 
-_RULES["scatter-add"] = _scatter(lambda a, b: a + b)
-_RULES["scatter_add"] = _RULES["scatter-add"]
-_RULES["scatter-mul"] = _scatter(lambda a, b: a * b)
-_RULES["scatter"] = _scatter(None)
+rule("scatter-add")(_scatter(lambda a, b: a + b))
+rule("scatter_add")(PRIMITIVES["scatter-add"].element)
+rule("scatter-mul")(_scatter(lambda a, b: a * b))
+rule("scatter")(_scatter(None))
 
 
 # -- reductions and contractions -------------------------------------------------------------
@@ -1058,10 +987,10 @@ def _cumulative(fn: Callable[[Any, Any], Any]) -> Callable[..., Any]:
     return impl
 
 
-_RULES["cumsum"] = _cumulative(lambda x, y: x + y)
-_RULES["cumprod"] = _cumulative(lambda x, y: x * y)
-_RULES["cummax"] = _cumulative(lambda x, y: se.Max(x, y))
-_RULES["cummin"] = _cumulative(lambda x, y: se.Min(x, y))
+rule("cumsum")(_cumulative(lambda x, y: x + y))
+rule("cumprod")(_cumulative(lambda x, y: x * y))
+rule("cummax")(_cumulative(lambda x, y: se.Max(x, y)))
+rule("cummin")(_cumulative(lambda x, y: se.Min(x, y)))
 
 
 def _contract(lhs: np.ndarray, rhs: np.ndarray) -> np.ndarray:
@@ -1187,9 +1116,9 @@ def _reduce_window(kind: str) -> Callable[..., Any]:
     return impl
 
 
-_RULES["reduce_window_sum"] = _reduce_window("sum")
-_RULES["reduce_window_max"] = _reduce_window("max")
-_RULES["reduce_window_min"] = _reduce_window("min")
+rule("reduce_window_sum")(_reduce_window("sum"))
+rule("reduce_window_max")(_reduce_window("max"))
+rule("reduce_window_min")(_reduce_window("min"))
 
 
 # -- compiled softmax calls (inside the softmax abstraction) -------------------------------------

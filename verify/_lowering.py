@@ -22,7 +22,8 @@ import torchlean_ir as tl
 from torchlean_ir.backends import SYM, SymArray
 
 from . import _abstract, _f32
-from ._jaxpr import Interpreter, Unsupported
+from ._jaxpr import Interpreter
+from ._primitives import Unsupported
 from ._report import Check
 from ._rules import MAX_ELEMENTS, Collector, _seed, as_sym, choose_elements, compare_arrays
 from ._sig import Signature, index_plan, named_symbols, rule_params

@@ -36,8 +36,9 @@ from torchlean_ir.backends import NUMPY
 
 from . import _abstract
 from ._f32 import constants
-from ._jaxpr import Interpreter, Unsupported
+from ._jaxpr import Interpreter
 from ._lowering import Lowered, compare_lowered
+from ._primitives import Unsupported
 from ._report import Check, Counterexample
 from ._rules import MAX_ELEMENTS, Collector, _seed, choose_elements, compare_arrays
 from ._sig import Signature, index_plan, named_symbols, rule_params

@@ -36,7 +36,7 @@ import torchlean_ir as tl
 from . import _f32
 from . import terms as T
 from ._dims import SizeDependent
-from ._jaxpr import Unsupported
+from ._primitives import Unsupported
 from ._report import Check, Counterexample
 from ._rules import conventional, fmt_value
 from ._sig import Signature

@@ -17,7 +17,8 @@ undecided at tensor level (never passed).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -26,7 +27,9 @@ import symengine as se
 from . import _f32, _tsoftmax
 from . import _tensor as TT
 from . import terms as T
-from ._jaxpr import LemmaError, Unsupported, call_key, check_softmax_call
+from ._jaxpr import LemmaError, call_key, check_softmax_call
+from ._primitives import JaxprInterpreter, Unsupported, supported
+from ._primitives import rule as primitive_rule
 from ._tbackend import TENSOR
 from ._tdecide import decide_tensor
 from ._tensor import TArray, leaf
@@ -95,73 +98,46 @@ def _literal(v: Any, aval: Any) -> TArray:
 
 # -- the interpreter -------------------------------------------------------------------------
 
-CallHook = Callable[[Any, list[TArray]], list[TArray] | None]
 
+class TInterpreter(JaxprInterpreter):
+    """Evaluates jaxprs over tensor terms (:mod:`verify._primitives`: the walk, the call hook
+    and the table shared with the element level). A compiled ``tl_softmax`` call proved equal
+    to the softmax is read as the atom of its input (:func:`softmax_call`)."""
 
-class TInterpreter:
-    """Evaluates jaxprs over tensor terms; records the primitives it met. ``call_hook(eqn,
-    invals)`` is consulted for every ``jit`` equation first (``None``: interpret it)."""
+    domain = "tensor"
 
-    def __init__(self, call_hook: CallHook | None = None) -> None:
-        self.call_hook = call_hook
-        self.primitives: set[str] = set()
-
-    def run(self, closed: Any, *args: Any) -> list[TArray]:
-        jaxpr = closed.jaxpr if hasattr(closed, "jaxpr") else closed
-        consts = list(closed.consts) if hasattr(closed, "consts") else []
-        return self.eval_jaxpr(jaxpr, consts, list(args))
-
-    def eval_jaxpr(self, jaxpr: Any, consts: Sequence[Any], args: Sequence[Any]) -> list[TArray]:
-        env: dict[Any, TArray] = {}
-
-        def read(v: Any) -> TArray:
-            if type(v).__name__ == "Literal":
-                return _literal(v.val, v.aval)
-            return env[v]
-
-        if len(args) != len(jaxpr.invars):
-            raise Unsupported(f"expected {len(jaxpr.invars)} arguments, got {len(args)}")
-        for v, c in zip(jaxpr.constvars, consts, strict=True):
-            env[v] = self._input(c, v.aval)
-        for v, a in zip(jaxpr.invars, args, strict=True):
-            env[v] = self._input(a, v.aval)
-        for eqn in jaxpr.eqns:
-            invals = [read(v) for v in eqn.invars]
-            outs = self.eqn(eqn, invals)
-            for v, o in zip(eqn.outvars, outs, strict=True):
-                if tuple(o.shape) != tuple(v.aval.shape):
-                    raise Unsupported(
-                        f"{eqn.primitive.name}: interpreted shape {o.shape} != {v.aval.shape}"
-                    )
-                if type(v).__name__ != "DropVar":
-                    env[v] = o
-        return [read(v) for v in jaxpr.outvars]
-
-    def _input(self, a: Any, aval: Any) -> TArray:
+    def input(self, a: Any, aval: Any) -> TArray:
         if isinstance(a, TArray):
             return a
         return from_concrete(np.asarray(a))
 
-    def eqn(self, eqn: Any, invals: list[TArray]) -> list[TArray]:
-        name = eqn.primitive.name
-        self.primitives.add(name)
-        if name in ("jit", "pjit") and self.call_hook is not None:
-            out = self.call_hook(eqn, invals)
+    def literal(self, v: Any, aval: Any) -> TArray:
+        return _literal(v, aval)
+
+    def shape(self, value: Any) -> tuple[Any, ...]:
+        return value.shape
+
+    def nested(self, name: str, sub: Any, invals: list[Any]) -> list[Any] | None:
+        if name == "tl_softmax" and len(invals) == 1 and hasattr(sub, "consts"):
+            out = softmax_call(sub, invals[0])  # proved equal to the softmax, read as atoms
             if out is not None:
-                return out
-        rule = RULES.get(name)
-        if rule is None:
-            raise Unsupported(f"primitive {name!r} (tensor level)")
+                return [out]
+        return None
+
+    def apply(self, fn: Callable[..., Any], eqn: Any, invals: list[Any]) -> Any:
         try:
-            outs = rule(self, eqn, invals, **eqn.params)
+            outs = fn(self, eqn, invals, **eqn.params)
         except T.TermError as e:
-            raise Unsupported(f"{name}: {e}") from None
+            raise Unsupported(f"{eqn.primitive.name}: {e}") from None
         outs = outs if isinstance(outs, list) else [outs]
         for k, o in enumerate(outs):
             want = _kind_of_aval(eqn.outvars[k].aval)
             if want == "f" and o.kind != "f":
                 outs[k] = TT.unary(o, _as_number, "f")
         return outs
+
+    def unsupported(self, name: str) -> str:
+        return f"primitive {name!r} (tensor level)"
 
 
 _BOOLEAN = type(se.true).__mro__[2]  # symengine's Boolean (not exported by name)
@@ -173,20 +149,11 @@ def _as_number(v: Any) -> Any:
     return v
 
 
-RULES: dict[str, Callable[..., Any]] = {}
-
-
-def rule(*names: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    def deco(fn: Callable[..., Any]) -> Callable[..., Any]:
-        for n in names:
-            RULES[n] = fn
-        return fn
-
-    return deco
+rule = partial(primitive_rule, domain="tensor")
 
 
 def supported_tensor_primitives() -> list[str]:
-    return sorted(RULES)
+    return supported("tensor")
 
 
 def _out_kind(eqn: Any, i: int = 0) -> str:
@@ -195,29 +162,6 @@ def _out_kind(eqn: Any, i: int = 0) -> str:
 
 def _out_dtype(eqn: Any, i: int = 0) -> np.dtype:
     return np.dtype(eqn.outvars[i].aval.dtype)
-
-
-# -- calls ---------------------------------------------------------------------------------------
-
-
-@rule("jit", "pjit", "closed_call", "core_call", "custom_jvp_call", "custom_vjp_call",
-      "custom_vjp_call_jaxpr", "remat", "checkpoint", "custom_lin")  # fmt: skip
-def _call(it: TInterpreter, eqn: Any, invals: list, **p: Any) -> list:
-    sub = p.get("jaxpr") or p.get("call_jaxpr") or p.get("fun_jaxpr")
-    if sub is None:
-        raise Unsupported(f"{eqn.primitive.name} without a jaxpr")
-    if p.get("name") == "tl_softmax" and len(invals) == 1 and hasattr(sub, "consts"):
-        out = softmax_call(sub, invals[0])  # proved equal to the softmax, read as atoms
-        if out is not None:
-            return [out]
-    if hasattr(sub, "consts"):
-        return it.eval_jaxpr(sub.jaxpr, sub.consts, invals[-len(sub.jaxpr.invars) :])
-    return it.eval_jaxpr(sub, [], invals[-len(sub.invars) :])
-
-
-@rule("stop_gradient", "copy", "copy_p", "reduce_precision", "optimization_barrier")
-def _identity(it: TInterpreter, eqn: Any, invals: list, **_: Any) -> Any:
-    return list(invals) if len(invals) > 1 else invals[0]
 
 
 # -- elementwise ---------------------------------------------------------------------------------
@@ -232,18 +176,18 @@ def _float_unary(fn: Callable[[Any], Any]) -> Callable[..., Any]:
     return impl
 
 
-RULES["exp"] = _float_unary(se.exp)
-RULES["log"] = _float_unary(se.log)
-RULES["log1p"] = _float_unary(lambda v: se.log(1 + v))
-RULES["expm1"] = _float_unary(lambda v: se.exp(v) - 1)
-RULES["tanh"] = _float_unary(se.tanh)
-RULES["sqrt"] = _float_unary(se.sqrt)
-RULES["rsqrt"] = _float_unary(lambda v: 1 / se.sqrt(v))
-RULES["logistic"] = _float_unary(lambda v: 1 / (1 + se.exp(-v)))
-RULES["square"] = _float_unary(lambda v: v * v)
-RULES["erf"] = _float_unary(se.erf)
-RULES["sin"] = _float_unary(se.sin)
-RULES["cos"] = _float_unary(se.cos)
+rule("exp")(_float_unary(se.exp))
+rule("log")(_float_unary(se.log))
+rule("log1p")(_float_unary(lambda v: se.log(1 + v)))
+rule("expm1")(_float_unary(lambda v: se.exp(v) - 1))
+rule("tanh")(_float_unary(se.tanh))
+rule("sqrt")(_float_unary(se.sqrt))
+rule("rsqrt")(_float_unary(lambda v: 1 / se.sqrt(v)))
+rule("logistic")(_float_unary(lambda v: 1 / (1 + se.exp(-v))))
+rule("square")(_float_unary(lambda v: v * v))
+rule("erf")(_float_unary(se.erf))
+rule("sin")(_float_unary(se.sin))
+rule("cos")(_float_unary(se.cos))
 
 
 @rule("abs")
@@ -1011,9 +955,9 @@ def _reduce_window(kind: str) -> Callable[..., Any]:
     return impl
 
 
-RULES["reduce_window_sum"] = _reduce_window("sum")
-RULES["reduce_window_max"] = _reduce_window("max")
-RULES["reduce_window_min"] = _reduce_window("min")
+rule("reduce_window_sum")(_reduce_window("sum"))
+rule("reduce_window_max")(_reduce_window("max"))
+rule("reduce_window_min")(_reduce_window("min"))
 
 
 # -- compiled softmax calls -----------------------------------------------------------------------
@@ -1066,4 +1010,4 @@ def softmax_call(sub: Any, x: Any) -> Any:
     return _tsoftmax.softmax(x, -1, None if valid.all() else valid)
 
 
-__all__ = ["RULES", "TInterpreter", "concrete", "from_concrete", "supported_tensor_primitives"]
+__all__ = ["TInterpreter", "concrete", "from_concrete", "supported_tensor_primitives"]
