@@ -48,6 +48,7 @@ from ._decide import Decision, decide_equal, decide_memo
 from ._dims import sign as dims_sign
 from .terms import grid
 from .terms.smt import Z3
+from .terms.smt import solver as smt_solver
 
 #: At most this many regions are enumerated per comparison.
 MAX_REGIONS = 256
@@ -684,8 +685,7 @@ def _covers(conds: tuple, c: Any) -> bool:
     zs = [r.cond(x) for x in (*conds, c)]
     if any(z is None for z in zs):
         return False
-    solver = r.z3.Solver()
-    solver.set("timeout", 5000)
+    solver = smt_solver(5)
     solver.add(r.z3.Not(r.z3.Or(*zs)))
     return bool(solver.check() == r.z3.unsat)
 
@@ -1198,8 +1198,7 @@ class _Splitter:
             conds = [z.bracket(b) if int(v) else z.z3.Not(z.bracket(b))
                      for b, v in [*facts, *assign.items()]]  # fmt: skip
             zv = {v: z.var(v) for v in todo}
-            solver = z.z3.Solver()
-            solver.set("timeout", 5000)
+            solver = smt_solver(5)
             solver.add(*z.facts, *conds)
             if solver.check() != z.z3.sat:
                 return {}
@@ -1260,8 +1259,7 @@ class _Splitter:
             for s in self.allowed:
                 if isinstance(s, se.Symbol):
                     z.var(s)
-            solver = z.z3.Solver()
-            solver.set("timeout", 5000)
+            solver = smt_solver(5)
             solver.add(*z.facts, *conds)
             if solver.check() != z.z3.sat:
                 return None
@@ -1380,8 +1378,7 @@ def _regions_of(brackets: list[Any], facts: list[tuple[Any, int]]) -> list[dict]
     except T.TermError:
         return None
     z3 = z.z3
-    solver = z3.Solver()
-    solver.set("timeout", 10000)
+    solver = smt_solver(10)
     solver.add(*z.facts, *known)
     out: list[dict] = []
 
@@ -1483,8 +1480,7 @@ def _identify_reads(g: Any, x: Any, facts: list[tuple[Any, int]]) -> tuple[Any, 
     except T.TermError:
         return g, x
     z3 = z.z3
-    solver = z3.Solver()
-    solver.set("timeout", 2000)
+    solver = smt_solver(2)
     solver.add(*z.facts, *known)
     points = _points(solver, z, 3)
     if points is None:
@@ -1560,8 +1556,7 @@ def _same_domain(a: Any, b: Any) -> bool:
     except T.TermError:
         return False
     z3 = z.z3
-    s = z3.Solver()
-    s.set("timeout", 5000)
+    s = smt_solver(5)
     facts = [f for f in z.facts if not _mentions_bound(f, a.args[1:], z)]
     s.add(*facts)
     s.add(fa != fb)

@@ -2,18 +2,17 @@
 
 The decision procedure asks z3 two kinds of questions about index expressions: which 0/1
 assignments of a set of brackets are feasible (:func:`verify._tdecide._regions_of`) and
-whether an expression with floors has a fixed sign (:func:`verify.terms._sign_facts`). Both
-run under a wall-clock timeout, and nested floors (a padded pooling window read through a
-reshape: ``floor((3 + 2 floor((q + 1) / 2) + q + ...) / 68)``) can take z3 seconds. How long
-depends on the load of the machine and on z3's state, which is global to the process (the
-terms earlier checks created); near the timeout the answer became ``unknown`` in one process
-and not in another, and the verdict then depended on what had run before.
+whether an expression with floors has a fixed sign (:func:`verify.terms._sign_facts`), and
+nested floors (a padded pooling window read through a reshape: ``floor((3 + 2 floor((q + 1) /
+2) + q + ...) / 68)``) can take z3 seconds. (z3 runs under a deterministic resource limit,
+:func:`verify.terms.smt.solver`, never a wall-clock timeout, whose answer depended on the load
+of the machine; but z3's state is global to the process, the terms earlier checks created.)
 
 When every symbol involved has a finite registered range and the box of their values is small
 (at most :data:`GRID_MAX` points), the question is decided here instead by evaluating every
 expression at every point of the box, with exact integer arithmetic (NumPy ``int64``, every
 intermediate value bounded well inside it, else the evaluation declines). That is a proof by
-exhaustion over exactly the domain z3 is given (:class:`verify._tdecide._Z3` constrains each
+exhaustion over exactly the domain z3 is given (:class:`verify.terms.smt.Z3` constrains each
 symbol to its range and nothing else), and it takes the same time in every process.
 Anything else (a read of an index tensor, an unbounded or bound symbol where only facts count,
 a larger box) returns ``None`` and the caller asks z3 as before.

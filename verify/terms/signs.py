@@ -26,7 +26,7 @@ from .index import (
     interval,
     simplify_index,
 )
-from .smt import Z3
+from .smt import Z3, solver
 
 
 def leaf_read(name: str, idx: Sequence[Any], shape: Sequence[int]) -> Any:
@@ -90,8 +90,7 @@ def _sign_facts_z3(e: Any, facts: bool) -> tuple[bool, bool, bool]:
 
         z = Z3(facts_only=facts)
         t = z.term(e)
-        s = z3.Solver()
-        s.set("timeout", 2000)
+        s = solver(2)
         s.add(*z.facts)
         nonneg = s.check(t < 0) == z3.unsat
         neg = s.check(t >= 0) == z3.unsat

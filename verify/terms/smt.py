@@ -102,4 +102,24 @@ class Z3:
         return t >= 0 if n == "_GE" else t == 0
 
 
-__all__ = ["Z3"]
+#: z3's resource units granted per second of the old wall-clock timeouts (about what z3 spends
+#: in a second on this project's CI machines); a budget in these units is the same on any
+#: machine and under any load, so it decides the same way everywhere.
+RLIMIT_PER_SECOND = 1_000_000
+
+
+def solver(seconds: float) -> Any:
+    """A z3 solver whose every ``check`` is bounded by a deterministic resource limit worth
+    about ``seconds`` (never by a wall-clock timeout): a question gets the same answer, or the
+    same "unknown", in every process."""
+    import z3
+
+    class _Bounded(z3.Solver):
+        def check(self, *assumptions: Any) -> Any:
+            self.set("rlimit", int(seconds * RLIMIT_PER_SECOND))  # afresh for each check
+            return super().check(*assumptions)
+
+    return _Bounded()
+
+
+__all__ = ["RLIMIT_PER_SECOND", "Z3", "solver"]
