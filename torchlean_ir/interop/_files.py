@@ -450,6 +450,84 @@ def _check_archive(zf: zipfile.ZipFile, where: str, max_bytes: int) -> None:
                 ) from None
 
 
+def _plain_spec(spec: Any, known: Any) -> bool:
+    """Rewrite, in place, the nodes of one decoded pytree spec (``{"type", "context",
+    "children_spec"}``) whose type this process has not registered: a context that is a list
+    of one key per child (``transformers``' outputs; a dataclass's field names) becomes
+    ``builtins.dict`` (a ``dict`` keeps its keys in the same form), a null context
+    ``builtins.tuple``. Returns whether anything changed; other nodes are left
+    for ``torch.export.load`` to refuse."""
+    changed = False
+    stack = [spec]
+    while stack:
+        node = stack.pop()
+        if not isinstance(node, dict) or not isinstance(node.get("children_spec"), list):
+            continue
+        children = node["children_spec"]
+        stack.extend(children)
+        typ = node.get("type")
+        if typ is None or typ in known:
+            continue
+        try:
+            context = json.loads(node["context"]) if isinstance(node.get("context"), str) else None
+        except ValueError:
+            continue
+        if (
+            isinstance(context, list)
+            and len(context) == 2
+            and isinstance(context[0], list)
+            and isinstance(context[1], list)
+        ):
+            context = context[0]  # a dataclass (torch's register_dataclass): its field names
+        if (
+            isinstance(context, list)
+            and len(context) == len(children)
+            and all(isinstance(k, str) for k in context)
+        ):
+            node["type"], node["context"] = "builtins.dict", json.dumps(context)
+        elif context is None:
+            node["type"], node["context"] = "builtins.tuple", "null"
+        else:
+            continue
+        changed = True
+    return changed
+
+
+def _plain_containers(data: bytes, zf: zipfile.ZipFile) -> bytes:
+    """The archive with the input and output containers of its program that this process cannot
+    rebuild (a library's output class, such as ``transformers``' ``ImageClassifierOutput``,
+    registered with torch's pytree only once that library is imported) read as plain dicts and
+    tuples: the graph and its tensors are untouched, and the importer reads the graph's
+    outputs, not the container (importing the library the archive names would run its code)."""
+    import torch.utils._pytree as pytree
+
+    known = pytree.SERIALIZED_TYPE_TO_PYTHON_TYPE
+    names = zf.namelist()
+    member = next(n for n in names if n.split("/", 1)[1] == "models/model.json")
+    doc = json.loads(zf.read(member))
+    changed = False
+    calls = doc.get("graph_module", {}).get("module_call_graph", [])
+    for call in calls if isinstance(calls, list) else []:
+        sig = call.get("signature") if isinstance(call, dict) else None
+        if not isinstance(sig, dict):
+            continue
+        for key in ("in_spec", "out_spec"):
+            if not isinstance(sig.get(key), str):
+                continue
+            spec = json.loads(sig[key])
+            if isinstance(spec, list) and len(spec) == 2 and _plain_spec(spec[1], known):
+                sig[key] = json.dumps(spec)
+                changed = True
+    if not changed:
+        return data
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as w:
+        for info in zf.infolist():
+            body = json.dumps(doc).encode() if info.filename == member else zf.read(info)
+            w.writestr(info.filename, body)
+    return out.getvalue()
+
+
 def load_pt2(path: str, *, max_bytes: int = MAX_FILE_BYTES) -> Any:
     """``torch.export.load`` of the file's bytes after refusing archives it would unpickle or
     evaluate, and corrupt ones (see the module docstring); one-line :class:`InteropError`
@@ -473,6 +551,10 @@ def load_pt2(path: str, *, max_bytes: int = MAX_FILE_BYTES) -> Any:
         except InteropError:
             raise
         except Exception as e:  # a corrupt member fails in many ways: one line
+            raise InteropError(f"{where}: a corrupt .pt2 archive ({_first_line(e)})") from None
+        try:
+            data = _plain_containers(data, zf)
+        except Exception as e:  # JSON that passed the checks but is not a program's
             raise InteropError(f"{where}: a corrupt .pt2 archive ({_first_line(e)})") from None
         try:
             return torch.export.load(io.BytesIO(data))
