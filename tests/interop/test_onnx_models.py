@@ -203,11 +203,12 @@ def test_light_model_logits_and_gradients_with_random_weights(name: str) -> None
     assert any(np.abs(np.asarray(v)).max() > 0 for v in grads.values())
 
 
-#: Verification of the light models (``verify.verify_graph``, 2 cores, 2026-11-27): ResNet-50
-#: 44 s, ZFNet-512 40 s, Inception v1 61 s, ShuffleNet 76 s, Inception v2 275 s, every check
-#: exact. Not yet: AlexNet's 11x11 / stride 4 convolution of a 224x224 image (the tensor level
-#: proves its VJP, not its forward and JVP: 2 checks of 8 not verified, 111 s for that
-#: convolution alone) and the forward of 3 of DenseNet-121's 2x2 average pools (103 s).
+#: Verification of the light models (``verify.verify_graph``, 2 cores, 2026-11-27): VGG-19 6 s,
+#: SqueezeNet 11 s, ResNet-50 34 s, ZFNet-512 40 s, Inception v1 61 s, ShuffleNet 76 s,
+#: Inception v2 275 s, every check exact. Not yet: AlexNet's 11x11 / stride 4 convolution of a
+#: 224x224 image (the tensor level proves its VJP, not its forward and JVP: 2 checks of 8 not
+#: verified, 111 s for that convolution alone) and the forward of 3 of DenseNet-121's 2x2
+#: average pools (103 s).
 VERIFY_GAPS = {
     "bvlc_alexnet": "11x11 / stride 4 convolution: forward and JVP not proved at tensor level",
     "densenet121": "avg_pool2d 2x2 / stride 2 of 128x56x56 and larger: forward not proved",
