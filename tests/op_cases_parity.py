@@ -61,6 +61,33 @@ PARITY_CASES: list[OpCase] = [
     ),
     OpCase("conv", ((2, 3, 3), (2,), (3, 7)), {"stride": (2,), "padding": (1,)}, label="1d"),
     OpCase(
+        "conv2d",
+        ((4, 3, 2, 2), (4,), (6, 4, 5)),
+        {"stride": 1, "padding": 1, "groups": 2},
+        samplers={0: small, 2: small},
+        label="groups",
+    ),
+    OpCase(
+        "conv2d",
+        ((3, 1, 3, 3), (3,), (3, 5, 5)),
+        {"stride": 2, "padding": 1, "groups": 3},
+        samplers={0: small, 2: small},
+        label="depthwise",
+    ),
+    OpCase(
+        "conv2d",
+        ((2, 2, 2, 2), (2,), (2, 4, 5)),
+        {"stride": 2, "padding": 0},
+        samplers={0: small, 2: small},
+        label="patches",
+    ),
+    OpCase(
+        "conv",
+        ((4, 1, 3), (4,), (2, 7)),
+        {"stride": (2,), "padding": (1,), "groups": 2},
+        label="1d-groups",
+    ),
+    OpCase(
         "conv",
         ((2, 1, 2, 2, 2), (2,), (1, 3, 3, 3)),
         {"stride": (1, 2, 1), "padding": (0, 1, 0)},

@@ -35,7 +35,9 @@ def _conv(transpose: bool) -> TorchFn:
         d = x.ndim - 1
         fn = getattr(F, f"conv_transpose{d}d" if transpose else f"conv{d}d")
         stride, pad = _per_dim(attrs.get("stride", 1), d), _per_dim(attrs.get("padding", 0), d)
-        return fn(x[None], W, b, stride=stride, padding=pad)[0]
+        if transpose:
+            return fn(x[None], W, b, stride=stride, padding=pad)[0]
+        return fn(x[None], W, b, stride=stride, padding=pad, groups=attrs.get("groups", 1))[0]
 
     return run
 

@@ -1031,8 +1031,6 @@ def _conv(it: Interpreter, eqn: Any, invals: list, *, window_strides: Any, paddi
           lhs_dilation: Any, rhs_dilation: Any, dimension_numbers: Any, feature_group_count: int,
           batch_group_count: int, **_: Any) -> np.ndarray:  # fmt: skip
     lhs, rhs = (to_float_array(x) for x in invals)
-    if batch_group_count != 1:
-        raise Unsupported("conv with batch_group_count > 1")
     lspec, rspec, ospec = dimension_numbers
     x = np.transpose(lhs, lspec)  # (N, C, spatial...)
     w = np.transpose(rhs, rspec)  # (O, I, spatial...)
@@ -1067,20 +1065,25 @@ def _conv(it: Interpreter, eqn: Any, invals: list, *, window_strides: Any, paddi
     O, Ig = w.shape[:2]
     G = feature_group_count
     Og = O // G
+    # batch groups (JAX's weight gradient of a grouped convolution): output feature o reads
+    # the input batch block o // (O / batch_group_count), of N / batch_group_count samples
+    Nb = N // batch_group_count
+    Ob = O // batch_group_count
     ksz = w.shape[2:]
     eff = [(k - 1) * rd + 1 for k, rd in zip(ksz, rhs_dilation, strict=True)]
     osp = [(x.shape[2 + d] - eff[d]) // window_strides[d] + 1 for d in range(nsp)]
-    out = np.empty([N, O, *osp], dtype=object)
-    for n in range(N):
+    out = np.empty([Nb, O, *osp], dtype=object)
+    for n in range(Nb):
         for o in range(O):
             g = o // Og
+            nb = (o // Ob) * Nb + n
             for pos in np.ndindex(*osp):
                 terms = []
                 for c in range(Ig):
                     for kix in np.ndindex(*ksz):
                         src = tuple(pos[d] * window_strides[d] + kix[d] * rhs_dilation[d]
                                     for d in range(nsp))  # fmt: skip
-                        terms.append(x[(n, g * Ig + c, *src)] * w[(o, c, *kix)])
+                        terms.append(x[(nb, g * Ig + c, *src)] * w[(o, c, *kix)])
                 out[(n, o, *pos)] = se.Add(*terms) if terms else zero
     return np.transpose(out, np.argsort(ospec))
 

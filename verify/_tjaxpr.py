@@ -862,8 +862,6 @@ def _conv(it: TInterpreter, eqn: Any, invals: list, *, window_strides: Any, padd
           lhs_dilation: Any, rhs_dilation: Any, dimension_numbers: Any, feature_group_count: int,
           batch_group_count: int, **_: Any) -> TArray:  # fmt: skip
     lhs, rhs = invals
-    if batch_group_count != 1:
-        raise Unsupported("conv with batch_group_count > 1")
     lspec, rspec, ospec = dimension_numbers
     x = TT.transpose(lhs, tuple(lspec))  # (N, C, spatial...)
     w = TT.transpose(rhs, tuple(rspec))  # (O, I, spatial...)
@@ -872,6 +870,10 @@ def _conv(it: TInterpreter, eqn: Any, invals: list, *, window_strides: Any, padd
     rd = tuple(rhs_dilation or (1,) * nsp)
     O, Ig = w.shape[:2]
     Og = O // feature_group_count
+    # batch groups (JAX's weight gradient of a grouped convolution): output feature f reads
+    # the input batch block f // (O / batch_group_count), of N / batch_group_count samples
+    Nb = x.shape[0] // batch_group_count
+    Ob = O // batch_group_count
     ksz = w.shape[2:]
     out_phys = tuple(eqn.outvars[0].aval.shape)
     logical = tuple(out_phys[d] for d in ospec)
@@ -879,6 +881,8 @@ def _conv(it: TInterpreter, eqn: Any, invals: list, *, window_strides: Any, padd
     def fn(o: tuple) -> Any:
         n, f, *pos = o
         g = T.floor_div(f, Og) if feature_group_count > 1 else T.ZERO
+        if batch_group_count > 1:
+            n = se.expand(T.floor_div(f, Ob) * Nb + n)
 
         def body(k: int, ks: list[Any]) -> Any:
             if k == 0:

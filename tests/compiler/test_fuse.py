@@ -129,6 +129,9 @@ CONVS = [
     ("conv2d", (4, 3, 3, 3), (3, 9, 9), {"stride": 1, "padding": 1}),
     ("conv2d", (6, 1, 5, 5), (1, 12, 12), {"stride": 1, "padding": 2}),
     ("conv2d", (4, 3, 2, 3), (3, 9, 8), {"stride": 2, "padding": 0}),
+    ("conv2d", (6, 2, 3, 3), (4, 7, 7), {"stride": 1, "padding": 1, "groups": 2}),
+    ("conv2d", (4, 1, 3, 3), (4, 8, 8), {"stride": 2, "padding": 1, "groups": 4}),
+    ("conv2d", (4, 3, 4, 4), (3, 8, 8), {"stride": 4, "padding": 0}),
     ("conv", (4, 3, 3), (3, 10), {"stride": (2,), "padding": (1,)}),
     ("conv", (2, 3, 2, 2, 2), (3, 5, 4, 5), {"stride": (1, 2, 1), "padding": (0, 1, 0)}),
     ("conv_transpose2d", (3, 4, 3, 3), (3, 5, 5), {"stride": 2, "padding": 1}),
@@ -173,6 +176,15 @@ def test_conv_sums_equal_vmap_then_sum(case: tuple, batched: str) -> None:
         assert_close(g, v, 1e-12, f"cotangent {k}")
     naive = _eqns(_naive(rule, in_axes, summed), *args)
     fused = _eqns(vmap_summed(rule, in_axes, summed), *args)
+    groups = case[3].get("groups", 1)
+    if groups > 1:
+        # a grouped convolution (groups of its own): JAX's weight cotangent is a convolution
+        # with batch groups, vmapped into one batch group per (sample, group) and then summed,
+        # a form the fusion does not match (a known gap, pinned: the values above are right)
+        batch_groups = [e.params["batch_group_count"] for e in fused if e.primitive.name
+                        == "conv_general_dilated"]  # fmt: skip
+        assert (n * groups in batch_groups) == on_x
+        return
     assert len(_grouped_convs(naive)) == 1  # one group per sample
     assert len(_grouped_convs(fused)) == (0 if on_x else 1)
 

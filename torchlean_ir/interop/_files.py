@@ -475,7 +475,11 @@ def load_pt2(path: str, *, max_bytes: int = MAX_FILE_BYTES) -> Any:
         except Exception as e:  # a corrupt member fails in many ways: one line
             raise InteropError(f"{where}: a corrupt .pt2 archive ({_first_line(e)})") from None
         try:
-            return torch.export.load(io.BytesIO(_plain_specs(zf, data)))
+            data = _plain_specs(zf, data)
+        except Exception as e:  # JSON that passed the checks but is not a program's
+            raise InteropError(f"{where}: a corrupt .pt2 archive ({_first_line(e)})") from None
+        try:
+            return torch.export.load(io.BytesIO(data))
         except Exception as e:
             # torch logs the first error and raises a second one pointing at the log
             causes = [r.exc_info[1] for r in records if r.exc_info and r.exc_info[1]]
@@ -555,15 +559,22 @@ def load_onnx(path: str, *, max_bytes: int = MAX_FILE_BYTES) -> Any:
             raise InteropError(
                 f"from_onnx: {where}: not an ONNX model ({_first_line(e)})"
             ) from None
+        base = os.path.dirname(os.path.abspath(path))
+        external = any(
+            external_data_helper.uses_external_data(t)
+            for t in external_data_helper._get_all_tensors(model)
+        )
         try:  # before its external data is loaded: both serialize the model
-            onnx.checker.check_model(model)
+            # the checker looks for external data files (torch.onnx.export writes the weights
+            # to MODEL.onnx.data) from the working directory: the model's own, meanwhile
+            with contextlib.chdir(base) if external else contextlib.nullcontext():
+                onnx.checker.check_model(model)
             onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True)
         except Exception as e:
             raise InteropError(
                 f"from_onnx: {where}: not a valid ONNX model ({_first_line(e)})"
             ) from None
         try:
-            base = os.path.dirname(os.path.abspath(path))
             external_data_helper.load_external_data_for_model(model, base)
         except Exception as e:
             raise InteropError(

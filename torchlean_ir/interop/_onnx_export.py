@@ -474,8 +474,9 @@ def _conv(ctx: _Ex, node: Node, ins: list[str], bs: list[bool]) -> str:
     stride = _per_dim(node.attrs["stride"], d)
     pad = _per_dim(node.attrs["padding"], d)
     op = "ConvTranspose" if node.op.startswith("conv_transpose") else "Conv"
+    group = {"group": int(node.attrs["groups"])} if op == "Conv" else {}
     return ctx.with_batch(
-        x, bs[2], lambda xb: ctx.add(op, [xb, W, b], strides=stride, pads=pad + pad)
+        x, bs[2], lambda xb: ctx.add(op, [xb, W, b], strides=stride, pads=pad + pad, **group)
     )
 
 

@@ -40,7 +40,6 @@ ONNX_IMPORTS: dict[str, Mapping] = {}
 
 #: ONNX op types refused on purpose, with the reason (``docs/interop.md`` lists them).
 ONNX_REFUSED: dict[str, str] = {
-    "LRN": "local response normalization has no op here",
     "ReduceMax": "no max-reduction op (max pooling covers windows)",
     "Equal": "comparisons produce booleans, which graphs do not hold",
     "RandomUniform": "ONNX random ops are implementation-defined, not our SplitMix64",
@@ -57,6 +56,8 @@ class _Ctx:
         self.opset = opset
         self.names = names
         self.attrs: dict[str, Any] = {}
+        #: value name -> the op type of the node that computes it
+        self.producer: dict[str, str] = {}
 
     def attr(self, name: str, default: Any = None) -> Any:
         return self.attrs.get(name, default)
@@ -293,7 +294,11 @@ def _spatial_attrs(c: _Ctx, d: int) -> tuple[list[int], list[int], list[int]]:
     return stride, pads[:d], pads[d:]
 
 
-@_imports("Conv", ours="conv2d / conv (groups: slices and concat)", note="no dilation")
+@_imports(
+    "Conv",
+    ours="conv2d / conv (group: groups)",
+    note="no dilation; unequal pads: cropped, or the input padded",
+)
 def _conv(c: _Ctx, node: Any, ins: list[T | None]) -> list[T]:
     x, W = _need(ins[0], "X"), _need(ins[1], "W")
     d = W.rank - 2
@@ -392,6 +397,26 @@ def _batchnorm(c: _Ctx, node: Any, ins: list[T | None]) -> list[T]:
 def _instancenorm(c: _Ctx, node: Any, ins: list[T | None]) -> list[T]:
     x, g, b = (_need(ins[i], n) for i, n in enumerate(("input", "scale", "B")))
     return [c.tr.instance_norm(x, g, b, float(c.attr("epsilon", 1e-5)))]
+
+
+@_imports(
+    "LRN",
+    ours="mul, avg_pool (over channels), scale, add, pow, mul",
+    note="exact: x (bias + alpha avg of x^2 over the size channels around)^-beta",
+)
+def _lrn(c: _Ctx, node: Any, ins: list[T | None]) -> list[T]:
+    size = c.attr("size")
+    if size is None or int(size) < 1:
+        raise Refused("LRN without a positive size")
+    return [
+        c.tr.local_response_norm(
+            _need(ins[0], "X"),
+            int(size),
+            float(c.attr("alpha", 1e-4)),
+            float(c.attr("beta", 0.75)),
+            float(c.attr("bias", 1.0)),
+        )
+    ]
 
 
 @_imports("LayerNormalization", ours="layer_norm", note="over the axes from `axis` on")
@@ -606,9 +631,37 @@ def _less(c: _Ctx, node: Any, ins: list[T | None]) -> list[T]:
     return [T(a.full, a.bdim, a.inner, index=a.index, inrange=int(bound))]
 
 
-@_imports("Where", ours="(absorbed)", note="`where(index < n, gather(x, index), 0)` only")
+@_imports(
+    "IsNaN",
+    ours="(folded)",
+    note="of constants; of a softmax's output: false (the exporter's guard for a row of -inf; "
+    "ours never gives NaN)",
+)
+def _isnan(c: _Ctx, node: Any, ins: list[T | None]) -> list[T]:
+    x = _need(ins[0], "X")
+    if x.known and x.value is not None:
+        return [c.tr.const(np.isnan(x.value))]
+    if c.producer.get(node.input[0]) in ("Softmax", "LogSoftmax") and x.index is None:
+        shape = list(x.full)
+        if x.bdim is not None:
+            shape[x.bdim] = 1 if x.full[x.bdim] == c.tr.n else shape[x.bdim]
+        return [c.tr.const(np.zeros(shape, dtype=bool))]
+    raise Refused(
+        "IsNaN of runtime values (graph values are finite, so the check is dropped only after "
+        "a softmax): export the model without the NaN check"
+    )
+
+
+@_imports(
+    "Where",
+    ours="(folded) / mul, add; (absorbed)",
+    note="a condition known at import time (a constant mask: c x + (1 - c) y); "
+    "`where(index < n, gather(x, index), 0)`",
+)
 def _where(c: _Ctx, node: Any, ins: list[T | None]) -> list[T]:
     cond, y, z = (_need(ins[i], n) for i, n in enumerate(("condition", "X", "Y")))
+    if cond.known and cond.value is not None:
+        return [_known_where(c, np.asarray(cond.value, dtype=bool), y, z)]
     zero = c.tr._float_value(z)
     if (
         cond.index is None
@@ -622,6 +675,18 @@ def _where(c: _Ctx, node: Any, ins: list[T | None]) -> list[T]:
             "Where: only `where(index < n, gather(x, index), 0)` (no data-dependent selection)"
         )
     return [y]
+
+
+def _known_where(c: _Ctx, cond: np.ndarray, y: T, z: T) -> T:
+    """``where`` of a condition known at import time: one branch where it is uniform, else the
+    exact blend ``cond * y + (1 - cond) * z`` (0 and 1 weights)."""
+    shape = list(np.broadcast_shapes(cond.shape, y.full, z.full))
+    if cond.all() or not cond.any():
+        pick = y if cond.all() else z
+        return pick if list(pick.full) == shape else c.tr.expand(pick, shape)
+    m = c.tr.const(cond.astype(np.float64))
+    keep = c.tr.binary("mul", y, m)
+    return c.tr.binary("add", keep, c.tr.binary("mul", z, c.tr.const(1.0 - cond)))
 
 
 @_imports("Expand", ours="broadcast_to", note="a constant shape")
@@ -877,20 +942,11 @@ def _import(
             raise InteropError(f"{where}: input {vi.name!r} of type {dt}")
         if bdim is not None:
             batched.append(name)
-    bn_stats = {i for nd in g.node if nd.op_type == "BatchNormalization" for i in nd.input[3:5]}
-    others = {
-        i
-        for nd in g.node
-        for k, i in enumerate(nd.input)
-        if not (nd.op_type == "BatchNormalization" and k in (3, 4))
-    }
+    ctx.producer = {o: nd.op_type for nd in g.node for o in nd.output}
+    roles = initializer_roles(g, inits)
     for key, arr in inits.items():
-        if np.issubdtype(arr.dtype, np.floating):
-            env[key] = tr.param(
-                names(key, "p"), arr.astype(np_dtype), frozen=key in bn_stats and key not in others
-            )
-        else:
-            env[key] = tr.const(arr)
+        role = roles.get(key, "const")
+        env[key] = _initializer(tr, names, key, arr, role, np_dtype, _uses(g, key))
     for i, node in enumerate(g.node):
         src = node.name or node.output[0]
         loc = f"node {i}"
@@ -951,6 +1007,138 @@ def _import(
         {k: v for k, v in names.source.items() if _is_leaf_or_index(graph, k)},
         tuple(vi.name for vi in g.output),
     )
+
+
+#: Inputs whose values are never learned: bounds, exponents, fills, shapes and axes, the
+#: condition and branches of a selection, the operands of a comparison (``None``: every input).
+_CONSTANT_INPUTS: dict[str, tuple[int, ...] | None] = {
+    "Clip": (1, 2),
+    "Pow": (1,),
+    "Pad": (1, 2, 3),
+    "Where": None,
+    "Reshape": (1,),
+    "Expand": (1,),
+    "Slice": (1, 2, 3, 4),
+    "Unsqueeze": (1,),
+    "Squeeze": (1,),
+    "Split": (1,),
+    "ReduceSum": (1,),
+    "ReduceMean": (1,),
+    "ConstantOfShape": None,
+    "Less": None,
+    "Equal": None,
+    "IsNaN": None,
+}
+
+#: Inputs where a value is elementwise data (not a weight of a layer): an initializer there that
+#: an exporter expanded to the batch (equal along its leading axis) is read as one sample's.
+_DATA_INPUTS = {"Add", "Sub", "Mul", "Div", "Concat", "Where"}
+
+_PARAM_KINDS = ("PARAMETER", "BUFFER")
+
+
+def _uses(g: Any, key: str) -> list[tuple[str, int]]:
+    return [(nd.op_type, k) for nd in g.node for k, i in enumerate(nd.input) if i == key]
+
+
+def _declared(g: Any) -> dict[str, str]:
+    """What ``torch.onnx.export`` says each of its parameters and buffers is (the value's
+    metadata ``pkg.torch.export.graph_signature.InputSpec.kind``)."""
+    key = "pkg.torch.export.graph_signature.InputSpec.kind"
+    out: dict[str, str] = {}
+    for vi in [*g.value_info, *g.input]:
+        for prop in getattr(vi, "metadata_props", ()):
+            if prop.key == key and prop.value in _PARAM_KINDS:
+                out[vi.name] = prop.value
+    return out
+
+
+def initializer_roles(g: Any, inits: dict[str, np.ndarray]) -> dict[str, str]:
+    """Whether each float initializer is a trained parameter (``"param"``), a frozen one
+    (``"frozen"``: batch-norm statistics, buffers) or a constant (``"const"``), decided by its
+    values and its uses:
+
+    * a scalar is a constant (exponents, clip bounds, the 0.5 of a GELU an exporter shares among
+      nodes), unless the exporter declares it a parameter;
+    * a mask is a constant: an array holding an infinity or a value at the float type's limit
+      (``-3.4e38``, PyTorch's ``finfo.min`` fill for blocked attention);
+    * an initializer read only where values are never learned (:data:`_CONSTANT_INPUTS`: bounds,
+      shapes, the branches of ``Where``) is a constant;
+    * where the exporter declares its parameters (``torch.onnx.export`` does, in each value's
+      metadata), an undeclared initializer that only elementwise ops and concatenations read
+      and whose elements are all one value is a constant (ViT's all-zero attention mask); an
+      undeclared one elsewhere is a parameter still (the transposes of weights it folded);
+    * batch-norm running statistics, and buffers the exporter declares, are frozen;
+    * anything else (a weight, a bias, a position or class embedding, a transpose of a weight an
+      exporter folded) is a parameter. One initializer several nodes read is one parameter:
+      ONNX does not tell weights tied on purpose from identical ones an exporter merged.
+    """
+    declared = _declared(g)
+    return {
+        key: _role(arr, _uses(g, key), declared.get(key), bool(declared))
+        for key, arr in inits.items()
+        if np.issubdtype(arr.dtype, np.floating)
+    }
+
+
+def _role(arr: np.ndarray, uses: list[tuple[str, int]], kind: str | None, declares: bool) -> str:
+    """One initializer's role (see :func:`initializer_roles`); ``declares``: the exporter
+    declares its parameters."""
+    if arr.size == 1 and kind != "PARAMETER":
+        return "const"
+    if (
+        declares
+        and kind is None
+        and uses
+        and all(op in _DATA_INPUTS for op, _ in uses)
+        and bool(np.all(arr == arr.reshape(-1)[:1]))
+    ):
+        return "const"  # a uniform fill the exporter made (a mask that blocks nothing)
+    big = float(np.finfo(np.float32).max) / 2
+    if arr.size and (not np.isfinite(arr).all() or float(np.abs(arr).max()) >= big):
+        return "const"
+    constant = [_CONSTANT_INPUTS.get(op, ()) is None or k in (_CONSTANT_INPUTS.get(op) or ())
+                for op, k in uses]  # fmt: skip
+    if uses and all(constant):
+        return "const"
+    if uses and all(op == "BatchNormalization" and k in (3, 4) for op, k in uses):
+        return "frozen"
+    return "frozen" if kind == "BUFFER" else "param"
+
+
+def _initializer(
+    tr: Tracer,
+    names: Names,
+    key: str,
+    arr: np.ndarray,
+    role: str,
+    np_dtype: Any,
+    uses: list[tuple[str, int]],
+) -> T:
+    """The traced value of an initializer in its role; one an exporter expanded to the batch
+    (ViT's class token, a mask: the batch size along its leading axis, every slice equal) and
+    that only elementwise ops and concatenations read is that slice, broadcast (so it meets the
+    batched values it joins)."""
+    if not np.issubdtype(arr.dtype, np.floating):
+        return tr.const(arr)
+    arr = arr.astype(np_dtype)
+    spread = (
+        tr.n > 1
+        and arr.ndim >= 1
+        and arr.shape[0] == tr.n
+        and bool(uses)
+        and all(op in _DATA_INPUTS for op, _ in uses)
+        and bool(np.all(arr == arr[:1]))
+    )
+    if role == "const":
+        t = tr.const(arr)
+        if spread:
+            t.expanded_from = tr.const(arr[:1])
+        return t
+    frozen = role == "frozen"
+    if spread:
+        return tr.expand(tr.param(names(key, "p"), arr[:1], frozen=frozen), arr.shape)
+    return tr.param(names(key, "p"), arr, frozen=frozen)
 
 
 def _is_leaf_or_index(graph: Any, name: str) -> bool:

@@ -60,6 +60,9 @@ class _Ctx:
         #: ``keep`` holds the transposed Ts so that their ids stay theirs
         self.transposed: dict[int, T] = {}
         self.keep: list[T] = []
+        #: id(padded T) -> (the unpadded T, begin, end, fill) of a constant pad: a zero pad
+        #: that only a convolution reads becomes that convolution's padding (``_conv_padding``)
+        self.padded: dict[int, tuple[T, list[int], list[int], float]] = {}
 
 
 def _aten(*names: str, ours: str, note: str = "") -> Callable[[Converter], Converter]:
@@ -297,14 +300,63 @@ def _conv_common(
         if groups != 1 or any(k != 1 for k in dil):
             raise Refused("transpose convolution with groups or dilation")
         return c.tr.conv_transpose(x, W, bias, stride, pad, pad, _ints(output_padding, d))
-    return c.tr.conv(x, W, bias, stride, pad, pad, groups=groups, dilation=dil)
+    x, begin, end = _conv_padding(c, x, pad)
+    return c.tr.conv(x, W, bias, stride, begin, end, groups=groups, dilation=dil)
+
+
+def _conv_padding(c: _Ctx, x: T, pad: list[int]) -> tuple[T, list[int], list[int]]:
+    """The input and (begin, end) spatial padding of a convolution: a zero ``pad`` of the
+    spatial axes just before it (TensorFlow's 'SAME' padding, as MobileNetV2 writes it:
+    ``F.pad`` then an unpadded convolution) is folded into the convolution's own padding
+    (the tracer keeps what no symmetric padding reproduces as an explicit pad)."""
+    src = c.padded.get(id(x))
+    if src is None:
+        return x, list(pad), list(pad)
+    inner, begin, end, fill = src
+    if fill != 0 or any(begin[:2]) or any(end[:2]):
+        return x, list(pad), list(pad)
+    return (
+        inner,
+        [p + q for p, q in zip(pad, begin[2:], strict=True)],
+        [p + q for p, q in zip(pad, end[2:], strict=True)],
+    )
+
+
+@_aten(
+    "pad",
+    "constant_pad_nd",
+    ours="concat with constant blocks; a zero pad read by a convolution: its padding",
+    note="mode 'constant'; no cropping (negative pads)",
+)
+def _pad(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
+    x = _t(args[0])
+    pads = [int(p) for p in args[1]]
+    if c.op == "pad":
+        mode = _arg(args, kw, 2, "mode", "constant")
+        fill = _arg(args, kw, 3, "value", None)
+    else:
+        mode, fill = "constant", _arg(args, kw, 2, "value", 0)
+    if mode != "constant":
+        raise Refused(f"pad mode {mode!r} (only 'constant')")
+    if len(pads) % 2 or len(pads) // 2 > x.rank:
+        raise Refused(f"pad {pads} of a tensor of rank {x.rank}")
+    value = 0.0 if fill is None else _num(fill)
+    if value is None:
+        raise Refused("pad with a tensor fill value")
+    begin, end = [0] * x.rank, [0] * x.rank
+    for i in range(len(pads) // 2):  # (begin, end) pairs from the last axis backwards
+        begin[x.rank - 1 - i], end[x.rank - 1 - i] = pads[2 * i], pads[2 * i + 1]
+    out = c.tr.pad(x, begin, end, value)
+    c.padded[id(out)] = (x, begin, end, value)
+    c.keep.append(out)
+    return out
 
 
 @_aten(
     "conv1d",
     "conv2d",
     "conv3d",
-    ours="conv2d / conv (groups: slices and concat)",
+    ours="conv2d / conv (with groups)",
     note="no dilation",
 )
 def _conv(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
@@ -950,7 +1002,9 @@ def _sdpa(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
         if not mask.known:
             raise Refused("attention with a runtime float mask (only constant or index masks)")
         m = _batch_free(c, np.asarray(mask.value), q)
-        if m.dtype == bool:
+        if m.dtype == bool and m.all():
+            pass  # nothing blocked (ViT's bidirectional mask, built under torch.export)
+        elif m.dtype == bool:
             allowed = m if allowed is None else allowed & m
         elif np.all(np.isfinite(m)):
             s = c.tr.binary("add", s, mask)
@@ -1316,7 +1370,10 @@ def _import(
             env[node.name] = Blocked(node.name)
             continue
         try:
+            mutated = _inplace(node, name)
             env[node.name] = _call(ctx, target, name, node, env)
+            if mutated is not None:  # later reads of the mutated tensor see the new value
+                env[mutated] = env[node.name]
         except Blocked as e:
             refusals.blocked(name, node.name, loc, e.origin)
             env[node.name] = e
@@ -1331,6 +1388,9 @@ def _import(
     for o in outputs:
         t = env.get(getattr(o, "name", None)) if o is not None else None
         if isinstance(t, Blocked):
+            continue
+        if isinstance(t, Refused):
+            refusals.refused("output", str(o), "output", f"output {o}", t)
             continue
         if not isinstance(t, T):
             raise InteropError(f"{where}: output {o} is not a tensor we computed")
@@ -1377,6 +1437,51 @@ def _unmapped_hint(target: Any, name: str) -> str:
     return "not supported yet (docs/interop.md lists the ATen ops that import)"
 
 
+def _inplace(node: Any, name: str) -> str | None:
+    """For an in-place op (``aten.add_``, ``relu_``, ``dropout_``: its first argument written, as
+    ``out += identity`` in a residual block is recorded), the name of the node it mutates: the
+    op imports as its out-of-place form and that node's later readers see the result. Refused
+    where the write would reach a tensor read later through a view (the written tensor's base
+    or another view of it), which a value-by-value import cannot follow. ``None`` for any
+    other op."""
+    schema = getattr(node.target, "_schema", None)
+    if schema is None or not name.endswith("_") or not schema.is_mutable:
+        return None
+    import torch.fx
+
+    written = [a for a in schema.arguments if a.alias_info is not None and a.alias_info.is_write]
+    first = node.args[0] if node.args else None
+    if (
+        len(written) != 1
+        or written[0].name != schema.arguments[0].name
+        or not isinstance(first, torch.fx.Node)
+    ):
+        raise Refused(f"in-place {name} that writes other than its first argument")
+
+    def is_view(n: Any) -> bool:
+        return isinstance(n, torch.fx.Node) and bool(getattr(n.target, "is_view", False))
+
+    base = first
+    while is_view(base) and isinstance(base.args[0], torch.fx.Node):
+        base = base.args[0]
+    family, todo = [], [base]  # the base and every view of it, transitively
+    while todo:
+        n = todo.pop()
+        family.append(n)
+        todo.extend(u for u in n.users if is_view(u))
+    later, n = set(), node.next
+    while n.op != "root":
+        later.add(n)
+        n = n.next
+    for alias in family:
+        if alias is not first and any(u in later for u in alias.users):
+            raise Refused(
+                f"in-place {name} of {first.name} writes through to {alias.name} (a view or "
+                "the tensor it views), read later: export the model without the in-place op"
+            )
+    return str(first.name)
+
+
 def _resolve(x: Any, env: dict[str, Any]) -> Any:
     import torch.fx
 
@@ -1399,6 +1504,9 @@ def _call(ctx: _Ctx, target: Any, name: str, node: Any, env: dict[str, Any]) -> 
     if name in _DROPPED:
         return None
     mapping = ATEN_IMPORTS.get(name)
+    if mapping is None and name.endswith("_") and getattr(target, "_schema", None) is not None:
+        mapping = ATEN_IMPORTS.get(name[:-1])  # an in-place op: its out-of-place form
+        name = name[:-1] if mapping is not None else name
     unmapped = mapping is None and target not in special and name != "aten.sym_size"
 
     def refuse_unmapped() -> Refused:
@@ -1416,10 +1524,7 @@ def _call(ctx: _Ctx, target: Any, name: str, node: Any, env: dict[str, Any]) -> 
         seq, i = args
         if not isinstance(seq, tuple | list):
             raise Refused("indexing a value that is not a tuple of results")
-        got = seq[i]
-        if isinstance(got, Refused):
-            raise got
-        return got
+        return seq[i]  # a refused result (Refused) is refused where it is used
     if name == "aten.sym_size":
         return int(_hint(node.meta["val"]))
     if target in (operator.mul, operator.add, operator.sub, operator.floordiv):

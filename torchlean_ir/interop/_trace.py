@@ -74,6 +74,18 @@ class T:
     #: a loss reduced over the batch (``"mean"`` or ``"sum"``): ``var`` holds this sample's
     #: part, which the compiler's ``batched(grads=reduced)`` reduces
     reduced: str | None = None
+    #: an unbatched value that is ``expanded_from`` broadcast (``expand``): constant along
+    #: the axes it grew, so it may meet the batch on one of them (a class token expanded
+    #: to the batch size, then concatenated with the batched patches, as ViT does)
+    expanded_from: T | None = None
+
+    def spread_along(self, axis: int) -> bool:
+        """Whether this value is a broadcast that is constant along ``axis``."""
+        src = self.expanded_from
+        if src is None:
+            return False
+        k = axis - (self.rank - src.rank)
+        return k < 0 or src.full[k] == 1
 
     @property
     def batched(self) -> bool:
@@ -289,7 +301,7 @@ class Tracer:
         for t in ts:
             if t.bdim is None:
                 k = bdim - (r - t.rank)
-                if k >= 0 and t.full[k] != 1:
+                if k >= 0 and t.full[k] != 1 and not t.spread_along(k):
                     raise Refused(
                         f"an unbatched operand {list(t.full)} varies along axis {bdim}, which "
                         "holds the batch (mixes samples)"
@@ -300,6 +312,9 @@ class Tracer:
         """``t``'s per-sample value broadcast to the per-sample shape of (``full``, ``bdim``)."""
         r = len(full)
         lead = r - t.rank
+        spread = t.bdim is None and bdim is not None and t.expanded_from is not None
+        if spread and bdim >= lead and t.spread_along(bdim - lead):  # type: ignore[operator]
+            return self.broadcast_kept(t.expanded_from, full, bdim)  # the value before the expand
         if t.bdim is None:
             shape = [1] * lead + list(t.full)
             if bdim is not None:
@@ -364,7 +379,10 @@ class Tracer:
             return self.const(np.broadcast_to(x.value, full).copy())
         if full == x.full:
             return x
-        return self.make(self.broadcast_kept(x, full, bdim), full, bdim, inner)
+        out = self.make(self.broadcast_kept(x, full, bdim), full, bdim, inner)
+        if bdim is None:
+            out.expanded_from = x
+        return out
 
     # -- layout ------------------------------------------------------------------------------
     def reshape_to(self, x: T, shape: Sequence[int]) -> T:
@@ -543,7 +561,15 @@ class Tracer:
             return xs[0]
         # the batch: every operand's layout must agree (unbatched operands are broadcast)
         sizes = [x.full[axis] for x in xs]
-        probe = [T(x.full[:axis] + (1,) + x.full[axis + 1 :], x.bdim, x.inner) for x in xs]
+        probe = [
+            T(
+                x.full[:axis] + (1,) + x.full[axis + 1 :],
+                x.bdim,
+                x.inner,
+                expanded_from=x.expanded_from,
+            )
+            for x in xs
+        ]
         full1, bdim, inner = self._broadcast(probe)
         if bdim == axis:
             raise Refused(f"concatenation along axis {axis}, which holds the batch (mixes samples)")
@@ -745,24 +771,45 @@ class Tracer:
         return self._along(v, axis, lambda u: self.b.slice(u, start=start, length=length))
 
     def _padding(
-        self, begin: Sequence[int], end: Sequence[int], stride: Sequence[int], what: str
-    ) -> tuple[list[int], list[int]]:
+        self,
+        sizes: Sequence[int],
+        kernel: Sequence[int],
+        begin: Sequence[int],
+        end: Sequence[int],
+        stride: Sequence[int],
+    ) -> tuple[list[int], list[int]] | None:
         """Symmetric padding per spatial dim for (begin, end) padding, and the number of output
-        cells to skip at the start (the output is then cropped to the asked size)."""
+        cells to skip at the start (the output is then cropped to the asked size); ``None``
+        where no symmetric padding and crop gives the same windows (the caller pads
+        explicitly)."""
         sym, skip = [], []
-        for b_, e, s in zip(begin, end, stride, strict=True):
-            if b_ >= e:
+        for n, k, b_, e, s in zip(sizes, kernel, begin, end, stride, strict=True):
+            if b_ >= e:  # the windows of (b, b), cropped at the end
                 sym.append(b_)
                 skip.append(0)
-            elif (e - b_) % s == 0:
+            elif self._out_size(n, k, s, b_, b_) == self._out_size(n, k, s, b_, e):
+                sym.append(b_)  # the extra end padding reaches no window
+                skip.append(0)
+            elif (e - b_) % s == 0:  # the windows of (e, e), the first (e - b) / s skipped
                 sym.append(e)
                 skip.append((e - b_) // s)
             else:
-                raise Refused(
-                    f"{what} with asymmetric padding (begin {list(begin)}, end {list(end)}) that "
-                    f"no symmetric padding and crop reproduces at stride {list(stride)}"
-                )
+                return None
         return sym, skip
+
+    def _pad_spatial(self, x: T, begin: Sequence[int], end: Sequence[int], edge: bool) -> T:
+        """x (N, C, spatial...) padded on its spatial axes: with zeros, or (``edge``) with
+        copies of its first and last cells (max pooling's padding, which no window takes
+        unless the window's own cells are no larger: each window holds an input cell next to
+        the copies it covers)."""
+        if not edge:
+            return self.pad(x, [0, 0, *begin], [0, 0, *end], 0.0)
+        for i, (b_, e) in enumerate(zip(begin, end, strict=True)):
+            axis, n = 2 + i, x.full[2 + i]
+            first, last = self.slice(x, axis, 0, 1), self.slice(x, axis, n - 1, n)
+            if b_ or e:
+                x = self.concat([*([first] * b_), x, *([last] * e)], axis)
+        return x
 
     def _crop_spatial(self, v: Var, skip: Sequence[int], out: Sequence[int]) -> Var:
         for i, (s0, n) in enumerate(zip(skip, out, strict=True)):
@@ -801,7 +848,13 @@ class Tracer:
             raise Refused(
                 f"convolution groups {groups} for input {list(x.full)}, weight {list(W.full)}"
             )
-        sym, skip = self._padding(begin, end, stride, "convolution")
+        geometry = self._padding(vx.shape[1:], K, begin, end, stride)
+        if geometry is None:  # unequal padding no crop reproduces: pad the input explicitly
+            x = self._pad_spatial(x, begin, end, edge=False)
+            vx = self.spatial_input(x, "convolution")
+            begin = end = [0] * d
+            geometry = ([0] * d, [0] * d)
+        sym, skip = geometry
         out = [
             self._out_size(n, k, s, b_, e)
             for n, k, s, b_, e in zip(vx.shape[1:], K, stride, begin, end, strict=True)
@@ -811,24 +864,10 @@ class Tracer:
         if bias is not None and bias.full != (outc,):
             vb = self.reshape(vb, (outc,))
 
-        def one(w: Var, bb: Var, xx: Var) -> Var:
-            if d == 2 and len(set(stride)) == 1 and len(set(sym)) == 1:
-                return self.b.conv2d(w, bb, xx, stride=int(stride[0]), padding=int(sym[0]))
-            return self.b.conv(w, bb, xx, stride=tuple(stride), padding=tuple(sym))
-
-        if groups == 1:
-            y = one(vW, vb, vx)
+        if d == 2 and len(set(stride)) == 1 and len(set(sym)) == 1:
+            y = self.b.conv2d(vW, vb, vx, stride=int(stride[0]), padding=int(sym[0]), groups=groups)
         else:
-            gi, go = cin // groups, outc // groups
-            parts = [
-                one(
-                    self.b.slice(vW, start=g * go, length=go),
-                    self.b.slice(vb, start=g * go, length=go),
-                    self.b.slice(vx, start=g * gi, length=gi),
-                )
-                for g in range(groups)
-            ]
-            y = self.b.concat(*parts)
+            y = self.b.conv(vW, vb, vx, stride=tuple(stride), padding=tuple(sym), groups=groups)
         return self.spatial_out(self._crop_spatial(y, skip, out))
 
     def conv_transpose(
@@ -905,7 +944,14 @@ class Tracer:
             for a, k, s, b_, e in zip(n, kernel, stride, begin, end, strict=True)
         ]:
             raise Refused("pooling with ceil_mode where it changes the output size")
-        sym, skip = self._padding(begin, end, stride, f"{kind} pooling")
+        if any(p >= k for p, k in zip([*begin, *end], kernel * 2, strict=True)):
+            raise Refused(f"pooling padding {list(begin)}, {list(end)} not smaller than the kernel")
+        geometry = self._padding(n, kernel, begin, end, stride)
+        if geometry is None:  # unequal padding no crop reproduces: pad the input explicitly
+            padded = self._pad_spatial(x, begin, end, edge=kind == "max")
+            vx = self.spatial_input(padded, f"{kind} pooling")
+            geometry = ([0] * d, [0] * d)
+        sym, skip = geometry
         if any(p >= k for p, k in zip(sym, kernel, strict=True)):
             raise Refused(f"pooling padding {sym} not smaller than the kernel {kernel}")
         if d == 2 and len(set(stride)) == 1 and len(set(sym)) == 1:
@@ -967,6 +1013,25 @@ class Tracer:
         b_ = self.reshape(self.var(beta), (c,))
         y = self.b.batchnorm_channel_first(flat, g, b_, eps=float(eps))
         return self.spatial_out(self.reshape(y, vx.shape))
+
+    def local_response_norm(self, x: T, size: int, alpha: float, beta: float, bias: float) -> T:
+        """ONNX ``LRN`` of x (N, C, spatial...): ``x / (bias + alpha / size * s) ** beta``, s the
+        sum of x^2 over channels c - floor((size - 1) / 2) .. c + ceil((size - 1) / 2) (those
+        that exist). ``alpha / size * s`` is ``alpha`` times the average pool of x^2 along the
+        channels with that window, zero-padded (count_include_pad): exact, in existing ops."""
+        if x.rank < 2:
+            raise Refused(f"LRN of {list(x.full)} (needs (N, C, ...))")
+        if not bias > 0:
+            raise Refused(f"LRN with bias {bias} (the base of the power must stay positive)")
+        n, channels = x.full[0], x.full[1]
+        cells = _prod(x.full[2:])
+        sq = self.binary("mul", x, x)
+        rows = self.reshape_to(sq, [n, 1, channels, cells])  # channels as a spatial axis
+        lo, hi = (size - 1) // 2, size - 1 - (size - 1) // 2
+        avg = self.pool(rows, "avg", [size, 1], [1, 1], [lo, 0], [hi, 0])
+        den = self.binary("add", self.scale(avg, alpha), self.const(np.asarray(bias)))
+        y = self.binary("mul", self.reshape_to(x, [n, 1, channels, cells]), self.power(den, -beta))
+        return self.reshape_to(y, list(x.full))
 
     def layer_norm(self, x: T, k: int, gamma: T | None, beta: T | None, eps: float) -> T:
         """Normalise over the last ``k`` axes, with an elementwise affine of those axes."""

@@ -76,7 +76,7 @@ def place(B: Any, a: Any, off: Ints, stride: Ints, full: Ints) -> Any:
     return a
 
 
-def _tiles(kernel: Ints, stride: Ints) -> bool:
+def tiles(kernel: Ints, stride: Ints) -> bool:
     """Windows that tile the input (stride = kernel): no cell is in two windows."""
     return tuple(kernel) == tuple(stride)
 
@@ -88,7 +88,7 @@ def windows(B: Any, xp: Any, kernel: Ints, stride: Ints, out: Ints) -> Any:
     and a transpose of the input cropped to ``O * kernel`` cells per axis: one gather-free
     relayout instead of a slice per kernel offset (the pooling VJP about 2x faster on CPU). The
     values and their order are the same either way."""
-    if _tiles(kernel, stride):
+    if tiles(kernel, stride):
         d = len(kernel)
         pairs = list(zip(out, kernel, strict=True))
         crop = xp[(slice(None), *(slice(0, o * k) for o, k in pairs))]
@@ -102,7 +102,7 @@ def windows(B: Any, xp: Any, kernel: Ints, stride: Ints, out: Ints) -> Any:
 def unwindows(B: Any, w: Any, kernel: Ints, stride: Ints, full: Ints) -> Any:
     """The transpose of :func:`windows`: sum each window slot back onto the padded input (for
     tiling windows, the inverse relayout, then zeros for the cells no window covers)."""
-    if _tiles(kernel, stride):
+    if tiles(kernel, stride):
         d = len(kernel)
         out = tuple(w.shape[1 : 1 + d])
         split = B.reshape(w, (w.shape[0], *out, *kernel))
