@@ -415,11 +415,11 @@ def decide_equal(
     got, expected = se.sympify(got), se.sympify(expected)
     if got == expected:
         return Decision(True, "exact", "identical")
-    if probe_only:
-        return _probe(got, expected, domains, random.Random(seed))
     nan = _nan_against_number(got, expected)
     if nan is not None:
         return nan
+    if probe_only:
+        return _probe(got, expected, domains, random.Random(seed))
     memo: dict[Any, int] = {}
     size = tree_size(got, memo) + tree_size(expected, memo)
     if size > ALGEBRA_MAX_TREE:
