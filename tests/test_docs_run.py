@@ -46,6 +46,9 @@ NO_RUN = [
                         "the rootdir"),
     ("verification.md", "$ python3 -m pytest -q examples/test_verify_ci.py"),
     ("interop.md", "$ torchlean import model.pt2 --report"),
+    ("interop.md", "config = transformers.GPT2Config(n_layer=2, n_embd=64, n_head=4, "
+                   "vocab_size=100, use_cache=False)"),
+    ("interop.md", "$ torchlean import gpt2.pt2 -o g.json --params p.safetensors"),
 ]  # fmt: skip
 
 

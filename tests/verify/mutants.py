@@ -345,7 +345,8 @@ def _pool_graph(op: str, shape: tuple[int, ...], **attrs: Any) -> Callable[[], t
     return build
 
 
-def _conv2d_lower_flipped(B: Any, W: Any, b: Any, x: Any, *, stride: Any, padding: Any) -> Any:
+def _conv2d_lower_flipped(B: Any, W: Any, b: Any, x: Any, *, stride: Any, padding: Any,
+                          groups: int = 1) -> Any:  # fmt: skip
     # a true convolution (the kernel flipped) where the op means cross-correlation
     from torchlean_ir.ops import conv
 
@@ -353,12 +354,13 @@ def _conv2d_lower_flipped(B: Any, W: Any, b: Any, x: Any, *, stride: Any, paddin
 
 
 def _conv2d_lower_vjp_bias(
-    B: Any, args: tuple, out: Any, ct: Any, *, stride: Any, padding: Any
+    B: Any, args: tuple, out: Any, ct: Any, *, stride: Any, padding: Any, groups: int = 1
 ) -> tuple:
     # the right pullback, but the bias gradient summed over the channels too
     import jax.numpy as jnp
 
-    gW, gb, gx = _CONV2D_LOWER_VJP(B, args, out, ct, stride=stride, padding=padding)
+    gW, gb, gx = _CONV2D_LOWER_VJP(B, args, out, ct, stride=stride, padding=padding,
+                                   groups=groups)  # fmt: skip
     return (gW, jnp.full_like(gb, jnp.sum(ct)), gx)
 
 
@@ -853,7 +855,7 @@ def _matmul_lower_vjp_last_row(B: Any, args: tuple, out: Any, ct: Any) -> tuple:
 
 
 def _conv2d_vjp_undilated(B: Any, args: tuple, out: Any, ct: Any, *, stride: Any,
-                          padding: Any) -> tuple:  # fmt: skip
+                          padding: Any, groups: int = 1) -> tuple:  # fmt: skip
     from torchlean_ir.ops import _windows as w
 
     W, _, x = args

@@ -46,6 +46,12 @@ ATEN_REFUSED: dict[str, str] = {
     "aten.rand": "torch's generators are not our SplitMix64",
     "aten.bernoulli": "torch's generators are not our SplitMix64",
     "aten.native_dropout": "dropout in training mode draws torch's random numbers",
+    **{
+        f"aten.{op}": "comparisons of runtime floats give booleans, which graphs do not hold "
+        "(comparisons of values known at import time fold; an index input compared with a "
+        "constant becomes a 0/1 mask)"
+        for op in ("ge", "gt", "le", "lt")
+    },
 }
 
 
@@ -326,7 +332,8 @@ def _conv_padding(c: _Ctx, x: T, pad: list[int]) -> tuple[T, list[int], list[int
     "pad",
     "constant_pad_nd",
     ours="concat with constant blocks; a zero pad read by a convolution: its padding",
-    note="mode 'constant'; no cropping (negative pads)",
+    note="mode 'constant'; no cropping (negative pads); of an index tensor: its positions "
+    "padded with the constant",
 )
 def _pad(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
     x = _t(args[0])
@@ -1146,28 +1153,6 @@ def _fill(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
     if value is None:
         raise Refused(f"{name} with a non-numeric fill")
     return c.tr.const(np.full(shape, value, dtype=np.float64))
-
-
-# -- padding ---------------------------------------------------------------------------------
-
-
-@_aten(
-    "pad",
-    "constant_pad_nd",
-    ours="concat with constant blocks",
-    note="mode 'constant'; of an index tensor: its positions padded with the constant",
-)
-def _pad(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
-    x = _t(args[0])
-    pad = [int(p) for p in args[1]]
-    mode = _arg(args, kw, 2, "mode", "constant") if c.op == "pad" else "constant"
-    value = _arg(args, kw, 3 if c.op == "pad" else 2, "value", None)
-    if mode != "constant":
-        raise Refused(f"padding in mode {mode!r} (only 'constant')")
-    begin, end = [0] * x.rank, [0] * x.rank
-    for i in range(len(pad) // 2):  # torch lists (begin, end) pairs from the last axis back
-        begin[x.rank - 1 - i], end[x.rank - 1 - i] = pad[2 * i], pad[2 * i + 1]
-    return c.tr.pad(x, begin, end, float(value or 0.0))
 
 
 # -- the driver -------------------------------------------------------------------------------
