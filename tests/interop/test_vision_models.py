@@ -156,9 +156,9 @@ def case(request: Any, tmp_path_factory: Any) -> _Case:
 
 
 def _models(*heavy: str) -> Any:
-    """The models, those named ``heavy`` behind the heavy marker (minutes of CPU in all: the
-    verification of the two convolutional networks, MobileNetV2's fused training step, whose
-    XLA compilation alone takes a minute; ``pytest -m heavy`` runs them)."""
+    """The models, those named ``heavy`` behind the heavy marker (``pytest -m heavy`` runs
+    them). None is today: the verification of the two convolutional networks and MobileNetV2's
+    training step (its XLA compilation) take about two minutes of CPU in all, which CI runs."""
     return pytest.mark.parametrize(
         "case",
         [pytest.param(n, marks=pytest.mark.heavy) if n in heavy else n for n in MODELS],
@@ -194,7 +194,7 @@ def test_gradient_of_its_own_loss_matches_autograd(case: _Case) -> None:
         assert err <= 1e-4 * scale, (n, err, scale)
 
 
-@_models("resnet", "mobilenet")
+@_models()
 def test_verifies_exactly(case: _Case) -> None:
     graph, _ = case.loss
     report = verify.verify_graph(graph)
@@ -202,7 +202,7 @@ def test_verifies_exactly(case: _Case) -> None:
     assert "0 probabilistic, 0 not verified" in report.summary()
 
 
-@_models("mobilenet")
+@_models()
 def test_twenty_adam_steps_follow_pytorch(case: _Case) -> None:
     graph, params = case.loss
     bg = compiler.compile(graph).batched(over=("pixel_values", "labels"), grads="mean")
@@ -225,7 +225,7 @@ def test_twenty_adam_steps_follow_pytorch(case: _Case) -> None:
     np.testing.assert_allclose(np.asarray(ours), theirs, atol=1e-4, rtol=0)
 
 
-@_models("resnet", "mobilenet")
+@_models()
 def test_through_onnx(case: _Case, tmp_path: Path) -> None:
     """``torch.onnx.export(..., dynamo=True)`` (batch norm folded into the convolutions, the
     class token and an all-zero attention mask folded to initializers expanded to the batch,
