@@ -24,12 +24,13 @@ import pytest
 onnx = pytest.importorskip("onnx")
 from onnx import helper, numpy_helper  # noqa: E402
 from onnx.reference import ReferenceEvaluator  # noqa: E402
-from onnx.reference.op_run import OpRun  # noqa: E402
 
 import compiler  # noqa: E402
 import torchlean_ir as tl  # noqa: E402
 import verify  # noqa: E402
 from torchlean_ir import interop  # noqa: E402
+
+from .test_onnx_vision_ops import SpecLRN  # noqa: E402  (the LRN operator's definition)
 
 DATA = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data")
 LIGHT = os.path.join(DATA, "light")
@@ -55,25 +56,6 @@ MORE = {
     "densenet121": "f64",
 }
 LIGHT_MODELS = {**ARCHITECTURES, **MORE}
-
-
-class SpecLRN(OpRun):
-    """ONNX ``LRN`` as its definition says (the reference evaluator's own kernel loops over the
-    batch instead of the channels in onnx 1.23: ``tests/interop/test_onnx_vision_ops.py``)."""
-
-    op_domain = ""
-
-    def _run(self, x: Any, alpha: Any = None, beta: Any = None, bias: Any = None,
-             size: Any = None) -> tuple[np.ndarray]:  # fmt: skip
-        lo, hi = (size - 1) // 2, size - (size - 1) // 2
-        sq = np.zeros(x.shape, dtype=np.float64)
-        c = x.shape[1]
-        for i in range(c):
-            sq[:, i] = np.sum(x[:, max(0, i - lo) : min(c, i + hi)].astype(np.float64) ** 2, axis=1)
-        return ((x / (bias + alpha / size * sq) ** beta).astype(x.dtype),)
-
-
-SpecLRN.__name__ = "LRN"
 
 
 def _read(path: str) -> np.ndarray:
