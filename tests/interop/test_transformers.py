@@ -16,8 +16,8 @@ by ``torchlean import`` (the command line's ``main``, in process). Then, on the 
 - 20 compiled Adam steps whose losses follow ``torch.optim.Adam``'s within 1e-4 (measured: at
   most 1e-6).
 
-The models are small (2 layers, width 64, 8 tokens, a vocabulary of 100); the same code path
-imports them at full size.
+The models (``corpus.py``, shared with ``benchmarks/interop_models.py``) are small (2 layers,
+width 64, 8 tokens, a vocabulary of 100); the same code path imports them at full size.
 """
 
 from __future__ import annotations
@@ -37,58 +37,9 @@ import torchlean_ir as tl  # noqa: E402
 from torchlean_ir import cli  # noqa: E402
 from torchlean_ir.interop._files import read_params  # noqa: E402
 
-N, L, V = 3, 8, 100
+from .corpus import LANGUAGE_MODELS, N  # noqa: E402  (the models, built from configs)
 
-
-def _gpt2() -> tuple[Any, dict[str, Any]]:
-    config = transformers.GPT2Config(
-        n_layer=2, n_embd=64, n_head=4, vocab_size=V, n_positions=32, use_cache=False
-    )
-    model = transformers.GPT2LMHeadModel(config).eval()
-    ids = torch.randint(0, V, (N, L))
-    return model, {"input_ids": ids, "labels": torch.randint(0, V, (N, L))}
-
-
-def _bert() -> tuple[Any, dict[str, Any]]:
-    config = transformers.BertConfig(
-        num_hidden_layers=2,
-        hidden_size=64,
-        num_attention_heads=4,
-        intermediate_size=128,
-        vocab_size=V,
-        max_position_embeddings=32,
-        num_labels=3,
-    )
-    model = transformers.BertForSequenceClassification(config).eval()
-    ids = torch.randint(1, V, (N, L))
-    ids[1, 2] = 0  # the padding token: its embedding row gets no gradient
-    mask = torch.ones(N, L, dtype=torch.long)
-    mask[0, 5:] = 0  # a padded sequence
-    return model, {
-        "input_ids": ids,
-        "attention_mask": mask,
-        "token_type_ids": torch.randint(0, 2, (N, L)),
-        "labels": torch.tensor([0, 2, 1]),
-    }
-
-
-def _llama() -> tuple[Any, dict[str, Any]]:
-    config = transformers.LlamaConfig(
-        num_hidden_layers=2,
-        hidden_size=64,
-        num_attention_heads=4,
-        num_key_value_heads=2,  # grouped-query attention
-        intermediate_size=128,
-        vocab_size=V,
-        max_position_embeddings=32,
-        use_cache=False,
-    )
-    model = transformers.LlamaForCausalLM(config).eval()
-    ids = torch.randint(0, V, (N, L))
-    return model, {"input_ids": ids, "labels": torch.randint(0, V, (N, L))}
-
-
-MODELS = {"gpt2": _gpt2, "bert": _bert, "llama": _llama}
+MODELS = LANGUAGE_MODELS
 
 
 def _import(tmp_path: Path, model: Any, kwargs: dict[str, Any]) -> tuple[tl.GraphData, Any]:

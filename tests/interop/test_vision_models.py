@@ -13,7 +13,8 @@ model's own loss (its mean cross-entropy: the exported per-sample cross-entropy 
 verifier's VERIFIED with every check exact, and 20 compiled Adam steps whose losses follow
 ``torch.optim.Adam``'s within 1e-4. The model's own ``labels=`` path is not exported here: its
 loss is the batch mean (``CrossEntropyLoss()``), which the importer refuses per sample (see
-``docs/interop.md``), so the per-sample loss is exported by a wrapper.
+``docs/interop.md``), so the per-sample loss is exported by a wrapper. The models are built in
+``corpus.py`` (shared with ``benchmarks/interop_models.py``).
 
 The same models through ``torch.onnx.export(..., dynamo=True)`` and ``torchlean import
 model.onnx``: forward within 1e-5 of PyTorch.
@@ -23,7 +24,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import math
 from pathlib import Path
 from typing import Any
 
@@ -33,8 +33,6 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 pytest.importorskip("onnxscript")
-from torch import nn  # noqa: E402
-from torch.nn import functional as F  # noqa: E402
 
 import compiler  # noqa: E402
 import torchlean_ir as tl  # noqa: E402
@@ -43,80 +41,9 @@ from torchlean import read_params_file as read_params  # noqa: E402
 from torchlean_ir import interop  # noqa: E402
 from torchlean_ir.cli import main as torchlean  # noqa: E402
 
-BATCH = 3  # differs from every other dimension of the models
-LABELS = [1, 2, 3]
+from .corpus import BATCH, LABELS, VISION_MODELS, PerSampleLoss, resnet  # noqa: E402
 
-
-def _randomize(model: Any, seed: int) -> Any:
-    """He-scaled convolution weights and random batch-norm statistics, scales and shifts."""
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for mod in model.modules():
-            if isinstance(mod, nn.Conv2d):
-                fan_in = mod.weight[0].numel()
-                w = torch.randn(mod.weight.shape, generator=g) * math.sqrt(2.0 / fan_in)
-                mod.weight.copy_(w)
-            elif isinstance(mod, nn.BatchNorm2d):
-                c = mod.num_features
-                mod.running_mean.copy_(torch.randn(c, generator=g) * 0.1)
-                mod.running_var.copy_(torch.rand(c, generator=g) + 0.5)
-                mod.weight.copy_(torch.rand(c, generator=g) + 0.5)
-                mod.bias.copy_(torch.randn(c, generator=g) * 0.1)
-    return model
-
-
-def _resnet() -> Any:
-    cfg = transformers.ResNetConfig(
-        num_channels=3,
-        embedding_size=16,
-        hidden_sizes=[16, 32],
-        depths=[1, 1],
-        layer_type="bottleneck",
-        num_labels=10,
-    )
-    return _randomize(transformers.ResNetForImageClassification(cfg), 0)
-
-
-def _mobilenet() -> Any:
-    cfg = transformers.MobileNetV2Config(
-        num_channels=3,
-        image_size=32,
-        depth_multiplier=0.25,
-        finegrained_output=False,
-        num_labels=10,
-    )
-    return _randomize(transformers.MobileNetV2ForImageClassification(cfg), 1)
-
-
-def _vit() -> Any:
-    cfg = transformers.ViTConfig(
-        hidden_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        intermediate_size=128,
-        image_size=32,
-        patch_size=8,
-        num_channels=3,
-        num_labels=10,
-    )
-    return transformers.ViTForImageClassification(cfg)
-
-
-#: name -> (builder, Adam's learning rate). MobileNetV2 trains at 3e-4: at 1e-3 its loss falls
-#: from 2.35 to 0.02 in 20 steps and PyTorch's own float32 and float64 runs part by 6e-3 (ReLU6
-#: kinks crossed on different steps), so no float32 implementation could follow within 1e-4.
-MODELS = {"resnet": (_resnet, 1e-3), "mobilenet": (_mobilenet, 3e-4), "vit": (_vit, 1e-3)}
-
-
-class _PerSampleLoss(nn.Module):
-    """The model's own loss per sample: its logits' cross-entropy with ``reduction='none'``."""
-
-    def __init__(self, model: Any) -> None:
-        super().__init__()
-        self.model = model
-
-    def forward(self, pixel_values: Any, labels: Any) -> Any:
-        return F.cross_entropy(self.model(pixel_values).logits, labels, reduction="none")
+MODELS = VISION_MODELS
 
 
 class _Case:
@@ -131,7 +58,7 @@ class _Case:
         self.labels = torch.tensor(LABELS)
         self.forward = self._import(folder / "logits", self.model, (self.x,), {})
         self.loss = self._import(
-            folder / "loss", _PerSampleLoss(self.model).eval(), (self.x,), {"labels": self.labels}
+            folder / "loss", PerSampleLoss(self.model).eval(), (self.x,), {"labels": self.labels}
         )
 
     @staticmethod
@@ -252,7 +179,7 @@ def test_resnet_in_train_mode_is_refused_as_a_side_effect() -> None:
     """Training-mode batch norm updates its running statistics in place: one line naming the
     buffer and the source line, with the hint (export in eval mode)."""
     torch.manual_seed(0)
-    program = torch.export.export(_resnet().train(), (torch.randn(BATCH, 3, 32, 32),))
+    program = torch.export.export(resnet().train(), (torch.randn(BATCH, 3, 32, 32),))
     with pytest.raises(interop.InteropError) as e:
         interop.from_torch(program)
     msg = str(e.value)

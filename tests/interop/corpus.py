@@ -1,0 +1,162 @@
+"""The corpus of real models, built once for the tests and the benchmark.
+
+Hugging Face ``transformers`` models built from config objects with random weights (nothing is
+downloaded), small enough for CI; the same builders at full size take a full-size config. The
+language models (GPT-2, BERT, LLaMA) are exported with their labels, so the program computes
+the model's own loss; the vision models (ResNet, MobileNetV2, ViT) take 32x32 images, their
+convolution weights and batch-norm statistics randomised so that eval-mode batch norm is not
+the identity. Used by ``tests/interop/test_transformers.py``,
+``tests/interop/test_vision_models.py`` and ``benchmarks/interop_models.py``.
+
+Importing this module imports ``torch`` and ``transformers``: callers check for them first.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+import transformers
+from torch import nn
+from torch.nn import functional as F
+
+#: the language models' batch, sequence length and vocabulary
+N, L, V = 3, 8, 100
+#: the vision models' batch (differs from every other dimension of the models) and labels
+BATCH = 3
+LABELS = [1, 2, 3]
+
+
+def gpt2() -> tuple[Any, dict[str, Any]]:
+    """``GPT2LMHeadModel`` (2 layers, width 64, 4 heads) and its batch with labels."""
+    config = transformers.GPT2Config(
+        n_layer=2, n_embd=64, n_head=4, vocab_size=V, n_positions=32, use_cache=False
+    )
+    model = transformers.GPT2LMHeadModel(config).eval()
+    ids = torch.randint(0, V, (N, L))
+    return model, {"input_ids": ids, "labels": torch.randint(0, V, (N, L))}
+
+
+def bert() -> tuple[Any, dict[str, Any]]:
+    """``BertForSequenceClassification`` (default config otherwise: exact GELU) with
+    ``attention_mask``, ``token_type_ids`` and labels."""
+    config = transformers.BertConfig(
+        num_hidden_layers=2,
+        hidden_size=64,
+        num_attention_heads=4,
+        intermediate_size=128,
+        vocab_size=V,
+        max_position_embeddings=32,
+        num_labels=3,
+    )
+    model = transformers.BertForSequenceClassification(config).eval()
+    ids = torch.randint(1, V, (N, L))
+    ids[1, 2] = 0  # the padding token: its embedding row gets no gradient
+    mask = torch.ones(N, L, dtype=torch.long)
+    mask[0, 5:] = 0  # a padded sequence
+    return model, {
+        "input_ids": ids,
+        "attention_mask": mask,
+        "token_type_ids": torch.randint(0, 2, (N, L)),
+        "labels": torch.tensor([0, 2, 1]),
+    }
+
+
+def llama() -> tuple[Any, dict[str, Any]]:
+    """``LlamaForCausalLM``: RMSNorm, rotary embeddings, SwiGLU, grouped-query attention."""
+    config = transformers.LlamaConfig(
+        num_hidden_layers=2,
+        hidden_size=64,
+        num_attention_heads=4,
+        num_key_value_heads=2,  # grouped-query attention
+        intermediate_size=128,
+        vocab_size=V,
+        max_position_embeddings=32,
+        use_cache=False,
+    )
+    model = transformers.LlamaForCausalLM(config).eval()
+    ids = torch.randint(0, V, (N, L))
+    return model, {"input_ids": ids, "labels": torch.randint(0, V, (N, L))}
+
+
+#: name -> builder of (model in eval mode, the keyword arguments it is exported with)
+LANGUAGE_MODELS = {"gpt2": gpt2, "bert": bert, "llama": llama}
+
+
+def randomize(model: Any, seed: int) -> Any:
+    """He-scaled convolution weights and random batch-norm statistics, scales and shifts."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for mod in model.modules():
+            if isinstance(mod, nn.Conv2d):
+                fan_in = mod.weight[0].numel()
+                w = torch.randn(mod.weight.shape, generator=g) * math.sqrt(2.0 / fan_in)
+                mod.weight.copy_(w)
+            elif isinstance(mod, nn.BatchNorm2d):
+                c = mod.num_features
+                mod.running_mean.copy_(torch.randn(c, generator=g) * 0.1)
+                mod.running_var.copy_(torch.rand(c, generator=g) + 0.5)
+                mod.weight.copy_(torch.rand(c, generator=g) + 0.5)
+                mod.bias.copy_(torch.randn(c, generator=g) * 0.1)
+    return model
+
+
+def resnet() -> Any:
+    """``ResNetForImageClassification``, the ResNet-50 layout (bottleneck blocks), 16 and 32
+    channels."""
+    cfg = transformers.ResNetConfig(
+        num_channels=3,
+        embedding_size=16,
+        hidden_sizes=[16, 32],
+        depths=[1, 1],
+        layer_type="bottleneck",
+        num_labels=10,
+    )
+    return randomize(transformers.ResNetForImageClassification(cfg), 0)
+
+
+def mobilenet() -> Any:
+    """``MobileNetV2ForImageClassification``: depthwise convolutions, ReLU6, 'SAME' padding,
+    depth multiplier 0.25."""
+    cfg = transformers.MobileNetV2Config(
+        num_channels=3,
+        image_size=32,
+        depth_multiplier=0.25,
+        finegrained_output=False,
+        num_labels=10,
+    )
+    return randomize(transformers.MobileNetV2ForImageClassification(cfg), 1)
+
+
+def vit() -> Any:
+    """``ViTForImageClassification`` (2 layers, width 64, 4 heads, 8x8 patches)."""
+    cfg = transformers.ViTConfig(
+        hidden_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=128,
+        image_size=32,
+        patch_size=8,
+        num_channels=3,
+        num_labels=10,
+    )
+    return transformers.ViTForImageClassification(cfg)
+
+
+#: name -> (builder, Adam's learning rate). MobileNetV2 trains at 3e-4: at 1e-3 its loss falls
+#: from 2.35 to 0.02 in 20 steps and PyTorch's own float32 and float64 runs part by 6e-3 (ReLU6
+#: kinks crossed on different steps), so no float32 implementation could follow within 1e-4.
+VISION_MODELS = {"resnet": (resnet, 1e-3), "mobilenet": (mobilenet, 3e-4), "vit": (vit, 1e-3)}
+
+
+class PerSampleLoss(nn.Module):
+    """The model's own loss per sample: its logits' cross-entropy with ``reduction='none'``
+    (the model's ``labels=`` path reduces over the batch with ``CrossEntropyLoss()``)."""
+
+    def __init__(self, model: Any) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, pixel_values: Any, labels: Any) -> Any:
+        return F.cross_entropy(self.model(pixel_values).logits, labels, reduction="none")
