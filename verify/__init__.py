@@ -21,6 +21,12 @@ Every result names its method: ``exact``, ``probabilistic`` or ``not verified``;
 """
 
 from ._decide import Decision, decide_equal
+from ._functions import (
+    FunctionSpecError,
+    parse_arg_specs,
+    verify_function,
+    verify_gradient_outputs,
+)
 from ._html import render_html
 from ._jaxpr import Interpreter, supported_primitives
 from ._primitives import Unsupported
@@ -43,6 +49,7 @@ __all__ = [
     "Check",
     "Counterexample",
     "Decision",
+    "FunctionSpecError",
     "Interpreter",
     "NodeReport",
     "Report",
@@ -54,8 +61,11 @@ __all__ = [
     "decide_equal",
     "index_plan",
     "named_symbols",
+    "parse_arg_specs",
     "render_html",
     "render_text",
     "supported_primitives",
+    "verify_function",
+    "verify_gradient_outputs",
     "verify_graph",
 ]

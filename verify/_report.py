@@ -17,7 +17,7 @@ from typing import Any, Literal
 Method = Literal["exact", "probabilistic", "not verified"]
 Result = Literal["pass", "fail", "undecided"]
 Verdict = Literal["verified", "mismatch", "undecided"]
-Link = Literal["rule", "lowering", "compiled", "wiring", "end-to-end"]
+Link = Literal["rule", "lowering", "compiled", "wiring", "end-to-end", "function"]
 
 #: Exit codes of ``torchlean-verify`` by verdict (2 is bad input or usage).
 EXIT_CODES: dict[str, int] = {"verified": 0, "mismatch": 1, "undecided": 3}
@@ -169,6 +169,9 @@ class Report:
     notes: tuple[str, ...] = field(default_factory=tuple)
     #: the precision of the compiled matrix products and convolutions (``compiler._precision``)
     matmul_precision: str = "float32"
+    #: what was verified: ``"graph"`` (nodes are graph nodes) or ``"function"`` (a JAX
+    #: function, :func:`verify.verify_function`: nodes are its custom rules)
+    subject: str = "graph"
 
     @property
     def all_checks(self) -> list[Check]:
@@ -198,6 +201,14 @@ class Report:
     @property
     def counterexamples(self) -> list[Counterexample]:
         """The counterexamples of the failed checks, each with the (first) node it concerns."""
+        if self.subject == "function":  # a custom rule is named by its label, not a number
+            labels = {n.node: n.signature.split(": (")[0] for n in self.nodes}
+            return [
+                replace(c.counterexample, check=f"{labels[node]}: {c.counterexample.check}")
+                if node is not None else c.counterexample
+                for node, c in self.failures()
+                if c.counterexample is not None
+            ]  # fmt: skip
         return [
             replace(c.counterexample, node=node)
             for node, c in self.failures()
@@ -223,8 +234,10 @@ class Report:
         sigs = len({n.signature for n in self.nodes})
         failed = sum(c.result == "fail" for c in checks)
         failures = f", {failed} failed" if failed else ""  # how each was decided follows
+        units = (f"{len(self.nodes)} custom rules" if self.subject == "function"
+                 else f"{len(self.nodes)} nodes ({sigs} signatures)")  # fmt: skip
         text = (
-            f"{self.verdict.upper()}: {len(self.nodes)} nodes ({sigs} signatures), "
+            f"{self.verdict.upper()}: {units}, "
             f"{len(checks)} checks{failures}: {counts['exact']} exact, {counts['probabilistic']} "
             f"probabilistic, {nv} not verified; {self.seconds:.2f} s"
         )
@@ -238,6 +251,7 @@ class Report:
         return {
             "schema": "torchlean-verify-report",
             "version": SCHEMA_VERSION,
+            "subject": self.subject,
             "graph": self.graph,
             "dtype": self.dtype,
             "matmul_precision": self.matmul_precision,
@@ -264,11 +278,18 @@ def _row_checks(checks: Sequence[Check]) -> str:
 
 def render_text(report: Report, *, max_rows: int = 60) -> str:
     """A plain-text table (one row per signature), the notes, the failures and the verdict."""
-    lines = [f"graph {report.graph} ({report.dtype}, matmul precision {report.matmul_precision})"]
+    if report.subject == "function":
+        lines = [f"function {report.graph} ({report.dtype})"]
+    else:
+        lines = [f"graph {report.graph} ({report.dtype}, matmul precision "
+                 f"{report.matmul_precision})"]  # fmt: skip
     firsts = [n for n in report.nodes if n.shared_with is None]
     for n in firsts[:max_rows]:
         same = [m.node for m in report.nodes if m.shared_with == n.node]
         nodes = f"{n.node}" + (f" (+{len(same)})" if same else "")
+        if report.subject == "function":
+            lines.append(f"  {n.op:<15} {n.signature:<40} {n.result:<9} {n.label}")
+            continue
         lines.append(f"  node {nodes:<10} {n.signature:<40} {n.result:<9} {n.label}")
     if len(firsts) > max_rows:
         lines.append(f"  ... {len(firsts) - max_rows} more signatures")
@@ -276,7 +297,10 @@ def render_text(report: Report, *, max_rows: int = 60) -> str:
         lines.append(f"  {c.link:<15} {c.name:<40} {c.result:<9} {c.method}  {c.coverage}")
     lines += [f"  note: {note}" for note in report.notes]
     for node, c in report.failures():
-        where = f"node {node}" if node is not None else "graph"
+        if report.subject == "function":
+            where = "function" if node is None else report.nodes[node].signature.split(": (")[0]
+        else:
+            where = f"node {node}" if node is not None else "graph"
         lines.append(f"  {c.result.upper()} {where}: {c.name}: {c.how}")
         if c.counterexample is not None:
             lines.append("    counterexample: " + c.counterexample.describe())

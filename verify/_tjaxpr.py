@@ -669,18 +669,30 @@ def _gather(it: TInterpreter, eqn: Any, invals: list, *, dimension_numbers: Any,
             slice_sizes: Any, mode: Any, fill_value: Any = None, **_: Any) -> TArray:  # fmt: skip
     operand, indices = invals
     dn = dimension_numbers
-    if getattr(dn, "operand_batching_dims", ()):
-        raise Unsupported("gather with batching dims")
+    # batching dims (``take_along_axis``): operand axis ``operand_batching_dims[k]`` is read at
+    # the position of the indices' batch axis ``start_indices_batching_dims[k]``
+    op_batch = tuple(getattr(dn, "operand_batching_dims", ()) or ())
+    ix_batch = tuple(getattr(dn, "start_indices_batching_dims", ()) or ())
     out_shape = tuple(eqn.outvars[0].aval.shape)
     offset_dims = tuple(dn.offset_dims)
-    window = [d for d in range(operand.ndim) if d not in dn.collapsed_slice_dims]
+    window = [d for d in range(operand.ndim) if d not in dn.collapsed_slice_dims
+              and d not in op_batch]  # fmt: skip
     batch_pos = [i for i in range(len(out_shape)) if i not in offset_dims]
     fill_mode = "FILL" in _mode_name(mode)
+    fill: Any = None
     if fill_mode:
-        if _out_kind(eqn) == "f" and fill_value is None:
-            raise Unsupported("gather filling with NaN")
-        fill = T.exact_scalar(0 if fill_value is None else fill_value)
+        nan_fill = fill_value is None if _out_kind(eqn) == "f" else False
+        if fill_value is not None and np.isnan(float(fill_value)):
+            nan_fill = True
+        # an out-of-bounds start would read NaN: refused where it can happen (below)
+        fill = None if nan_fill else T.exact_scalar(0 if fill_value is None else fill_value)
     clip = "CLIP" in _mode_name(mode)
+    ci = concrete(indices) if indices.kind in "ic" else None
+    if fill_mode and ci is not None and ci.size:  # every start known: in bounds or not
+        his = np.array([operand.shape[d] - slice_sizes[d] for d in dn.start_index_map])
+        starts = ci.reshape(-1, ci.shape[-1]) if ci.ndim else ci.reshape(1, 1)
+        if np.all(starts >= 0) and np.all(starts <= his):
+            fill_mode = False
 
     def fn(o: tuple) -> Any:
         G = tuple(o[i] for i in batch_pos)
@@ -698,9 +710,13 @@ def _gather(it: TInterpreter, eqn: Any, invals: list, *, dimension_numbers: Any,
                 S[d] = _clamped_start(s, operand.shape[d], slice_sizes[d])
         for kk, d in enumerate(window):
             S[d] = se.expand(S[d] + o[offset_dims[kk]])
+        for d, g in zip(op_batch, ix_batch, strict=True):
+            S[d] = G[g]
         val = operand.at(tuple(S))
         if not fill_mode or ok == 1:
             return val
+        if fill is None:
+            raise T.TermError("gather that may read out of bounds, filling with NaN")
         return ok * val + (1 - ok) * fill
 
     return TArray(out_shape, fn, operand.kind)
@@ -711,12 +727,16 @@ def _scatter_add(it: TInterpreter, eqn: Any, invals: list, *, dimension_numbers:
                  mode: Any, **_: Any) -> TArray:  # fmt: skip
     operand, indices, updates = invals
     dn = dimension_numbers
-    if getattr(dn, "operand_batching_dims", ()):
-        raise Unsupported("scatter with batching dims")
+    # batching dims (the transpose of ``take_along_axis``'s gather): operand axis
+    # ``operand_batching_dims[k]`` receives only at the indices' batch position
+    # ``scatter_indices_batching_dims[k]``
+    op_batch = tuple(getattr(dn, "operand_batching_dims", ()) or ())
+    ix_batch = tuple(getattr(dn, "scatter_indices_batching_dims", ()) or ())
     clip = "CLIP" in _mode_name(mode)
     uwd = tuple(dn.update_window_dims)
     scatter_pos = [i for i in range(updates.ndim) if i not in uwd]
-    window = [d for d in range(operand.ndim) if d not in dn.inserted_window_dims]
+    window = [d for d in range(operand.ndim) if d not in dn.inserted_window_dims
+              and d not in op_batch]  # fmt: skip
     wsize = [1] * operand.ndim
     for kk, d in enumerate(window):
         wsize[d] = updates.shape[uwd[kk]]
@@ -744,6 +764,8 @@ def _scatter_add(it: TInterpreter, eqn: Any, invals: list, *, dimension_numbers:
                 uidx[uwd[kk]] = w
             for d in dn.inserted_window_dims:
                 ok = ok * T.eq(p[d] - starts[d])
+            for d, g in zip(op_batch, ix_batch, strict=True):
+                ok = ok * T.eq(p[d] - G[g])
             return ok * updates.at(tuple(uidx))
 
         return operand.at(p) + body(0, [])

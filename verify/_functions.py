@@ -1,0 +1,674 @@
+"""Verifying the gradients people write: JAX functions, ``custom_vjp`` / ``custom_jvp`` rules.
+
+For a JAX-traceable ``f`` and example arguments (what matters is their shapes and dtypes), the
+verifier reads three jaxprs and interprets them at tensor level (:mod:`verify._tjaxpr`, one
+symbolic element for every element):
+
+* the **forward** ``jax.make_jaxpr(f)``: a ``custom_vjp`` / ``custom_jvp`` function is read as
+  the primal function it stands for (its ``call_jaxpr``), so the forward is what ``f`` computes;
+* the **VJP** ``jax.vjp(f, *xs)[1]`` as JAX runs it (a user's backward rule traced in);
+* the **JVP** ``jax.jvp(f, ...)`` (not for a function that holds a ``custom_vjp``, which JAX
+  does not differentiate forward).
+
+The reference derivative is our own: the forward's terms differentiated symbolically
+(:func:`verify.terms.jvp_term`), and the adjoint as the coefficient of each tangent in
+``sum ct * jvp`` (:func:`verify._tchecks.adjoint_expected`). JAX's differentiation is the thing
+under test, never the oracle.
+
+``stop_gradient``: JAX's derivative treats a stopped value as a constant. Each stopped value of
+the forward is read as a free leaf; the check "stop_gradient ... does not change the derivative"
+proves that the forward does not depend on it (its derivative in that leaf is 0 for every
+element, as for the max shift of a stable softmax or logsumexp), and the reference derivative
+then holds it constant. With ``stop_gradient="constant"`` the neutrality is not asked: the
+reference is the derivative with the stopped values held constant (JAX's documented meaning).
+
+Each ``custom_vjp`` / ``custom_jvp`` call met in the forward is also checked on its own, at the
+argument shapes of that call: the user's rule against the derivative of its primal function.
+
+Everything is "not verified" with its reason, never passed, where the interpreter does not
+follow a construct (the primitive and the user's source line named) or a decision ran out of
+its budget.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import re
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import jax
+import numpy as np
+import symengine as se
+from jax._src import source_info_util
+
+from . import _tcontrol  # noqa: F401  (registers scan / while / cond at tensor level)
+from . import _tensor as TT
+from . import terms as T
+from ._attempt import TENSOR_BUDGET_S
+from ._primitives import Unsupported
+from ._report import Check, NodeReport, Report
+from ._rules import conventional
+from ._tchecks import NotTensor, TOutcome, TSetup, adjoint_expected, compare
+from ._tensor import TArray, leaf
+from ._tjaxpr import TInterpreter, concrete
+
+StopGradient = Literal["prove", "constant"]
+
+# the user's source line of an equation is the first frame outside JAX and outside verify
+source_info_util.register_exclusion(os.path.dirname(__file__))
+
+_DTYPES = {"f16": "float16", "bf16": "bfloat16", "f32": "float32", "f64": "float64",
+           "i8": "int8", "i16": "int16", "i32": "int32", "i64": "int64", "u8": "uint8",
+           "u32": "uint32", "bool": "bool"}  # fmt: skip
+_SPEC = re.compile(r"^\s*([a-z]+[0-9]*)\[([0-9,\s]*)\]\s*$")
+
+
+class FunctionSpecError(ValueError):
+    """An argument specification or an example argument the verifier cannot use."""
+
+
+def parse_arg_specs(text: str) -> list[jax.ShapeDtypeStruct]:
+    """``"f32[1024,64] f32[64] i32[]"`` -> shapes and dtypes (whitespace separated)."""
+    out = []
+    for k, tok in enumerate(text.split()):
+        m = _SPEC.match(tok)
+        if m is None or m.group(1) not in _DTYPES:
+            raise FunctionSpecError(
+                f"argument {k} {tok!r}: expected dtype[dims], e.g. f32[1024,64] or f32[] "
+                f"(dtypes: {', '.join(_DTYPES)})"
+            )
+        dims = tuple(int(d) for d in m.group(2).replace(" ", "").split(",") if d)
+        out.append(jax.ShapeDtypeStruct(dims, np.dtype(_DTYPES[m.group(1)])))
+    if not out:
+        raise FunctionSpecError("no argument specifications given")
+    return out
+
+
+# -- the arguments ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Args:
+    """The example arguments, flattened: the float leaves are the symbolic inputs (by name),
+    every other leaf a constant closed over."""
+
+    names: tuple[str, ...]
+    avals: tuple[jax.ShapeDtypeStruct, ...]
+    positions: tuple[int, ...]  # of the float leaves among all leaves
+    fixed: dict[int, Any]  # the other leaves' values, by position
+    tree: Any
+
+    def call(self, f: Callable[..., Any]) -> Callable[..., list[Any]]:
+        """``f`` as a function of the float leaves alone, returning its flat float outputs."""
+
+        def flat(*xs: Any) -> list[Any]:
+            leaves = [None] * (len(self.positions) + len(self.fixed))
+            for p, x in zip(self.positions, xs, strict=True):
+                leaves[p] = x
+            for p, v in self.fixed.items():
+                leaves[p] = v
+            out = f(*jax.tree_util.tree_unflatten(self.tree, leaves))
+            return [o for o in jax.tree_util.tree_leaves(out) if _is_float(o)]
+
+        return flat
+
+
+def _is_float(x: Any) -> bool:
+    dtype = x.dtype if hasattr(x, "dtype") else np.asarray(x).dtype
+    return np.dtype(dtype).kind == "f"
+
+
+def _ident(text: str) -> str:
+    s = re.sub(r"[^0-9A-Za-z]+", "_", text).strip("_") or "x"
+    return s if s[0].isalpha() else "x" + s
+
+
+def _arg_names(f: Callable[..., Any], n: int) -> list[str]:
+    try:
+        params = [p.name for p in inspect.signature(f).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]  # fmt: skip
+    except (TypeError, ValueError):
+        params = []
+    return [params[k] if k < len(params) else f"arg{k}" for k in range(n)]
+
+
+def _flatten_args(f: Callable[..., Any], args: Sequence[Any],
+                  argnames: Sequence[str] | None) -> _Args:  # fmt: skip
+    top = list(argnames) if argnames is not None else _arg_names(f, len(args))
+    if len(top) != len(args):
+        raise FunctionSpecError(f"{len(top)} argument names for {len(args)} arguments")
+    with_path, tree = jax.tree_util.tree_flatten_with_path(tuple(args))
+    names: list[str] = []
+    avals = []
+    positions = []
+    fixed: dict[int, Any] = {}
+    taken = {"ct", "y"}
+    for p, (path, x) in enumerate(with_path):
+        k = path[0].idx  # type: ignore[attr-defined]
+        rest = jax.tree_util.keystr(path[1:]) if len(path) > 1 else ""
+        label = f"{top[k]}{rest}"
+        shape = tuple(getattr(x, "shape", np.shape(x)))
+        dtype = np.dtype(x.dtype if hasattr(x, "dtype") else np.asarray(x).dtype)
+        if dtype.kind == "f":
+            name = _ident(label)
+            while name in taken or (name.startswith("d") and name[1:] in taken):
+                name += "_"
+            taken.add(name)
+            names.append(name)
+            avals.append(jax.ShapeDtypeStruct(shape, dtype))
+            positions.append(p)
+            continue
+        if isinstance(x, jax.ShapeDtypeStruct):
+            raise FunctionSpecError(
+                f"argument {label} ({dtype}{list(shape)}): an integer or boolean argument needs "
+                "its value (pass an array): its values are read as constants"
+            )
+        fixed[p] = np.asarray(x)
+    if not names:
+        raise FunctionSpecError("no floating-point argument: nothing to differentiate")
+    return _Args(tuple(names), tuple(avals), tuple(positions), fixed, tree)
+
+
+# -- reading the jaxprs -------------------------------------------------------------------------
+
+
+def _where(eqn: Any) -> str:
+    """The user's source line of an equation (``file:line``), or ``""``."""
+    try:
+        frame = source_info_util.user_frame(eqn.source_info.traceback)
+    except Exception:  # no traceback recorded
+        return ""
+    if frame is None:
+        return ""
+    return f"{frame.file_name}:{frame.start_line}"
+
+
+class _Located(Unsupported):
+    """An unsupported construct with the equation that holds it named."""
+
+
+class FunctionInterpreter(TInterpreter):
+    """The tensor-level interpreter with the user's source line on every refusal and, with
+    ``hold=True``, every ``stop_gradient`` of a symbolic value read as a fresh leaf
+    (:attr:`held`: leaf name -> the value it stands for, and where)."""
+
+    def __init__(self, hold: bool = False) -> None:
+        super().__init__()
+        self.hold = hold
+        self.held: dict[str, tuple[TArray, str]] = {}
+
+    def eqn(self, eqn: Any, invals: list[Any]) -> list[Any]:
+        if self.hold and eqn.primitive.name == "stop_gradient":
+            v = invals[0]
+            if v.kind == "f" and concrete(v) is None:
+                name = f"_sg{len(self.held)}"
+                self.held[name] = (v, _where(eqn))
+                return [leaf(name, v.shape)]
+        try:
+            return super().eqn(eqn, invals)
+        except _Located:
+            raise
+        except Unsupported as e:
+            at = _where(eqn)
+            raise _Located(f"{e}" + (f" at {at}" if at else "")) from None
+
+
+def _substitute(arr: TArray, held: dict[str, tuple[TArray, str]]) -> TArray:
+    """Every read of a held leaf replaced by the value it stands for."""
+    if not held:
+        return arr
+
+    def fn(idx: tuple[Any, ...]) -> Any:
+        e = arr.at(idx)
+        for _ in range(len(held) + 1):  # a held value may read an earlier held leaf
+            repl = {f: T.rename_bound(held[n][0].at(tuple(f.args)))
+                    for f in e.atoms(se.FunctionSymbol) if (n := T.name_of(f)) in held}  # fmt: skip
+            if not repl:
+                break
+            e = e.xreplace(repl)
+        return e
+
+    return TArray(arr.shape, fn, arr.kind)
+
+
+def _plus(a: TArray | None, b: TArray) -> TArray:
+    return b if a is None else TT.binary(a, b, lambda u, v: u + v)
+
+
+# -- the checks of one function -------------------------------------------------------------------
+
+
+@dataclass
+class _Subject:
+    """One function to check: flat float inputs (names, shapes) to flat float outputs."""
+
+    label: str
+    fn: Callable[..., list[Any]]
+    names: tuple[str, ...]
+    avals: tuple[jax.ShapeDtypeStruct, ...]
+    out_names: tuple[str, ...] = ()
+
+
+def _setup(names: Sequence[str], X: list[TArray], Tn: list[TArray]) -> TSetup:
+    return TSetup(None, list(names), X, Tn, list(range(len(X))), {}, [],  # type: ignore[arg-type]
+                  {n: "real" for n in names})  # fmt: skip
+
+
+def _not_verified(link: str, name: str, why: str, t0: float) -> Check:
+    return Check(link, name, "not verified", "undecided", "", why,  # type: ignore[arg-type]
+                 None, time.perf_counter() - t0)  # fmt: skip
+
+
+def _decided(o: TOutcome, coverage: str, link: str, t0: float) -> Check:
+    c = o.check(coverage)
+    if c is None:
+        return _not_verified(link, o.name, f"not decided at tensor level: {o.undecided}", t0)
+    return c
+
+
+def _attempt(link: str, name: str, budget_s: float, fn: Callable[[], Check]) -> Check:
+    """One check under the tensor level's budget; anything that stops it is "not verified"
+    with the reason."""
+    t0 = time.perf_counter()
+    try:
+        with T.budget(budget_s):
+            return fn()
+    except T.OutOfTime:
+        return _not_verified(link, name, f"the tensor-level time budget ({budget_s:g} s) ran "
+                             "out", t0)  # fmt: skip
+    except (Unsupported, NotTensor) as e:
+        return _not_verified(link, name, str(e), t0)
+    except (T.TermError, ArithmeticError, TypeError, ValueError, IndexError, KeyError,
+            AttributeError, NotImplementedError, RecursionError, RuntimeError) as e:  # fmt: skip
+        return _not_verified(link, name, f"the tensor level stopped: {type(e).__name__}: {e}", t0)
+
+
+def _trace(what: str, fn: Callable[..., Any], *avals: Any) -> Any:
+    try:
+        return jax.make_jaxpr(fn)(*avals)
+    except Exception as e:  # JAX refuses to trace: the user's function or rule is at fault
+        msg = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        raise Unsupported(f"tracing {what} failed: {type(e).__name__}: {msg}") from None
+
+
+def _has(jaxpr: Any, names: set[str]) -> bool:
+    for eqn in jaxpr.eqns:
+        if eqn.primitive.name in names:
+            return True
+        for sub in _subjaxprs(eqn):
+            if _has(sub, names):
+                return True
+    return False
+
+
+def _subjaxprs(eqn: Any) -> list[Any]:
+    out = []
+    for v in eqn.params.values():
+        for u in v if isinstance(v, tuple | list) else (v,):
+            j = getattr(u, "jaxpr", u)
+            if hasattr(j, "eqns"):
+                out.append(j)
+    return out
+
+
+def check_subject(s: _Subject, *, modes: Sequence[str], stop_gradient: StopGradient,
+                  budget_s: float, link: str = "function",
+                  vjp_name: str = "vjp = derivative",
+                  jvp_name: str = "jvp = derivative") -> list[Check]:  # fmt: skip
+    """The checks of one function: stop_gradient neutrality, JAX's VJP and JVP against the
+    reference derivative of the forward."""
+    n = len(s.names)
+    X = [leaf(nm, a.shape) for nm, a in zip(s.names, s.avals, strict=True)]
+    Tn = [leaf("d" + nm, a.shape) for nm, a in zip(s.names, s.avals, strict=True)]
+    st = _setup(s.names, X, Tn)
+    checks: list[Check] = []
+    t0 = time.perf_counter()
+    state: dict[str, Any] = {}
+
+    def forward() -> None:
+        closed = _trace("the forward", s.fn, *s.avals)
+        it = FunctionInterpreter(hold=True)
+        outs = it.run(closed, *X)
+        state["closed"] = closed
+        state["F"] = outs
+        state["held"] = it.held
+        state["out_avals"] = [v.aval for v in closed.jaxpr.outvars]
+
+    try:
+        with T.budget(budget_s):
+            forward()
+    except T.OutOfTime:
+        why = f"the forward did not fit the tensor-level time budget ({budget_s:g} s)"
+        return [_not_verified(link, nm, why, t0) for nm in _names(modes, vjp_name, jvp_name)]
+    except (Unsupported, NotTensor, T.TermError) as e:
+        why = f"the forward is not read at tensor level: {e}"
+        return [_not_verified(link, nm, why, t0) for nm in _names(modes, vjp_name, jvp_name)]
+    F: list[TArray] = state["F"]
+    held: dict[str, tuple[TArray, str]] = state["held"]
+    out_avals = state["out_avals"]
+    if not F:
+        raise FunctionSpecError(f"{s.label}: no floating-point output to differentiate")
+    out_names = s.out_names or tuple(["out"] if len(F) == 1 else [f"out{k}" for k in range(len(F))])
+    tangent = {nm: "d" + nm for nm in s.names}
+    if stop_gradient == "prove":
+        for name, (_v, at) in held.items():
+            label = f"stop_gradient{' at ' + at if at else ''} does not change the derivative"
+
+            def neutral(name: str = name, label: str = label) -> Check:
+                t1 = time.perf_counter()
+                o = TOutcome(link, label)  # type: ignore[arg-type]
+                for k, Fk in enumerate(F):
+                    D = TArray(Fk.shape, lambda idx, Fk=Fk: T.jvp_term(
+                        Fk.at(idx), {name: "d" + name}, conventional), "f")  # fmt: skip
+                    compare(o, f"d{out_names[k]}/d(stopped value)", D, TT.constant(0, Fk.shape), st)
+                    if o.done:
+                        break
+                return _decided(o, "all elements (tensor level)", link, t1)
+
+            checks.append(_attempt(link, label, budget_s, neutral))
+    J = [TArray(Fk.shape, lambda idx, Fk=Fk: T.jvp_term(Fk.at(idx), tangent, conventional), "f")
+         for Fk in F]  # fmt: skip
+    ct_names = ["ct"] if len(F) == 1 else [f"ct{k}" for k in range(len(F))]
+    has_custom_vjp = _has(state["closed"].jaxpr, {"custom_vjp_call", "custom_vjp_call_jaxpr"})
+
+    if "vjp" in modes:
+
+        def vjp() -> Check:
+            t1 = time.perf_counter()
+            cts = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in out_avals]
+            closed = _trace("jax.vjp", lambda *a: jax.vjp(s.fn, *a[:n])[1](list(a[n:])),
+                            *s.avals, *cts)  # fmt: skip
+            G = TInterpreter().run(closed, *X, *[leaf(c, a.shape) for c, a in zip(
+                ct_names, out_avals, strict=True)])  # fmt: skip
+            o = TOutcome(link, vjp_name)  # type: ignore[arg-type]
+            for p, nm in enumerate(s.names):
+                want: TArray | None = None
+                for k, Jk in enumerate(J):
+                    want = _plus(want, adjoint_expected(Jk, ct_names[k], Jk.shape, "d" + nm,
+                                                        s.avals[p].shape))  # fmt: skip
+                assert want is not None
+                compare(o, f"grad {nm}", G[p], _substitute(want, held), st)
+                if o.done:
+                    break
+            return _decided(o, "all elements (tensor level)", link, t1)
+
+        checks.append(_attempt(link, vjp_name, budget_s, vjp))
+    if "jvp" in modes:
+        if has_custom_vjp:  # jax.jvp refuses it: nothing to check (verify_function notes it)
+            pass
+        else:
+
+            def jvp() -> Check:
+                t1 = time.perf_counter()
+                closed = _trace("jax.jvp", lambda *a: jax.jvp(s.fn, a[:n], a[n:])[1],
+                                *s.avals, *s.avals)  # fmt: skip
+                got = TInterpreter().run(closed, *X, *Tn)
+                o = TOutcome(link, jvp_name)  # type: ignore[arg-type]
+                for k, Jk in enumerate(J):
+                    compare(o, f"jvp {out_names[k]}", got[k], _substitute(Jk, held), st)
+                    if o.done:
+                        break
+                return _decided(o, "all elements (tensor level)", link, t1)
+
+            checks.append(_attempt(link, jvp_name, budget_s, jvp))
+    return checks
+
+
+def _names(modes: Sequence[str], vjp_name: str, jvp_name: str) -> list[str]:
+    return [nm for m, nm in (("vjp", vjp_name), ("jvp", jvp_name)) if m in modes]
+
+
+# -- custom rules ---------------------------------------------------------------------------------
+
+_CUSTOM = {"custom_vjp_call": "custom_vjp", "custom_vjp_call_jaxpr": "custom_vjp",
+           "custom_jvp_call": "custom_jvp"}  # fmt: skip
+
+
+def _custom_calls(jaxpr: Any, found: list[Any]) -> list[Any]:
+    for eqn in jaxpr.eqns:
+        if eqn.primitive.name in _CUSTOM:
+            found.append(eqn)
+        for sub in _subjaxprs(eqn):
+            _custom_calls(sub, found)
+    return found
+
+
+def _rule_name(eqn: Any) -> str:
+    """The user's rule as JAX recorded it (``ln_bwd at file.py:12``), or ``""``."""
+    for key in ("bwd", "jvp_jaxpr_fun", "jvp_jaxpr_thunk", "fwd_jaxpr_thunk"):
+        info = getattr(eqn.params.get(key), "debug_info", None)
+        src = getattr(info, "func_src_info", None)
+        if src:
+            return str(src)
+    return ""
+
+
+def _custom_subject(eqn: Any) -> _Subject | None:
+    params = eqn.primitive.get_bind_params(eqn.params)
+    subfuns: list[Any] = []
+    if isinstance(params, tuple):  # older JAX: (subfuns, params)
+        subfuns, params = params
+    floats = [k for k, v in enumerate(eqn.invars) if np.dtype(v.aval.dtype).kind == "f"]
+    if not floats:
+        return None
+    fixed = {k: getattr(v, "val", None) for k, v in enumerate(eqn.invars) if k not in floats}
+    if any(val is None for val in fixed.values()):
+        return None  # an integer input computed inside f: checked through f as a whole
+
+    def fn(*xs: Any) -> list[Any]:
+        args = [None] * len(eqn.invars)
+        for k, x in zip(floats, xs, strict=True):
+            args[k] = x
+        for k, val in fixed.items():
+            args[k] = val
+        out = eqn.primitive.bind(*subfuns, *args, **params)
+        out = out if eqn.primitive.multiple_results else [out]
+        return [o for o in out if _is_float(o)]
+
+    kind = _CUSTOM[eqn.primitive.name]
+    rule = _rule_name(eqn)
+    at = _where(eqn)
+    label = f"{kind} {rule or 'rule'}" + (f", called at {at}" if at else "")
+    names = tuple(f"a{k}" for k in floats)
+    avals = tuple(jax.ShapeDtypeStruct(eqn.invars[k].aval.shape, eqn.invars[k].aval.dtype)
+                  for k in floats)  # fmt: skip
+    return _Subject(label, fn, names, avals)
+
+
+# -- the public entry point -----------------------------------------------------------------------
+
+
+def verify_function(
+    f: Callable[..., Any],
+    *args: Any,
+    name: str | None = None,
+    argnames: Sequence[str] | None = None,
+    modes: Sequence[str] = ("vjp", "jvp"),
+    rules: bool = True,
+    stop_gradient: StopGradient = "prove",
+    budget_s: float = TENSOR_BUDGET_S,
+) -> Report:
+    """Prove that JAX's derivatives of ``f`` equal the derivative of ``f``'s forward.
+
+    ``args``: example arguments (arrays, ``jax.ShapeDtypeStruct`` or pytrees of them; only
+    shapes and dtypes of the floating-point leaves matter, which are the inputs differentiated;
+    other leaves are constants and need their values). ``modes``: ``"vjp"`` (``jax.vjp``)
+    and/or ``"jvp"`` (``jax.jvp``). ``rules``: also check each ``custom_vjp`` /
+    ``custom_jvp`` rule met in the forward on its own. ``stop_gradient``: see the module.
+    ``budget_s``: CPU seconds per check at tensor level (past it: "not verified").
+
+    Returns a :class:`verify.Report` whose graph-level checks are those of ``f`` (link
+    ``function``) and whose "nodes" are the custom rules (link ``rule``); its verdict is
+    ``verified`` only when every check was proved exactly.
+    """
+    t0 = time.perf_counter()
+    bad = [m for m in modes if m not in ("vjp", "jvp")]
+    if bad or not modes:
+        raise FunctionSpecError(f"modes must be 'vjp' and/or 'jvp', got {list(modes)}")
+    if stop_gradient not in ("prove", "constant"):
+        raise FunctionSpecError(f"stop_gradient must be 'prove' or 'constant', got "
+                                f"{stop_gradient!r}")  # fmt: skip
+    if not callable(f):
+        raise FunctionSpecError(f"{f!r} is not callable")
+    label = name or getattr(f, "__qualname__", None) or getattr(f, "__name__", None) or "f"
+    a = _flatten_args(f, args, argnames)
+    subject = _Subject(label, a.call(f), a.names, a.avals)
+    checks = check_subject(subject, modes=modes, stop_gradient=stop_gradient, budget_s=budget_s)
+    nodes: list[NodeReport] = []
+    notes: list[str] = []
+    if rules:
+        try:
+            closed = jax.make_jaxpr(subject.fn)(*a.avals)
+        except Exception:
+            closed = None
+        seen: set[str] = set()
+        for eqn in _custom_calls(closed.jaxpr, []) if closed is not None else []:
+            sub = _custom_subject(eqn)
+            if sub is None:
+                where = _where(eqn) or "?"
+                notes.append(f"{_CUSTOM[eqn.primitive.name]} call at {where}: its integer "
+                             "inputs are computed inside f; checked through f only")  # fmt: skip
+                continue
+            key = f"{eqn.primitive.name}|{eqn.params.get('call_jaxpr')}|{sub.avals}"
+            if key in seen:
+                continue
+            seen.add(key)
+            kind = _CUSTOM[eqn.primitive.name]
+            rule_modes = ["vjp"] if kind == "custom_vjp" else list(modes)
+            rc = check_subject(sub, modes=rule_modes, stop_gradient=stop_gradient,
+                               budget_s=budget_s, link="rule",
+                               vjp_name=f"{kind} vjp = derivative of the primal",
+                               jvp_name=f"{kind} jvp = derivative of the primal")  # fmt: skip
+            sig = f"{sub.label}: ({', '.join(_aval_text(x) for x in sub.avals)})"
+            nodes.append(NodeReport(len(nodes), kind, sig, tuple(rc)))
+    if "jvp" in modes and not any(c.name == "jvp = derivative" for c in checks):
+        notes.append("no JVP check: f holds a custom_vjp function, which JAX does not "
+                     "differentiate in forward mode")  # fmt: skip
+    dtypes = sorted({str(np.dtype(x.dtype)) for x in a.avals})
+    notes.append("reference: the derivative of the forward's terms (ours); JAX's AD is what is "
+                 "checked; real arithmetic, float rounding not modelled")  # fmt: skip
+    return Report(
+        graph=label,
+        dtype=",".join(dtypes),
+        nodes=tuple(nodes),
+        graph_checks=tuple(checks),
+        seconds=time.perf_counter() - t0,
+        notes=tuple(notes),
+        subject="function",
+    )
+
+
+def verify_gradient_outputs(
+    f: Callable[..., Any],
+    *args: Any,
+    loss: int = 0,
+    grads: Mapping[int, str],
+    name: str | None = None,
+    argnames: Sequence[str] | None = None,
+    budget_s: float = TENSOR_BUDGET_S,
+) -> Report:
+    """Prove that some outputs of ``f`` are the gradient of another: a joint forward/backward
+    program (PyTorch's AOTAutograd joint graph, a hand-fused training step) whose output
+    ``loss`` (a scalar) comes with outputs that claim to be its gradient.
+
+    ``grads`` maps an output position (among ``f``'s flat floating-point outputs) to the name
+    of the input it is the gradient for (the names as in the report: an argument's name, or its
+    pytree path written with underscores, see :func:`verify_function`). Each claim is checked
+    for every element against the derivative of output ``loss``'s terms (ours), with
+    ``stop_gradient`` as in :func:`verify_function` ("prove")."""
+    t0 = time.perf_counter()
+    if not callable(f):
+        raise FunctionSpecError(f"{f!r} is not callable")
+    label = name or getattr(f, "__qualname__", None) or getattr(f, "__name__", None) or "f"
+    a = _flatten_args(f, args, argnames)
+    unknown = sorted({str(v) for v in grads.values()} - set(a.names))
+    if unknown:
+        raise FunctionSpecError(f"grads names inputs {unknown}; the floating-point inputs are "
+                                f"{list(a.names)}")  # fmt: skip
+    link = "function"
+    fn = a.call(f)
+    X = [leaf(nm, x.shape) for nm, x in zip(a.names, a.avals, strict=True)]
+    Tn = [leaf("d" + nm, x.shape) for nm, x in zip(a.names, a.avals, strict=True)]
+    st = _setup(a.names, X, Tn)
+    checks: list[Check] = []
+    check_name = "gradient outputs = derivative of the loss"
+    try:
+        with T.budget(budget_s):
+            closed = _trace("f", fn, *a.avals)
+            it = FunctionInterpreter(hold=True)
+            F = it.run(closed, *X)
+    except T.OutOfTime:
+        F, it = None, None
+        why = f"the forward did not fit the tensor-level time budget ({budget_s:g} s)"
+    except (Unsupported, NotTensor, T.TermError) as e:
+        F, it = None, None
+        why = f"f is not read at tensor level: {e}"
+    if F is None or it is None:
+        checks.append(_not_verified(link, check_name, why, t0))
+    else:
+        if not 0 <= loss < len(F) or F[loss].shape != ():
+            raise FunctionSpecError(f"output {loss} is not a scalar floating-point output "
+                                    f"({len(F)} floating-point outputs)")  # fmt: skip
+        bad = [k for k in grads if not 0 <= k < len(F) or k == loss]
+        if bad:
+            raise FunctionSpecError(f"grads names outputs {bad}: not gradient outputs of the "
+                                    f"{len(F)} floating-point outputs")  # fmt: skip
+        tangent = {nm: "d" + nm for nm in a.names}
+        L = F[loss]
+        held = it.held
+        for sg, (_v, at) in held.items():
+            title = f"stop_gradient{' at ' + at if at else ''} does not change the derivative"
+
+            def neutral(sg: str = sg, title: str = title) -> Check:
+                t1 = time.perf_counter()
+                o = TOutcome(link, title)  # type: ignore[arg-type]
+                D = TArray((), lambda idx: T.jvp_term(L.at(idx), {sg: "d" + sg}, conventional),
+                           "f")  # fmt: skip
+                compare(o, "dloss/d(stopped value)", D, TT.constant(0, ()), st)
+                return _decided(o, "all elements (tensor level)", link, t1)
+
+            checks.append(_attempt(link, title, budget_s, neutral))
+        J = T.jvp_term(L.at(()), tangent, conventional)
+        index = {nm: p for p, nm in enumerate(a.names)}
+
+        def claims() -> Check:
+            t1 = time.perf_counter()
+            o = TOutcome(link, check_name)  # type: ignore[arg-type]
+            for k, nm in sorted(grads.items()):
+                shape = a.avals[index[str(nm)]].shape
+                if tuple(F[k].shape) != tuple(shape):
+                    o.error = (f"output {k} has shape {list(F[k].shape)}, the gradient of "
+                               f"{nm} has shape {list(shape)}")  # fmt: skip
+                    break
+                want = TArray(tuple(shape), lambda q, nm=nm: T.normalize(
+                    T.coefficient(J, "d" + str(nm), q)), "f")  # fmt: skip
+                compare(o, f"output {k} = grad {nm}", F[k], _substitute(want, held), st)
+                if o.done:
+                    break
+            return _decided(o, "all elements (tensor level)", link, t1)
+
+        checks.append(_attempt(link, check_name, budget_s, claims))
+    notes = ["reference: the derivative of the loss output's terms (ours); real arithmetic, "
+             "float rounding not modelled"]  # fmt: skip
+    dtypes = sorted({str(np.dtype(x.dtype)) for x in a.avals})
+    return Report(graph=label, dtype=",".join(dtypes), nodes=(), graph_checks=tuple(checks),
+                  seconds=time.perf_counter() - t0, notes=tuple(notes),
+                  subject="function")  # fmt: skip
+
+
+def _aval_text(a: Any) -> str:
+    inv = {v: k for k, v in _DTYPES.items()}
+    return f"{inv.get(str(np.dtype(a.dtype)), str(np.dtype(a.dtype)))}{list(a.shape)}"
+
+
+__all__ = [
+    "FunctionInterpreter",
+    "FunctionSpecError",
+    "parse_arg_specs",
+    "verify_function",
+    "verify_gradient_outputs",
+]
