@@ -154,3 +154,36 @@ def test_language_model_through_onnx(
         report = verify.verify_graph(graph)
         assert report.verdict == "verified"
         assert all(c.method == "exact" for c in report.all_checks), report.summary()
+
+
+def test_an_index_input_as_float_data_through_onnx(tmp_path: Path) -> None:
+    """``Cast`` of integer inputs to float (``1 - y.float()``, ``(1 - mask.float()) * min``) is
+    ``nat_to_float`` / ``nat_vec_to_float``: forward and gradient match PyTorch, verified."""
+    from torchlean_ir import interop
+
+    from .test_torch_lm import _AsFloat
+
+    torch.manual_seed(0)
+    model = _AsFloat().eval()
+    x = torch.randn(3, 6, 8)
+    y = torch.tensor([0, 3, 1])
+    mask = torch.tensor([[1, 1, 1, 1, 0, 0], [1] * 6, [1, 1, 0, 1, 1, 1]])
+    path = tmp_path / "m.onnx"
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        torch.onnx.export(model, (x, y, mask), str(path), dynamo=True,
+                          input_names=["x", "y", "mask"])  # fmt: skip
+    imported = interop.from_onnx(path)
+    graph = imported.graph
+    assert {"nat_to_float", "nat_vec_to_float"} <= {node.op for node in graph.nodes}
+    cg = compiler.compile(graph).batched(over=imported.batched, grads="sum")
+    params = {**imported.params, "x": x.numpy()}
+    index = {"y": y.numpy(), "mask": mask.numpy()}
+    ref = model(x, y, mask)
+    assert _rel(cg.forward(params, index), ref.detach().numpy()) < 1e-5
+    ct = np.ones(ref.shape, np.float32)
+    grads = cg.vjp_with_seed(params, ct, index)
+    (gb,) = torch.autograd.grad(ref, model.fc.bias, torch.from_numpy(ct))
+    assert _rel(grads["fc.bias"], gb.numpy()) < 1e-4
+    report = verify.verify_graph(graph)
+    assert report.verdict == "verified"
+    assert all(c.method == "exact" for c in report.all_checks), report.summary()

@@ -17,7 +17,9 @@ layout must be the same for every sample; a tensor that mixes the samples is ref
 A boolean index tensor (``attention_mask.bool()``, ``ids == c``) has a ``test``: ``("ne", c)`` or
 ``("eq", c)`` of the natural. Its float value is computed without integer ops, exactly: ``[i ==
 c]`` is ``gather_vec_nat`` of the one-hot vector ``e_c`` (of length ``c + 1``) at ``i``, since an
-index past the vector's end reads 0; ``[i != c]`` is one minus that.
+index past the vector's end reads 0; ``[i != c]`` is one minus that. The naturals themselves as
+floats (``(1 - attention_mask.float()) * min``) are ``nat_vec_to_float`` of the index input, a
+conversion that, like every read of an index, has no gradient.
 """
 
 from __future__ import annotations
@@ -184,26 +186,27 @@ def index_var(lay: Layout, var: IndexVar) -> IndexVar | None:
 
 
 def as_float(tr: Tracer, imap: IndexMap, full: Shape) -> T:
-    """A boolean index tensor as 0.0 / 1.0 floats (a graph value; no gradient reaches an
-    index input): ``[i == c]`` is ``gather_vec_nat(e_c, i)``, ``[i != c]`` one minus it, then
+    """An index tensor as floats (a graph value; no gradient reaches an index input): the
+    naturals themselves are ``nat_vec_to_float(i)`` (``nat_to_float`` for a scalar input), a
+    boolean ``[i == c]`` is ``gather_vec_nat(e_c, i)`` and ``[i != c]`` one minus it; then
     arranged into the tensor's per-sample shape with its constants."""
-    if imap.test is None:
-        raise Refused(
-            "an integer input (an index) used as a float value: our graphs convert only "
-            "booleans of an index (mask.bool(), ids == c) to floats",
-            "compare the integers first (attention_mask.bool()), or pass the values as a float "
-            "input",
-        )
     lay = imap.layout(tr.n)
-    op, c = imap.test
-    onehot = np.zeros(c + 1)
-    onehot[c] = 1.0
     ivar = imap.var
-    if not ivar.type.shape:
-        raise Refused("a boolean of a scalar index input used as a float value")
     b = tr.b
-    eq = b.gather_vec_nat(b.const(onehot), ivar)  # [i[j] == c]
-    vals = eq if op == "eq" else b.sub(b.const(np.ones(ivar.type.shape[0])), eq)
+    scalar = not ivar.type.shape
+    if imap.test is None:
+        vals = b.nat_to_float(ivar) if scalar else b.nat_vec_to_float(ivar)
+    else:
+        op, c = imap.test
+        onehot = np.zeros(c + 1)
+        onehot[c] = 1.0
+        if scalar:
+            eq = b.gather_scalar_nat(b.const(onehot), ivar)  # [i == c]
+        else:
+            eq = b.gather_vec_nat(b.const(onehot), ivar)  # [i[j] == c]
+        vals = eq if op == "eq" else b.sub(b.const(np.ones(ivar.type.shape)), eq)
+    if scalar:
+        vals = b.reshape(vals, shape=(1,))
     per = _arranged(tr, vals, lay)
     return tr.make(per, full, lay.bdim, lay.inner)
 
