@@ -810,9 +810,10 @@ def _constant_of_shape(c: _Ctx, node: Any, ins: list[T | None]) -> list[T]:
 
 @_imports(
     "Cast",
-    ours="(folded / identity); gather_vec_nat for a boolean of an index input to floats",
-    note="ints at import time; float to float; an index input to bool (i != 0) and a boolean "
-    "of one to float (0 / 1)",
+    ours="(folded / identity); an index input to float: nat_vec_to_float / nat_to_float, a "
+    "boolean of one: gather_vec_nat",
+    note="ints at import time; float to float; an index input to bool (i != 0), and to float "
+    "(its naturals, or a boolean's 0 / 1; no gradient)",
 )
 def _cast(c: _Ctx, node: Any, ins: list[T | None]) -> list[T]:
     from onnx import helper

@@ -620,8 +620,9 @@ def _dropout(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
     "lift_fresh_copy",
     "_to_copy",
     "to",
-    ours="(identity)",
-    note="float to float; dtype changes refused",
+    ours="(identity); an index input to float: nat_vec_to_float / nat_to_float",
+    note="float to float; an integer input to bool (i != 0) or to float (its naturals, no "
+    "gradient); other dtype changes refused",
 )
 def _identity(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
     x = args[0]
