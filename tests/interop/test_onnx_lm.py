@@ -187,3 +187,69 @@ def test_an_index_input_as_float_data_through_onnx(tmp_path: Path) -> None:
     report = verify.verify_graph(graph)
     assert report.verdict == "verified"
     assert all(c.method == "exact" for c in report.all_checks), report.summary()
+
+
+def _masked_softmax_model(reader: str) -> Any:
+    """``softmax(x + where(bool(m), 0, -inf))`` and ``x * float(m)`` for an integer input ``m``;
+    ``reader`` is the op that reads the additive mask (``Add``, or a ``Mul`` that is refused)."""
+    from onnx import TensorProto, helper
+
+    f, i = TensorProto.FLOAT, TensorProto.INT64
+    nodes = [
+        helper.make_node("Cast", ["m"], ["b"], to=TensorProto.BOOL),
+        helper.make_node("Where", ["b", "zero", "neg"], ["w"]),
+        helper.make_node(reader, ["x", "w"], ["s"]),
+        helper.make_node("Softmax", ["s"], ["p"], axis=-1),
+        helper.make_node("Cast", ["m"], ["mf"], to=TensorProto.FLOAT),
+        helper.make_node("Mul", ["x", "mf"], ["y"]),
+    ]
+    inits = [
+        helper.make_tensor("zero", f, [], [0.0]),
+        helper.make_tensor("neg", f, [], [float("-inf")]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "masked",
+        [
+            helper.make_tensor_value_info("x", f, [3, 5]),
+            helper.make_tensor_value_info("m", i, [3, 5]),
+        ],
+        [
+            helper.make_tensor_value_info("p", f, [3, 5]),
+            helper.make_tensor_value_info("y", f, [3, 5]),
+        ],
+        inits,
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+
+
+def test_index_masks_and_float_data_in_a_hand_written_onnx_model() -> None:
+    """A padding mask of an integer input added to scores is applied by the softmax (blocked
+    keys weigh 0), the integers themselves are float data (2 and 3 stay 2 and 3), both as ONNX's
+    reference evaluator computes them; the mask read by anything but an addition and the softmax
+    after it is refused with one line naming the node."""
+    from onnx.reference import ReferenceEvaluator
+
+    from torchlean_ir import interop
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(3, 5)).astype(np.float32)
+    m = np.array([[1, 1, 0, 2, 0], [3, 1, 1, 1, 1], [0, 0, 0, 0, 1]], np.int64)
+    model = _masked_softmax_model("Add")
+    want = ReferenceEvaluator(model).run(None, {"x": x, "m": m})
+    imported = interop.from_onnx(model)
+    cg = compiler.compile(imported.graph).batched(over=imported.batched)
+    got = cg.forward({**imported.params, "x": x}, {"m": m})
+    for g, w in zip(got, want, strict=True):
+        assert _rel(g, w) < 1e-6
+    report = verify.verify_graph(imported.graph)
+    assert report.verdict == "verified"
+
+    with pytest.raises(interop.InteropError) as e:
+        interop.from_onnx(_masked_softmax_model("Mul"))
+    msg = str(e.value)
+    assert "\n" not in msg
+    assert msg == (
+        "from_onnx: node 2 (Mul 's'): an attention mask of an index input read by Mul (only "
+        "added to scores, then read by a softmax)"
+    ), msg
