@@ -141,6 +141,8 @@ CASES: list[OpCase] = [
     OpCase("gather_scalar_nat", ((4,),), index=((None, 2),)),
     OpCase("gather_scalar_nat", ((4,),), index=((None, 9),), label="oob"),
     OpCase("gather_rows_nat", ((3, 2),), index=((4, [2, 0, 2, 7]),)),
+    OpCase("nat_to_float", (), index=((None, 7),)),
+    OpCase("nat_vec_to_float", (), index=((4, [2, 0, 1, 9]),)),
 ]
 
 

@@ -1,6 +1,7 @@
 """What language models need of ``from_torch``, one feature at a time, on small modules written
 here: integer computations known at import time fold to constants; views of an integer input
-stay index inputs; booleans of one become float masks; cross-entropy over (N, T, V) with
+stay index inputs; booleans of one become float masks, and its integers float data;
+cross-entropy over (N, T, V) with
 (N, T) targets and ``ignore_index``; a loss reduced over the batch. Each compares with PyTorch
 (float32: forward within 1e-5, gradients within 1e-4, relative to the largest magnitude). The
 transformers models themselves are in ``test_transformers.py``."""
@@ -262,7 +263,7 @@ class _Refused(nn.Module):
         if self.how == "reused":
             loss = F.cross_entropy(self.fc(x), y)
             return loss * loss
-        return self.fc(x) * (1 - y.float())[:, None]  # an integer used as a float
+        raise AssertionError(self.how)
 
 
 @pytest.mark.parametrize(
@@ -278,12 +279,6 @@ class _Refused(nn.Module):
             "reused",
             "a loss reduced over the batch is used by another op (only a model output may be "
             "reduced over the batch); hint: reduce it last, or use reduction='none'",
-        ),
-        (
-            "float",
-            "an integer input (an index) used as a float value: our graphs convert only "
-            "booleans of an index (mask.bool(), ids == c) to floats; hint: compare the "
-            "integers first (attention_mask.bool()), or pass the values as a float input",
         ),
     ],
 )
@@ -315,6 +310,47 @@ def test_boolean_of_an_index_input_as_a_float_mask() -> None:
     cg = compiler.compile(imported.graph).batched(over=imported.batched, grads="sum")
     out = cg.forward({**imported.params, "x": x.numpy()}, {"mask": mask.numpy()})
     assert _rel(out, model(x, mask).detach().numpy()) < 1e-5
+
+
+class _AsFloat(nn.Module):
+    """An index input used as float data: a per-sample scalar scaling a layer (``1 - y``), and
+    the classic additive attention mask ``(1 - mask.float()) * finfo.min`` over a sequence."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(D, D)
+
+    def forward(self, x: Any, y: Any, mask: Any) -> Any:
+        h = self.fc(x) * (1 - y.float())[:, None, None]
+        additive = (1.0 - mask[:, None, :].float()) * torch.finfo(torch.float32).min
+        scores = h @ x.transpose(1, 2) / D**0.5 + additive
+        return torch.softmax(scores, -1) @ x
+
+
+def test_an_index_input_as_float_data() -> None:
+    """``y.float()`` and ``mask.float()`` of integer inputs are ``nat_to_float`` /
+    ``nat_vec_to_float`` (no gradient reaches an index); forward and gradients match PyTorch."""
+    torch.manual_seed(0)
+    model = _AsFloat().eval()
+    x = torch.randn(N, L, D)
+    y = torch.tensor([0, 3, 1])
+    mask = torch.tensor([[1, 1, 1, 1, 0, 0], [1] * L, [1, 1, 0, 1, 1, 1]])
+    imported = interop.from_torch(torch.export.export(model, (x, y, mask)))
+    ops = {node.op for node in imported.graph.nodes}
+    assert {"nat_to_float", "nat_vec_to_float"} <= ops
+    cg = compiler.compile(imported.graph).batched(over=imported.batched, grads="sum")
+    params = {**imported.params, "x": x.numpy()}
+    index = {"y": y.numpy(), "mask": mask.numpy()}
+    ref = model(x, y, mask)
+    assert _rel(cg.forward(params, index), ref.detach().numpy()) < 1e-5
+    ct = np.ones(ref.shape, np.float32)
+    grads = cg.vjp_with_seed(params, ct, index)
+    (gw,) = torch.autograd.grad(ref, model.fc.weight, torch.from_numpy(ct))
+    assert _rel(grads["fc.weight"], gw.numpy()) < 1e-4
+    verify = pytest.importorskip("verify")
+    report = verify.verify_graph(imported.graph)
+    assert report.verdict == "verified"
+    assert all(c.method == "exact" for c in report.all_checks), report.summary()
 
 
 @dataclasses.dataclass

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 import symengine as se
+from symengine.lib.symengine_wrapper import Boolean as _Boolean
 
 from .._attrs import ConstArray
 from . import _random
@@ -382,8 +383,15 @@ class SymBackend:
         return _elementwise(lambda x: se.Not(x), a)
 
     def to_float(self, cond: Any) -> SymArray:
+        """A condition as 1 / 0, or the naturals of an index (concrete here) as numbers."""
         one, zero = se.Integer(1), se.Integer(0)
-        return _elementwise(lambda c: _piecewise(c, one, zero), cond)
+
+        def convert(c: Any) -> Any:
+            if isinstance(c, bool | np.bool_ | _Boolean):
+                return _piecewise(c, one, zero)
+            return se.Integer(int(c)) if isinstance(c, int | np.integer) else c
+
+        return _elementwise(convert, cond)
 
     def softplus(self, x: Any) -> SymArray:
         """``log(1 + exp(x))`` (the plain formula: exact arithmetic needs no shifting)."""

@@ -17,7 +17,9 @@ layout must be the same for every sample; a tensor that mixes the samples is ref
 A boolean index tensor (``attention_mask.bool()``, ``ids == c``) has a ``test``: ``("ne", c)`` or
 ``("eq", c)`` of the natural. Its float value is computed without integer ops, exactly: ``[i ==
 c]`` is ``gather_vec_nat`` of the one-hot vector ``e_c`` (of length ``c + 1``) at ``i``, since an
-index past the vector's end reads 0; ``[i != c]`` is one minus that.
+index past the vector's end reads 0; ``[i != c]`` is one minus that. The naturals themselves as
+floats (``(1 - attention_mask.float()) * min``) are ``nat_vec_to_float`` of the index input, a
+conversion that, like every read of an index, has no gradient.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from .._builder import IndexVar, Var
+from .._builder import GraphBuilder, IndexVar, Var
 from ._trace import Refused, T, Tracer
 
 Shape = tuple[int, ...]
@@ -184,26 +186,27 @@ def index_var(lay: Layout, var: IndexVar) -> IndexVar | None:
 
 
 def as_float(tr: Tracer, imap: IndexMap, full: Shape) -> T:
-    """A boolean index tensor as 0.0 / 1.0 floats (a graph value; no gradient reaches an
-    index input): ``[i == c]`` is ``gather_vec_nat(e_c, i)``, ``[i != c]`` one minus it, then
+    """An index tensor as floats (a graph value; no gradient reaches an index input): the
+    naturals themselves are ``nat_vec_to_float(i)`` (``nat_to_float`` for a scalar input), a
+    boolean ``[i == c]`` is ``gather_vec_nat(e_c, i)`` and ``[i != c]`` one minus it; then
     arranged into the tensor's per-sample shape with its constants."""
-    if imap.test is None:
-        raise Refused(
-            "an integer input (an index) used as a float value: our graphs convert only "
-            "booleans of an index (mask.bool(), ids == c) to floats",
-            "compare the integers first (attention_mask.bool()), or pass the values as a float "
-            "input",
-        )
     lay = imap.layout(tr.n)
-    op, c = imap.test
-    onehot = np.zeros(c + 1)
-    onehot[c] = 1.0
     ivar = imap.var
-    if not ivar.type.shape:
-        raise Refused("a boolean of a scalar index input used as a float value")
     b = tr.b
-    eq = b.gather_vec_nat(b.const(onehot), ivar)  # [i[j] == c]
-    vals = eq if op == "eq" else b.sub(b.const(np.ones(ivar.type.shape[0])), eq)
+    scalar = not ivar.type.shape
+    if imap.test is None:
+        vals = b.nat_to_float(ivar) if scalar else b.nat_vec_to_float(ivar)
+    else:
+        op, c = imap.test
+        onehot = np.zeros(c + 1)
+        onehot[c] = 1.0
+        if scalar:
+            eq = b.gather_scalar_nat(b.const(onehot), ivar)  # [i == c]
+        else:
+            eq = b.gather_vec_nat(b.const(onehot), ivar)  # [i[j] == c]
+        vals = eq if op == "eq" else b.sub(b.const(np.ones(ivar.type.shape)), eq)
+    if scalar:
+        vals = b.reshape(vals, shape=(1,))
     per = _arranged(tr, vals, lay)
     return tr.make(per, full, lay.bdim, lay.inner)
 
@@ -241,4 +244,142 @@ def _arranged(tr: Tracer, vals: Var, lay: Layout) -> Var:
     return v
 
 
-__all__ = ["IndexMap", "Layout", "as_float", "index_var"]
+# -- index tensors in both importers: losses at class targets, runtime masks ----------------
+
+
+#: PyTorch's reduction codes (``nll_loss``'s ``reduction`` argument).
+REDUCTIONS = {0: "none", 1: "mean", 2: "sum"}
+
+
+def log_probs_pick(
+    tr: Tracer, logp: T, target: Any, reduction: int, weight: Any, ignore_index: int = -100
+) -> T:
+    """``nll_loss`` of log-probabilities ``logp`` (..., C) at class targets (...), as
+    ``torch.nn.functional.nll_loss`` defines it: targets equal to ``ignore_index`` count for
+    nothing, and the mean is over the targets that count. Per sample, the targets are the index
+    input (any view, pad or shift of it); a target a pad made constant must be ``ignore_index``.
+    A negative ``ignore_index`` (PyTorch's -100) never equals a runtime target (a natural), so
+    which targets count is known at import time, the same for every sample: the mean over the
+    batch's targets is the mean over samples of each sample's mean, exactly, and a loss reduced
+    over the batch imports as this sample's mean (or sum), which ``batched(grads="mean")`` (or
+    ``"sum"``) reduces."""
+    if weight is not None:
+        raise Refused("a loss with class weights")
+    if reduction not in REDUCTIONS:
+        raise Refused(f"a loss with reduction {reduction}")
+    kind = REDUCTIONS[reduction]
+    if not isinstance(target, T) or target.imap is None:
+        raise Refused("loss targets must be an integer input of the program (class indices)")
+    lay = target.imap.layout(tr.n)
+    if lay.bdim != logp.bdim or (lay.bdim is not None and lay.inner != logp.inner):
+        raise Refused("loss targets and log-probabilities hold the batch in different places")
+    if ignore_index >= 0:
+        raise Refused(
+            f"a loss with ignore_index={ignore_index}, which a runtime target can equal (which "
+            "targets count would depend on the data)",
+            "use a negative ignore_index (PyTorch's default -100)",
+        )
+    const = lay.constants
+    if (lay.fill[const] != ignore_index).any():
+        raise Refused("a loss with constant targets other than ignore_index")
+    b = tr.b
+    v = tr.var(logp)
+    if v.shape[:-1] != lay.jmap.shape:
+        raise Refused(
+            f"a loss over {list(logp.full)} log-probabilities with {list(target.full)} targets"
+        )
+    var = target.imap.var
+    count = int((~const).sum())
+    if kind == "mean" and count == 0:
+        raise Refused("a mean loss whose targets are all ignore_index (0 / 0)")
+    if not lay.jmap.shape and not const.any() and not var.type.shape:  # one class per sample
+        picked = b.gather_scalar_nat(v, var)
+        per = picked
+    else:
+        per = picked_rows(b, v, var, lay.jmap)
+    if kind == "none":
+        return tr.make(b.scale(per, c=-1.0), target.full, lay.bdim, lay.inner)
+    total = per if not per.shape else b.sum(per)
+    y = b.scale(total, c=-1.0 / count if kind == "mean" else -1.0)
+    if lay.bdim is None:
+        return T((), var=y)
+    return T((), var=y, reduced=kind)
+
+
+def picked_rows(b: GraphBuilder, v: Any, var: Any, jmap: np.ndarray) -> Any:
+    """``out[r] = v[r, i[jmap[r]]]`` (0 where ``jmap[r]`` is -1) for one sample's log-probs
+    ``v`` (rows..., C) and index vector ``i`` (k,): ``G = gather_rows_nat(v^T, i)`` holds
+    ``G[j, r] = v[r, i[j]]`` (k, R); a 0/1 matrix keeps the pairs ``j = jmap[r]``, and a sum
+    over ``j`` leaves one term per row (exact)."""
+    rows = int(np.prod(jmap.shape)) if jmap.shape else 1
+    C = v.shape[-1]
+    flat = b.reshape(v, shape=(rows, C)) if v.shape != (rows, C) else v
+    k = var.type.shape[0] if var.type.shape else None
+    if k is None:
+        raise Refused("loss targets from a scalar index input for several rows")
+    g = b.gather_rows_nat(b.transpose2d(flat), var)  # (k, rows)
+    keep = np.zeros((k, rows))
+    j = jmap.reshape(-1)
+    live = j >= 0
+    keep[j[live], np.nonzero(live)[0]] = 1.0
+    out = b.reduce_sum(b.mul(g, b.const(keep)), axis=0)  # (rows,)
+    return b.reshape(out, shape=jmap.shape) if jmap.shape != (rows,) else out
+
+
+def renormalised(tr: Tracer, p: T, w: T) -> T:
+    """Softmax weights ``p`` restricted to the keys a runtime 0/1 mask ``w`` allows:
+    ``p w / (sum(p w) + none)`` with ``none = 1 - min(sum(w), 1)`` (1 for a row that allows no
+    key, whose weights are then 0, as PyTorch's safe softmax gives)."""
+    kept = tr.binary("mul", p, w)
+    total = tr.reduce(kept, [-1], True, "sum")
+    count = tr.reduce(w, [-1], True, "sum")
+    none = tr.binary("sub", tr.const(np.ones(())), tr.binary("min", count, tr.const(np.ones(()))))
+    return tr.binary("mul", kept, tr.unary("inv", tr.binary("add", total, none)))
+
+
+def batch_free(tr: Tracer, m: np.ndarray, like: T) -> np.ndarray:
+    """A constant aligned (right) with ``like``, with its size-n axis at ``like``'s batch axis
+    reduced to 1 where the constant is the same for every sample (a causal mask expanded over
+    the batch): an unbatched constant may not vary along the batch."""
+    if like.bdim is None or like.full[like.bdim] != tr.n:
+        return m
+    k = like.bdim - (like.rank - m.ndim)
+    if k < 0 or m.shape[k] != tr.n or tr.n == 1:
+        return m
+    first = np.take(m, [0], axis=k)
+    if np.array_equal(np.broadcast_to(first, m.shape), m):
+        return first
+    return m
+
+
+def index_t(imap: IndexMap) -> T:
+    """The tensor an index map describes (a constant when it reads no input)."""
+    if imap.constant:
+        return T(imap.shape, value=np.array(imap.fill))
+    return T(imap.shape, index=imap.var, imap=imap)
+
+
+def index_arg(tr: Tracer, t: Any, what: str) -> tuple[IndexVar, Layout]:
+    """The index input one sample of ``t`` is, in order, and its layout (bdim, inner)."""
+    if not isinstance(t, T) or t.imap is None:
+        raise Refused(f"{what} must be an integer input of the program")
+    lay = t.imap.layout(tr.n)
+    var = index_var(lay, t.imap.var)
+    if var is None:
+        raise Refused(f"{what}: one sample does not hold its integer input in order")
+    return var, lay
+
+
+__all__ = [
+    "REDUCTIONS",
+    "IndexMap",
+    "Layout",
+    "as_float",
+    "batch_free",
+    "index_arg",
+    "index_t",
+    "index_var",
+    "log_probs_pick",
+    "picked_rows",
+    "renormalised",
+]

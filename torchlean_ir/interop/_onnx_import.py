@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -25,6 +26,14 @@ from ._common import (
     Unsupported,
     float_dtype,
     prune,
+)
+from ._indexmap import (
+    IndexMap,
+    as_float,
+    index_arg,
+    index_t,
+    log_probs_pick,
+    renormalised,
 )
 from ._trace import InteropError, Refused, T, Tracer, one_line
 
@@ -211,6 +220,11 @@ _BINARY = {"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div"}
     note="NumPy broadcasting; by a constant power of two: scale",
 )
 def _binary(c: _Ctx, node: Any, ins: list[T | None]) -> list[T]:
+    a, b = _need(ins[0], "A"), _need(ins[1], "B")
+    if a.logmask is not None or b.logmask is not None:
+        if node.op_type != "Add":
+            raise Refused(f"{node.op_type} of an attention mask of an index input")
+        return [_masked_add(c, a, b)]
     return [c.tr.binary(_BINARY[node.op_type], _need(ins[0], "A"), _need(ins[1], "B"))]
 
 
@@ -227,7 +241,7 @@ def _variadic(c: _Ctx, node: Any, ins: list[T | None]) -> list[T]:
     xs = [_need(x, "data") for x in ins]
     if any(x.index is not None for x in xs):
         bound = c.scalar(xs[1], "Min bound") if len(xs) == 2 else None
-        x = xs[0]
+        x = _in_order(c.tr, xs[0])
         if node.op_type != "Min" or bound is None or x.index is None or x.clamp is not None:
             raise Refused(f"{node.op_type} of runtime indices (only Min(index, constant))")
         return [T(x.full, x.bdim, x.inner, index=x.index, clamp=int(bound))]
@@ -439,7 +453,13 @@ def _layernorm(c: _Ctx, node: Any, ins: list[T | None]) -> list[T]:
 @_imports("Softmax", "LogSoftmax", ours="softmax / log_softmax", note="along one axis (opset 13+)")
 def _softmax(c: _Ctx, node: Any, ins: list[T | None]) -> list[T]:
     x = _need(ins[0], "input")
-    return [c.tr.softmax(x, int(c.attr("axis", -1)), log=node.op_type == "LogSoftmax")]
+    axis = int(c.attr("axis", -1))
+    if x.logmask is not None:
+        if node.op_type != "Softmax" or axis % max(x.rank, 1) != x.rank - 1:
+            raise Refused(f"{node.op_type} along axis {axis} of scores with an index mask")
+        p = c.tr.softmax(replace(x, logmask=None), -1)
+        return [renormalised(c.tr, p, x.logmask)]
+    return [c.tr.softmax(x, axis, log=node.op_type == "LogSoftmax")]
 
 
 # -- shapes -----------------------------------------------------------------------------------
@@ -560,6 +580,7 @@ def _gather_nat(tr: Tracer, data: T, idx: T, axis: int) -> T:
     """``data`` along ``axis`` at runtime indices (an index input): gather_scalar_nat /
     gather_vec_nat (a vector per sample) or gather_rows_nat (a matrix per sample, axis 0 of the
     sample). Indices clamped by ``Min(i, n - 1)`` are accepted: out of range, ours read 0."""
+    idx = _in_order(tr, idx)
     assert idx.index is not None
     n = data.full[axis]
     if idx.clamp is not None and idx.clamp != n - 1:
@@ -626,6 +647,7 @@ def _less(c: _Ctx, node: Any, ins: list[T | None]) -> list[T]:
     if a.known and b.known:
         return [c.tr.const(np.less(a.value, b.value))]
     bound = c.scalar(b, "Less bound")
+    a = _in_order(c.tr, a)
     if a.index is None or bound is None or a.clamp is not None:
         raise Refused("Less: only `runtime index < constant` (the guard of a gather)")
     return [T(a.full, a.bdim, a.inner, index=a.index, inrange=int(bound))]
@@ -662,6 +684,8 @@ def _where(c: _Ctx, node: Any, ins: list[T | None]) -> list[T]:
     cond, y, z = (_need(ins[i], n) for i, n in enumerate(("condition", "X", "Y")))
     if cond.known and cond.value is not None:
         return [_known_where(c, np.asarray(cond.value, dtype=bool), y, z)]
+    if cond.imap is not None:
+        return [_index_where(c, cond, y, z)]
     zero = c.tr._float_value(z)
     if (
         cond.index is None
@@ -687,6 +711,53 @@ def _known_where(c: _Ctx, cond: np.ndarray, y: T, z: T) -> T:
     m = c.tr.const(cond.astype(np.float64))
     keep = c.tr.binary("mul", y, m)
     return c.tr.binary("add", keep, c.tr.binary("mul", z, c.tr.const(1.0 - cond)))
+
+
+#: A fill at or below this blocks an attention key (PyTorch fills with the float's minimum).
+_BLOCKED = -float(np.finfo(np.float32).max) / 2
+
+
+def _index_where(c: _Ctx, cond: T, y: T, z: T) -> T:
+    """``where`` of a boolean of an index input (a padding mask) between known values:
+    ``where(mask, 0, -inf)`` (or the float's minimum) is an additive attention mask, which the
+    softmax reading it applies as renormalised weights (:data:`T.logmask`); between finite
+    values it is the exact blend ``z + (y - z) w`` of the 0 / 1 floats ``w`` of the mask."""
+    if not (y.known and z.known) or y.value is None or z.value is None:
+        raise Refused("Where of a boolean of an index input between runtime values")
+    if cond.imap.test is None:
+        raise Refused("Where on the integers of an index input (compare them first)")
+    w = as_float(c.tr, cond.imap, cond.imap.shape)
+    yv, zv = np.asarray(y.value, np.float64), np.asarray(z.value, np.float64)
+    shape = tuple(np.broadcast_shapes(cond.full, y.full, z.full))
+    if shape != w.full:
+        w = c.tr.expand(w, list(shape))
+    if bool(np.all(yv == 0)) and bool(np.all(zv <= _BLOCKED)):
+        return T(w.full, w.bdim, w.inner, logmask=w)
+    if not (np.isfinite(yv).all() and np.isfinite(zv).all()):
+        raise Refused("Where of a boolean of an index input between infinite values")
+    diff = c.tr.binary("mul", w, c.tr.const(yv - zv))
+    return c.tr.binary("add", diff, c.tr.const(zv))
+
+
+def _masked_add(c: _Ctx, a: T, b: T) -> T:
+    """``a + b`` where either carries an additive mask of an index input: the sum of the
+    values, and the product of the masks' weights, left for the softmax."""
+    ma, mb = a.logmask, b.logmask
+    va = None if a.var is None and a.value is None and a.index is None else replace(a, logmask=None)
+    vb = None if b.var is None and b.value is None and b.index is None else replace(b, logmask=None)
+    if va is None and vb is None:
+        raise Refused("Add of two attention masks without scores")
+    if va is None or vb is None:
+        out = va if va is not None else vb
+        assert out is not None
+    else:
+        out = c.tr.binary("add", va, vb)
+    masks = [m for m in (ma, mb) if m is not None]
+    w = masks[0] if len(masks) == 1 else c.tr.binary("mul", masks[0], masks[1])
+    shape = list(np.broadcast_shapes(out.full, w.full))
+    if list(out.full) != shape:
+        out = c.tr.expand(out, shape)
+    return replace(out, logmask=w)
 
 
 @_imports("Expand", ours="broadcast_to", note="a constant shape")
@@ -737,19 +808,77 @@ def _constant_of_shape(c: _Ctx, node: Any, ins: list[T | None]) -> list[T]:
     return [c.tr.const(arr)]
 
 
-@_imports("Cast", ours="(folded / identity)", note="ints at import time; float to float")
+@_imports(
+    "Cast",
+    ours="(folded / identity); an index input to float: nat_vec_to_float / nat_to_float, a "
+    "boolean of one: gather_vec_nat",
+    note="ints at import time; float to float; an index input to bool (i != 0), and to float "
+    "(its naturals, or a boolean's 0 / 1; no gradient)",
+)
 def _cast(c: _Ctx, node: Any, ins: list[T | None]) -> list[T]:
     from onnx import helper
 
     x = _need(ins[0], "input")
-    to = helper.tensor_dtype_to_np_dtype(int(c.attr("to")))
+    to = np.dtype(helper.tensor_dtype_to_np_dtype(int(c.attr("to"))))
+    if x.imap is not None:
+        if to == np.bool_:
+            return [x if x.imap.test is not None else index_t(x.imap.compared("ne", 0))]
+        if np.issubdtype(to, np.integer):
+            return [x]
+        if np.issubdtype(to, np.floating):
+            return [as_float(c.tr, x.imap, x.imap.shape)]
     if x.index is not None and np.issubdtype(to, np.integer):
         return [x]
     if x.known and x.value is not None:
         return [c.tr.const(x.value.astype(to))]
     if np.issubdtype(to, np.floating) and x.index is None:
         return [x]
-    raise Refused(f"Cast of a runtime tensor to {np.dtype(to)}")
+    raise Refused(f"Cast of a runtime tensor to {to}")
+
+
+@_imports(
+    "And",
+    ours="(folded); (absorbed) into a boolean of an index input",
+    note="booleans known at import time, or a boolean of an index input and known booleans "
+    "(a padding mask and a causal one)",
+)
+def _and(c: _Ctx, node: Any, ins: list[T | None]) -> list[T]:
+    a, b = _need(ins[0], "A"), _need(ins[1], "B")
+    if a.known and b.known:
+        return [c.tr.const(np.logical_and(a.value, b.value))]
+    for x, y in ((a, b), (b, a)):
+        if x.imap is not None and y.known and y.value is not None:
+            return [index_t(x.imap.masked(np.asarray(y.value)))]
+    raise Refused("And of runtime booleans (only of a boolean of an index input and constants)")
+
+
+_LOSS_REDUCTIONS = {"none": 0, "mean": 1, "sum": 2}
+
+
+@_imports(
+    "SoftmaxCrossEntropyLoss",
+    ours="log_softmax; gather_scalar_nat, or gather_rows_nat, mul, reduce_sum; scale",
+    note="as cross-entropy in the PyTorch importer: (N, C) or (N, C, d...) scores, targets an "
+    "index input (any view or pad of one); ignore_index < 0; 'mean' / 'sum' over the batch: "
+    "the sample's part (Imported.reductions)",
+)
+def _softmax_ce(c: _Ctx, node: Any, ins: list[T | None]) -> list[T]:
+    x, target = _need(ins[0], "scores"), _need(ins[1], "labels")
+    weight = ins[2] if len(ins) > 2 else None
+    if len(node.output) > 1 and node.output[1]:
+        raise Refused("SoftmaxCrossEntropyLoss with its log_prob output")
+    reduction = c.attr("reduction", "mean")
+    if reduction not in _LOSS_REDUCTIONS:
+        raise Refused(f"SoftmaxCrossEntropyLoss reduction={reduction!r}")
+    # without ignore_index every target counts: a negative one no natural equals says as much
+    ignore = c.attr("ignore_index")
+    logp = c.tr.softmax(x, 1 if x.rank > 1 else 0, log=True)
+    if x.rank > 2:  # (N, C, d...): classes along dim 1
+        logp = c.tr.permute(logp, [0, *range(2, x.rank), 1])
+    loss = log_probs_pick(
+        c.tr, logp, target, _LOSS_REDUCTIONS[reduction], weight, -1 if ignore is None else ignore
+    )
+    return [loss]
 
 
 @_imports("ReduceSum", "ReduceMean", ours="reduce_sum / reduce_mean / sum")
@@ -762,6 +891,117 @@ def _reduce(c: _Ctx, node: Any, ins: list[T | None]) -> list[T]:
         axes = None
     kind = "sum" if node.op_type == "ReduceSum" else "mean"
     return [c.tr.reduce(x, axes, bool(c.attr("keepdims", 1)), kind)]
+
+
+# -- index tensors: shape operations on positions --------------------------------------------
+
+#: Ops that move the elements of their first input (data) by other inputs known at import time:
+#: on an index tensor they are evaluated, by ONNX's reference implementation, on the positions
+#: and the constants of its :class:`~torchlean_ir.interop._indexmap.IndexMap`, so any view, pad,
+#: slice or constant gather of an index input stays an index tensor.
+_INDEX_SHAPE_OPS = frozenset(
+    {
+        "Reshape",
+        "Flatten",
+        "Squeeze",
+        "Unsqueeze",
+        "Transpose",
+        "Expand",
+        "Slice",
+        "Pad",
+        "Gather",
+        "GatherND",
+        "GatherElements",
+        "Identity",
+        "Split",
+        "Tile",
+    }
+)
+
+
+def _on_index(node: Any, ins: list[T | None]) -> bool:
+    """Whether ``node`` is a shape operation of an index tensor (its data) by known values."""
+    if node.op_type not in _INDEX_SHAPE_OPS or not ins or ins[0] is None or ins[0].imap is None:
+        return False
+    return all(x is None or (x.known and x.value is not None) for x in ins[1:])
+
+
+def _index_shape_op(c: _Ctx, node: Any, ins: list[T | None]) -> list[T]:
+    """A shape operation of an index tensor: the same node run on the positions (-1 where a pad
+    puts a constant) and on the constants."""
+    x = ins[0]
+    assert x is not None and x.imap is not None
+    imap: IndexMap = x.imap
+    rest = [None if t is None else np.asarray(t.value) for t in ins[1:]]
+    if node.op_type == "Pad" and len(rest) > 1 and rest[1] is not None:
+        if c.attr("mode", "constant") != "constant":
+            raise Refused(f"padding an index tensor in mode {c.attr('mode')!r}")
+        pos_rest = [rest[0], np.asarray(-1, np.int64), *rest[2:]]
+    elif node.op_type == "Pad":
+        pos_rest = [rest[0] if rest else None, np.asarray(-1, np.int64), *rest[2:]]
+        rest = [rest[0] if rest else None, np.asarray(0, imap.fill.dtype), *rest[2:]]
+    else:
+        pos_rest = rest
+    pos = _run_node(node, [imap.pos, *pos_rest], c.opset)
+    fill = _run_node(node, [np.asarray(imap.fill), *rest], c.opset)
+    return [index_t(imap.moved(p, f)) for p, f in zip(pos, fill, strict=True)]
+
+
+def _run_node(node: Any, values: list[np.ndarray | None], opset: int) -> list[np.ndarray]:
+    """One node evaluated by ``onnx.reference`` on values (None: an absent optional input)."""
+    from onnx import TypeProto, helper
+    from onnx.reference import ReferenceEvaluator
+
+    names = ["" if v is None else f"in{k}" for k, v in enumerate(values)]
+    outs = [f"out{k}" for k in range(len(node.output))]
+    nd = helper.make_node(node.op_type, names, outs)
+    nd.attribute.extend(node.attribute)
+    inputs = [
+        helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape)
+        for n, v in zip(names, values, strict=True)
+        if v is not None
+    ]
+    graph = helper.make_graph(
+        [nd], "index", inputs, [helper.make_value_info(o, TypeProto()) for o in outs]
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", max(opset, 13))])
+    try:
+        got = ReferenceEvaluator(model).run(
+            None, {n: v for n, v in zip(names, values, strict=True) if v is not None}
+        )
+    except Exception as e:
+        raise Refused(f"{node.op_type} of an index tensor failed: {one_line(e)}") from None
+    return [np.asarray(a) for a in got]
+
+
+def _check_reads(node: Any, ins: list[T | None]) -> None:
+    """Refuse a node that reads a loss reduced over the batch, or an attention mask of an index
+    input anywhere but in an addition and the softmax after it."""
+    for x in ins:
+        if x is None:
+            continue
+        if x.reduced:
+            raise Refused(
+                "a loss reduced over the batch is used by another op (only a model output may "
+                "be reduced over the batch)",
+                "reduce it last, or use reduction='none'",
+            )
+        if x.logmask is not None and node.op_type not in ("Add", "Softmax"):
+            raise Refused(
+                f"an attention mask of an index input read by {node.op_type} (only added to "
+                "scores, then read by a softmax)"
+            )
+
+
+def _in_order(tr: Tracer, t: T) -> T:
+    """An index tensor as one sample's index input in order (a view of the input), with the
+    batch where its layout says; refused for anything else."""
+    if t.imap is None:
+        return t
+    if t.imap.test is not None:
+        raise Refused("a boolean of an index input used as indices")
+    var, lay = index_arg(tr, t, "runtime indices")
+    return T(t.full, lay.bdim, lay.inner, index=var, clamp=t.clamp, inrange=t.inrange)
 
 
 # -- the driver -------------------------------------------------------------------------------
@@ -937,7 +1177,8 @@ def _import(
                     "index inputs are scalars or vectors"
                 )
             ix = b.index(name, per[0] if per else None)
-            env[vi.name] = T(tuple(dims), bdim, 1, index=ix)
+            imap = IndexMap.of_input(ix, tuple(dims), bdim)
+            env[vi.name] = T(tuple(dims), bdim, 1, index=ix, imap=imap)
         else:
             raise InteropError(f"{where}: input {vi.name!r} of type {dt}")
         if bdim is not None:
@@ -969,7 +1210,11 @@ def _import(
         else:
             ctx.attrs = {a.name: _attr(a) for a in node.attribute}
             try:
-                outs = mapping.fn(ctx, node, ins)
+                _check_reads(node, ins)
+                if _on_index(node, ins):
+                    outs = _index_shape_op(ctx, node, ins)
+                else:
+                    outs = mapping.fn(ctx, node, ins)
             except Refused as e:
                 refusals.refused(node.op_type, src, loc, label, e)
                 outs = None
@@ -985,6 +1230,7 @@ def _import(
             if name:
                 env[name] = blocked  # type: ignore[assignment]
     outs = []
+    reductions: list[str] = []
     for vi in g.output:
         t = env.get(vi.name)
         if isinstance(t, Blocked):
@@ -992,7 +1238,12 @@ def _import(
         if t is None:
             raise InteropError(f"{where}: output {vi.name!r} is not computed by any node")
         try:
+            if t.imap is not None:
+                raise Refused("an index tensor (integers) as a model output")
+            if t.logmask is not None:
+                raise Refused("an attention mask of an index input as a model output")
             outs.append(tr.var(t))
+            reductions.append(t.reduced or "")
         except Refused as e:
             refusals.refused("output", vi.name, "output", f"output {vi.name!r}", e)
     if refusals.records:
@@ -1006,6 +1257,7 @@ def _import(
         n,
         {k: v for k, v in names.source.items() if _is_leaf_or_index(graph, k)},
         tuple(vi.name for vi in g.output),
+        tuple(reductions),
     )
 
 

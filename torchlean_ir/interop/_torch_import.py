@@ -31,7 +31,15 @@ from ._common import (
     float_dtype,
     prune,
 )
-from ._indexmap import IndexMap, as_float, index_var
+from ._indexmap import (
+    IndexMap,
+    as_float,
+    batch_free,
+    index_arg,
+    index_t,
+    log_probs_pick,
+    renormalised,
+)
 from ._trace import InteropError, Refused, T, Tracer, one_line
 
 Converter = Callable[["_Ctx", list[Any], dict[str, Any]], Any]
@@ -612,8 +620,9 @@ def _dropout(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
     "lift_fresh_copy",
     "_to_copy",
     "to",
-    ours="(identity)",
-    note="float to float; dtype changes refused",
+    ours="(identity); an index input to float: nat_vec_to_float / nat_to_float",
+    note="float to float; an integer input to bool (i != 0) or to float (its naturals, no "
+    "gradient); other dtype changes refused",
 )
 def _identity(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
     x = args[0]
@@ -811,7 +820,7 @@ def _embedding(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
         W = _padding_row_detached(c, W, int(pad))
     if isinstance(idx, T) and idx.known:
         return _static_rows(c, W, np.asarray(idx.value))
-    var, lay = _index_arg(c, idx, "embedding indices")
+    var, lay = index_arg(c.tr, idx, "embedding indices")
     if not var.type.shape:
         raise Refused("embedding of one index per sample (use a sequence of indices)")
     v = c.tr.b.gather_rows_nat(c.tr.var(W), var)
@@ -853,90 +862,12 @@ def _static_rows(c: _Ctx, W: T, idx: np.ndarray) -> T:
 )
 def _gather(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
     x, dim, idx = _t(args[0]), int(args[1]), args[2]
-    var, lay = _index_arg(c, idx, "gather indices")
+    var, lay = index_arg(c.tr, idx, "gather indices")
     v = c.tr.var(x)
     if len(v.shape) != 1 or dim % x.rank != x.rank - 1:
         raise Refused("gather: only along the last axis of one vector per sample")
     out = c.tr.b.gather_vec_nat(v, var) if var.type.shape else c.tr.b.gather_scalar_nat(v, var)
     return c.tr.make(out, idx.full, lay.bdim, lay.inner)
-
-
-_REDUCTIONS = {0: "none", 1: "mean", 2: "sum"}
-
-
-def _log_probs_pick(
-    c: _Ctx, logp: T, target: Any, reduction: int, weight: Any, ignore_index: int = -100
-) -> T:
-    """``nll_loss`` of log-probabilities ``logp`` (..., C) at class targets (...), as
-    ``torch.nn.functional.nll_loss`` defines it: targets equal to ``ignore_index`` count for
-    nothing, and the mean is over the targets that count. Per sample, the targets are the index
-    input (any view, pad or shift of it); a target a pad made constant must be ``ignore_index``.
-    A negative ``ignore_index`` (PyTorch's -100) never equals a runtime target (a natural), so
-    which targets count is known at import time, the same for every sample: the mean over the
-    batch's targets is the mean over samples of each sample's mean, exactly, and a loss reduced
-    over the batch imports as this sample's mean (or sum), which ``batched(grads="mean")`` (or
-    ``"sum"``) reduces."""
-    if weight is not None:
-        raise Refused("a loss with class weights")
-    if reduction not in _REDUCTIONS:
-        raise Refused(f"a loss with reduction {reduction}")
-    kind = _REDUCTIONS[reduction]
-    if not isinstance(target, T) or target.imap is None:
-        raise Refused("loss targets must be an integer input of the program (class indices)")
-    lay = target.imap.layout(c.tr.n)
-    if lay.bdim != logp.bdim or (lay.bdim is not None and lay.inner != logp.inner):
-        raise Refused("loss targets and log-probabilities hold the batch in different places")
-    if ignore_index >= 0:
-        raise Refused(
-            f"a loss with ignore_index={ignore_index}, which a runtime target can equal (which "
-            "targets count would depend on the data)",
-            "use a negative ignore_index (PyTorch's default -100)",
-        )
-    const = lay.constants
-    if (lay.fill[const] != ignore_index).any():
-        raise Refused("a loss with constant targets other than ignore_index")
-    tr, b = c.tr, c.tr.b
-    v = tr.var(logp)
-    if v.shape[:-1] != lay.jmap.shape:
-        raise Refused(
-            f"a loss over {list(logp.full)} log-probabilities with {list(target.full)} targets"
-        )
-    var = target.imap.var
-    count = int((~const).sum())
-    if kind == "mean" and count == 0:
-        raise Refused("a mean loss whose targets are all ignore_index (0 / 0)")
-    if not lay.jmap.shape and not const.any() and not var.type.shape:  # one class per sample
-        picked = b.gather_scalar_nat(v, var)
-        per = picked
-    else:
-        per = _picked_rows(b, v, var, lay.jmap)
-    if kind == "none":
-        return tr.make(b.scale(per, c=-1.0), target.full, lay.bdim, lay.inner)
-    total = per if not per.shape else b.sum(per)
-    y = b.scale(total, c=-1.0 / count if kind == "mean" else -1.0)
-    if lay.bdim is None:
-        return T((), var=y)
-    return T((), var=y, reduced=kind)
-
-
-def _picked_rows(b: GraphBuilder, v: Any, var: Any, jmap: np.ndarray) -> Any:
-    """``out[r] = v[r, i[jmap[r]]]`` (0 where ``jmap[r]`` is -1) for one sample's log-probs
-    ``v`` (rows..., C) and index vector ``i`` (k,): ``G = gather_rows_nat(v^T, i)`` holds
-    ``G[j, r] = v[r, i[j]]`` (k, R); a 0/1 matrix keeps the pairs ``j = jmap[r]``, and a sum
-    over ``j`` leaves one term per row (exact)."""
-    rows = int(np.prod(jmap.shape)) if jmap.shape else 1
-    C = v.shape[-1]
-    flat = b.reshape(v, shape=(rows, C)) if v.shape != (rows, C) else v
-    k = var.type.shape[0] if var.type.shape else None
-    if k is None:
-        raise Refused("loss targets from a scalar index input for several rows")
-    g = b.gather_rows_nat(b.transpose2d(flat), var)  # (k, rows)
-    keep = np.zeros((k, rows))
-    j = jmap.reshape(-1)
-    live = j >= 0
-    keep[j[live], np.nonzero(live)[0]] = 1.0
-    out = b.reduce_sum(b.mul(g, b.const(keep)), axis=0)  # (rows,)
-    return b.reshape(out, shape=jmap.shape) if jmap.shape != (rows,) else out
 
 
 @_aten(
@@ -950,7 +881,7 @@ def _nll(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> Any:
     weight = _arg(args, kw, 2, "weight")
     reduction = int(_arg(args, kw, 3, "reduction", 1))
     ignore = int(_arg(args, kw, 4, "ignore_index", -100))
-    y = _log_probs_pick(c, x, target, reduction, weight, ignore)
+    y = log_probs_pick(c.tr, x, target, reduction, weight, ignore)
     if c.op == "nll_loss_forward":
         return (y, Refused("nll_loss total weight"))
     return y
@@ -968,8 +899,8 @@ def _ce(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
     logp = c.tr.softmax(x, 1 if x.rank > 1 else 0, log=True)
     if x.rank > 2:  # (N, C, d...): classes along dim 1, as torch has them
         logp = c.tr.permute(logp, [0, *range(2, x.rank), 1])
-    return _log_probs_pick(
-        c,
+    return log_probs_pick(
+        c.tr,
         logp,
         target,
         int(_arg(args, kw, 3, "reduction", 1)),
@@ -1008,7 +939,7 @@ def _sdpa(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
     elif isinstance(mask, T):
         if not mask.known:
             raise Refused("attention with a runtime float mask (only constant or index masks)")
-        m = _batch_free(c, np.asarray(mask.value), q)
+        m = batch_free(c.tr, np.asarray(mask.value), q)
         if m.dtype == bool and m.all():
             pass  # nothing blocked (ViT's bidirectional mask, built under torch.export)
         elif m.dtype == bool:
@@ -1022,7 +953,7 @@ def _sdpa(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
     p = c.tr.softmax(s, -1)
     if runtime is not None:
         w = runtime if allowed is None else c.tr.binary("mul", runtime, c.tr.const(allowed * 1.0))
-        p = _renormalised(c, p, w)
+        p = renormalised(c.tr, p, w)
     elif allowed is not None:
         allowed = np.broadcast_to(allowed, np.broadcast_shapes(allowed.shape, (L, S)))
         kept = c.tr.binary("mul", p, c.tr.const(allowed.astype(np.float64)))
@@ -1030,33 +961,6 @@ def _sdpa(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
         none = (~allowed.any(axis=-1)).astype(np.float64)[..., None]
         p = c.tr.binary("mul", kept, c.tr.unary("inv", c.tr.binary("add", total, c.tr.const(none))))
     return c.tr.matmul(p, v)
-
-
-def _renormalised(c: _Ctx, p: T, w: T) -> T:
-    """Softmax weights ``p`` restricted to the keys a runtime 0/1 mask ``w`` allows:
-    ``p w / (sum(p w) + none)`` with ``none = 1 - min(sum(w), 1)`` (1 for a row that allows no
-    key, whose weights are then 0, as PyTorch's safe softmax gives)."""
-    tr = c.tr
-    kept = tr.binary("mul", p, w)
-    total = tr.reduce(kept, [-1], True, "sum")
-    count = tr.reduce(w, [-1], True, "sum")
-    none = tr.binary("sub", tr.const(np.ones(())), tr.binary("min", count, tr.const(np.ones(()))))
-    return tr.binary("mul", kept, tr.unary("inv", tr.binary("add", total, none)))
-
-
-def _batch_free(c: _Ctx, m: np.ndarray, like: T) -> np.ndarray:
-    """A constant aligned (right) with ``like``, with its size-n axis at ``like``'s batch axis
-    reduced to 1 where the constant is the same for every sample (a causal mask expanded over
-    the batch): an unbatched constant may not vary along the batch."""
-    if like.bdim is None or like.full[like.bdim] != c.tr.n:
-        return m
-    k = like.bdim - (like.rank - m.ndim)
-    if k < 0 or m.shape[k] != c.tr.n or c.tr.n == 1:
-        return m
-    first = np.take(m, [0], axis=k)
-    if np.array_equal(np.broadcast_to(first, m.shape), m):
-        return first
-    return m
 
 
 # -- booleans known at import time -----------------------------------------------------------
@@ -1721,13 +1625,6 @@ def _torch_dtype(args: Sequence[Any], kw: dict[str, Any]) -> Any:
     return None
 
 
-def _index_t(imap: IndexMap) -> T:
-    """The tensor an index map describes (a constant when it reads no input)."""
-    if imap.constant:
-        return T(imap.shape, value=np.array(imap.fill))
-    return T(imap.shape, index=imap.var, imap=imap)
-
-
 def _index_op(c: _Ctx, target: Any, args: list[Any], kw: dict[str, Any]) -> Any:
     """An op on an index tensor (integers or booleans computed from an index input): shape
     operations, conversions, comparisons with a number, a logical and with a known mask, a
@@ -1739,7 +1636,7 @@ def _index_op(c: _Ctx, target: Any, args: list[Any], kw: dict[str, Any]) -> Any:
     if not isinstance(x, T) or x.imap is None:
         other = next(a for a in _flat_args(args, kw) if isinstance(a, T) and a.imap is not None)
         if op in ("__and__", "bitwise_and", "logical_and", "mul") and isinstance(x, T) and x.known:
-            return _index_t(other.imap.masked(np.asarray(x.value)))
+            return index_t(other.imap.masked(np.asarray(x.value)))
         raise Refused(f"an index tensor (integers of an input) as argument of aten.{op}")
     imap: IndexMap = x.imap
     if op in ("to", "_to_copy", "type"):
@@ -1747,14 +1644,14 @@ def _index_op(c: _Ctx, target: Any, args: list[Any], kw: dict[str, Any]) -> Any:
         if dt is None or (not dt.is_floating_point and dt != torch.bool):
             return x
         if dt == torch.bool:
-            return _index_t(imap.compared("ne", 0))
+            return index_t(imap.compared("ne", 0))
         return as_float(c.tr, imap, imap.shape)
     if op in ("eq", "ne") and _num(args[1]) is not None and not isinstance(args[1], T):
-        return _index_t(imap.compared(op, args[1]))
+        return index_t(imap.compared(op, args[1]))
     if op in ("__and__", "bitwise_and", "logical_and", "mul"):
         y = args[1]
         if isinstance(y, T) and y.known:
-            return _index_t(imap.masked(np.asarray(y.value)))
+            return index_t(imap.masked(np.asarray(y.value)))
         raise Refused(f"aten.{op} of an index tensor with a runtime value")
     if op in ("pad", "constant_pad_nd"):
         pad = [int(p) for p in args[1]]
@@ -1765,7 +1662,7 @@ def _index_op(c: _Ctx, target: Any, args: list[Any], kw: dict[str, Any]) -> Any:
         fn = torch.nn.functional.pad
         pos = fn(torch.from_numpy(imap.pos), pad, value=-1)
         fill = fn(torch.from_numpy(np.asarray(imap.fill)), pad, value=value or 0)
-        return _index_t(imap.moved(pos.numpy(), fill.numpy()))
+        return index_t(imap.moved(pos.numpy(), fill.numpy()))
     if op in _INDEX_SHAPE_OPS:
         rest = _to_torch(args[1:])
         kwt = {k: _to_torch(v) for k, v in kw.items()}
@@ -1776,9 +1673,9 @@ def _index_op(c: _Ctx, target: Any, args: list[Any], kw: dict[str, Any]) -> Any:
             raise Refused(f"aten.{op} of an index tensor failed: {e}") from None
         if isinstance(pos, list | tuple):
             return tuple(
-                _index_t(imap.moved(p.numpy(), f.numpy())) for p, f in zip(pos, fill, strict=True)
+                index_t(imap.moved(p.numpy(), f.numpy())) for p, f in zip(pos, fill, strict=True)
             )
-        return _index_t(imap.moved(pos.numpy(), fill.numpy()))
+        return index_t(imap.moved(pos.numpy(), fill.numpy()))
     raise Refused(
         f"an index tensor (integers of an input) as argument of aten.{op}: our graphs compute "
         "no integers at run time",
@@ -1800,17 +1697,6 @@ def _derived_buffer(spec: Any) -> bool:
     from torch.export.graph_signature import InputKind
 
     return spec.kind == InputKind.BUFFER and spec.persistent is False
-
-
-def _index_arg(c: _Ctx, t: Any, what: str) -> tuple[Any, Any]:
-    """The index input one sample of ``t`` is, in order, and its layout (bdim, inner)."""
-    if not isinstance(t, T) or t.imap is None:
-        raise Refused(f"{what} must be an integer input of the program")
-    lay = t.imap.layout(c.tr.n)
-    var = index_var(lay, t.imap.var)
-    if var is None:
-        raise Refused(f"{what}: one sample does not hold its integer input in order")
-    return var, lay
 
 
 __all__ = ["ATEN_IMPORTS", "ATEN_REFUSED", "from_torch", "torch_report"]

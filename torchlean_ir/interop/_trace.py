@@ -74,6 +74,11 @@ class T:
     #: a loss reduced over the batch (``"mean"`` or ``"sum"``): ``var`` holds this sample's
     #: part, which the compiler's ``batched(grads=reduced)`` reduces
     reduced: str | None = None
+    #: an additive attention mask of an index input (ONNX ``Where(mask, 0, -inf)`` added to
+    #: the scores): the runtime 0 / 1 weights ``w`` (a float :class:`T`) of the keys allowed;
+    #: the value is this one plus ``log(w)``, which only the softmax reading it applies (as
+    #: renormalised weights, exact where ``w`` is 0)
+    logmask: T | None = None
     #: an unbatched value that is ``expanded_from`` broadcast (``expand``): constant along
     #: the axes it grew, so it may meet the batch on one of them (a class token expanded
     #: to the batch size, then concatenated with the batched patches, as ViT does)

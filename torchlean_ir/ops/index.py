@@ -1,13 +1,15 @@
-"""Gathers with runtime nat indices (index inputs). An out-of-range index reads 0 (a zero row)
-and sends no gradient anywhere; the index itself never receives gradient."""
+"""Gathers with runtime nat indices (index inputs), and index inputs read as floats. An
+out-of-range index reads 0 (a zero row) and sends no gradient anywhere; the index itself never
+receives gradient."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from .._attrs import AttrSpec
 from .._errors import ShapeError
 from .._registry import IndexArg, Op, deflinear
-from .._types import IndexType, Shape, TensorType
+from .._types import DType, IndexType, Shape, TensorType
 
 gather_scalar_nat = Op(
     "gather_scalar_nat",
@@ -65,4 +67,49 @@ def gather_rows_nat_vjp(B: Any, args: tuple, out: Any, ct: Any, *, idx: Any) -> 
 
 deflinear(gather_rows_nat)
 
-__all__ = ["gather_rows_nat", "gather_scalar_nat"]
+# -- nat_to_float, nat_vec_to_float (index inputs as data) ------------------------------------
+
+_DTYPE = AttrSpec(
+    "str",
+    default="f32",
+    check=lambda d: None if d in ("f32", "f64") else "must be 'f32' or 'f64'",
+    doc="the float dtype (the builder sets its own)",
+)
+
+
+def _nat_float(name: str, kind: str, what: str) -> Op:
+    """The conversion of a runtime nat ``kind`` (scalar or vector) to floats: the value itself,
+    a constant as far as differentiation goes (the index has no tangent and gets no cotangent)."""
+    op = Op(
+        name,
+        index_args=(IndexArg("i", kind),),  # type: ignore[arg-type]
+        attrs={"dtype": _DTYPE},
+        family="index",
+        doc=f"{what} as a float (exact up to 2^24 in f32, 2^53 in f64). No gradient: "
+        "an index input is not differentiable (an attention mask used as data: "
+        "(1 - mask) * c).",
+    )
+
+    @op.def_shape
+    def shape(*, i: IndexType, dtype: str) -> TensorType:
+        return TensorType(i.shape, DType(dtype))
+
+    @op.def_forward
+    def forward(B: Any, *, i: Any, dtype: str) -> Any:
+        return B.to_float(i)
+
+    @op.def_jvp
+    def jvp(B: Any, args: tuple, tangents: tuple, out: Any, **params: Any) -> Any:
+        return B.zeros(params["i"].shape)
+
+    @op.def_vjp
+    def vjp(B: Any, args: tuple, out: Any, ct: Any, **params: Any) -> tuple:
+        return ()
+
+    return op
+
+
+nat_to_float = _nat_float("nat_to_float", "scalar", "A runtime nat i")
+nat_vec_to_float = _nat_float("nat_vec_to_float", "vector", "A runtime nat vector i (k,)")
+
+__all__ = ["gather_rows_nat", "gather_scalar_nat", "nat_to_float", "nat_vec_to_float"]
