@@ -52,7 +52,15 @@ from ._attempt import TENSOR_BUDGET_S
 from ._primitives import Unsupported
 from ._report import Check, NodeReport, Report
 from ._rules import conventional
-from ._tchecks import NotTensor, TOutcome, TSetup, adjoint_expected, compare
+from ._tchecks import (
+    NotTensor,
+    TOutcome,
+    TSetup,
+    adjoint_expected,
+    compare,
+    nat_scalar,
+    nat_vector,
+)
 from ._tensor import TArray, leaf
 from ._tjaxpr import TInterpreter, concrete
 
@@ -93,21 +101,26 @@ def parse_arg_specs(text: str) -> list[jax.ShapeDtypeStruct]:
 
 @dataclass(frozen=True)
 class _Args:
-    """The example arguments, flattened: the float leaves are the symbolic inputs (by name),
-    every other leaf a constant closed over."""
+    """The example arguments, flattened: the float leaves are the symbolic inputs (by name), the
+    integer leaves symbolic index inputs (every value in their range), every other leaf a
+    constant closed over."""
 
     names: tuple[str, ...]
     avals: tuple[jax.ShapeDtypeStruct, ...]
     positions: tuple[int, ...]  # of the float leaves among all leaves
+    index: tuple[tuple[str, jax.ShapeDtypeStruct, int], ...]  # name, aval, values 0..hi-1
+    index_positions: tuple[int, ...]
     fixed: dict[int, Any]  # the other leaves' values, by position
     tree: Any
 
     def call(self, f: Callable[..., Any]) -> Callable[..., list[Any]]:
-        """``f`` as a function of the float leaves alone, returning its flat float outputs."""
+        """``f`` as a function of the float leaves then the integer leaves, returning its flat
+        float outputs."""
+        n = len(self.positions)
 
         def flat(*xs: Any) -> list[Any]:
-            leaves = [None] * (len(self.positions) + len(self.fixed))
-            for p, x in zip(self.positions, xs, strict=True):
+            leaves: list[Any] = [None] * (n + len(self.index_positions) + len(self.fixed))
+            for p, x in zip((*self.positions, *self.index_positions), xs, strict=True):
                 leaves[p] = x
             for p, v in self.fixed.items():
                 leaves[p] = v
@@ -136,15 +149,23 @@ def _arg_names(f: Callable[..., Any], n: int) -> list[str]:
     return [params[k] if k < len(params) else f"arg{k}" for k in range(n)]
 
 
-def _flatten_args(f: Callable[..., Any], args: Sequence[Any],
-                  argnames: Sequence[str] | None) -> _Args:  # fmt: skip
+#: The values an integer argument ranges over by default: every int32 value JAX can index with
+#: that is not negative (``index_ranges`` narrows it).
+INDEX_VALUES = 2**31
+
+
+def _flatten_args(f: Callable[..., Any], args: Sequence[Any], argnames: Sequence[str] | None,
+                  index_ranges: Mapping[str, int] | None = None) -> _Args:  # fmt: skip
     top = list(argnames) if argnames is not None else _arg_names(f, len(args))
     if len(top) != len(args):
         raise FunctionSpecError(f"{len(top)} argument names for {len(args)} arguments")
+    ranges = dict(index_ranges or {})
     with_path, tree = jax.tree_util.tree_flatten_with_path(tuple(args))
     names: list[str] = []
     avals = []
     positions = []
+    index: list[tuple[str, jax.ShapeDtypeStruct, int]] = []
+    index_positions = []
     fixed: dict[int, Any] = {}
     taken = {"ct", "y"}
     for p, (path, x) in enumerate(with_path):
@@ -153,24 +174,46 @@ def _flatten_args(f: Callable[..., Any], args: Sequence[Any],
         label = f"{top[k]}{rest}"
         shape = tuple(getattr(x, "shape", np.shape(x)))
         dtype = np.dtype(x.dtype if hasattr(x, "dtype") else np.asarray(x).dtype)
-        if dtype.kind == "f":
+        if dtype.kind in "fiu":
             name = _ident(label)
             while name in taken or (name.startswith("d") and name[1:] in taken):
                 name += "_"
             taken.add(name)
+        if dtype.kind == "f":
             names.append(name)
             avals.append(jax.ShapeDtypeStruct(shape, dtype))
             positions.append(p)
             continue
+        if dtype.kind in "iu":
+            hi = ranges.pop(name, ranges.pop(label, INDEX_VALUES))
+            if not isinstance(hi, int) or hi < 1:
+                raise FunctionSpecError(f"index_ranges[{name!r}] must be a positive int, got "
+                                        f"{hi!r}")  # fmt: skip
+            index.append((name, jax.ShapeDtypeStruct(shape, dtype), hi))
+            index_positions.append(p)
+            continue
         if isinstance(x, jax.ShapeDtypeStruct):
-            raise FunctionSpecError(
-                f"argument {label} ({dtype}{list(shape)}): an integer or boolean argument needs "
-                "its value (pass an array): its values are read as constants"
-            )
+            raise FunctionSpecError(f"argument {label} ({dtype}{list(shape)}): a {dtype} "
+                                    "argument needs its value (pass an array): it is read as a "
+                                    "constant")  # fmt: skip
         fixed[p] = np.asarray(x)
+    if ranges:
+        raise FunctionSpecError(f"index_ranges names {sorted(ranges)}, not integer arguments "
+                                f"(those are {[i[0] for i in index]})")  # fmt: skip
     if not names:
         raise FunctionSpecError("no floating-point argument: nothing to differentiate")
-    return _Args(tuple(names), tuple(avals), tuple(positions), fixed, tree)
+    return _Args(tuple(names), tuple(avals), tuple(positions), tuple(index),
+                 tuple(index_positions), fixed, tree)  # fmt: skip
+
+
+def _index_value(name: str, aval: Any, hi: int) -> tuple[TArray, list[Any]]:
+    """A symbolic index input: every element any value in ``0..hi-1``, independently."""
+    shape = tuple(aval.shape)
+    if shape == ():
+        arr, sym = nat_scalar(name, hi)
+        return arr, [sym]
+    vec = nat_vector(name, int(np.prod(shape)), hi)
+    return (vec if len(shape) == 1 else TT.reshape(vec, shape)), []
 
 
 # -- reading the jaxprs -------------------------------------------------------------------------
@@ -217,15 +260,18 @@ class FunctionInterpreter(TInterpreter):
             raise _Located(f"{e}" + (f" at {at}" if at else "")) from None
 
 
-def _substitute(arr: TArray, held: dict[str, tuple[TArray, str]]) -> TArray:
-    """Every read of a held leaf replaced by the value it stands for."""
+def _substitute(arr: TArray, held: dict[str, tuple[TArray, str]],
+                zero: frozenset[str] = frozenset()) -> TArray:  # fmt: skip
+    """Every read of a held leaf replaced by the value it stands for, or by 0 for those in
+    ``zero`` (stopped values the array is proved not to depend on: any value gives the same
+    array, and 0 gives the simplest terms, the max shift of a stable softmax gone)."""
     if not held:
         return arr
 
     def fn(idx: tuple[Any, ...]) -> Any:
         e = arr.at(idx)
         for _ in range(len(held) + 1):  # a held value may read an earlier held leaf
-            repl = {f: T.rename_bound(held[n][0].at(tuple(f.args)))
+            repl = {f: T.ZERO if n in zero else T.rename_bound(held[n][0].at(tuple(f.args)))
                     for f in e.atoms(se.FunctionSymbol) if (n := T.name_of(f)) in held}  # fmt: skip
             if not repl:
                 break
@@ -233,6 +279,25 @@ def _substitute(arr: TArray, held: dict[str, tuple[TArray, str]]) -> TArray:
         return e
 
     return TArray(arr.shape, fn, arr.kind)
+
+
+def _independent(arrays: Sequence[TArray], held: dict[str, tuple[TArray, str]],
+                 st: TSetup) -> frozenset[str]:  # fmt: skip
+    """The held leaves that every one of ``arrays`` is proved, exactly and for every element,
+    not to depend on (its derivative in the leaf is 0)."""
+    out = set()
+    for name in held:
+        o = TOutcome("function", name)
+        for A in arrays:
+            D = TArray(A.shape, lambda idx, A=A, name=name: T.jvp_term(
+                A.at(idx), {name: "d" + name}, conventional), "f")  # fmt: skip
+            compare(o, "independent", D, TT.constant(0, A.shape), st)
+            if o.done:
+                break
+        c = o.check("")
+        if c is not None and c.result == "pass" and c.method == "exact":
+            out.add(name)
+    return frozenset(out)
 
 
 def _plus(a: TArray | None, b: TArray) -> TArray:
@@ -247,15 +312,33 @@ class _Subject:
     """One function to check: flat float inputs (names, shapes) to flat float outputs."""
 
     label: str
-    fn: Callable[..., list[Any]]
+    fn: Callable[..., list[Any]]  # (*float inputs, *index inputs) -> float outputs
     names: tuple[str, ...]
     avals: tuple[jax.ShapeDtypeStruct, ...]
+    index: tuple[tuple[str, jax.ShapeDtypeStruct, int], ...] = ()
     out_names: tuple[str, ...] = ()
+
+    def inputs(self) -> tuple[list[TArray], list[TArray], TSetup]:
+        """Leaves for the float inputs, symbolic index inputs, and the comparison setup."""
+        X = [leaf(nm, a.shape) for nm, a in zip(self.names, self.avals, strict=True)]
+        Tn = [leaf("d" + nm, a.shape) for nm, a in zip(self.names, self.avals, strict=True)]
+        st = _setup(self.names, X, Tn)
+        index = []
+        for name, aval, hi in self.index:
+            arr, syms = _index_value(name, aval, hi)
+            index.append(arr)
+            st.nat_symbols += syms
+            st.index_text.append(f"index {name}: symbolic, every value 0..{hi - 1}")
+        return X, index, st
 
 
 def _setup(names: Sequence[str], X: list[TArray], Tn: list[TArray]) -> TSetup:
     return TSetup(None, list(names), X, Tn, list(range(len(X))), {}, [],  # type: ignore[arg-type]
                   {n: "real" for n in names})  # fmt: skip
+
+
+def _coverage(st: TSetup) -> str:
+    return "; ".join(["all elements (tensor level)", *st.index_text])
 
 
 def _not_verified(link: str, name: str, why: str, t0: float) -> Check:
@@ -322,17 +405,17 @@ def check_subject(s: _Subject, *, modes: Sequence[str], stop_gradient: StopGradi
     """The checks of one function: stop_gradient neutrality, JAX's VJP and JVP against the
     reference derivative of the forward."""
     n = len(s.names)
-    X = [leaf(nm, a.shape) for nm, a in zip(s.names, s.avals, strict=True)]
-    Tn = [leaf("d" + nm, a.shape) for nm, a in zip(s.names, s.avals, strict=True)]
-    st = _setup(s.names, X, Tn)
+    X, Ix, st = s.inputs()
+    Tn = st.T
+    iavals = [a for _, a, _ in s.index]
     checks: list[Check] = []
     t0 = time.perf_counter()
     state: dict[str, Any] = {}
 
     def forward() -> None:
-        closed = _trace("the forward", s.fn, *s.avals)
+        closed = _trace("the forward", s.fn, *s.avals, *iavals)
         it = FunctionInterpreter(hold=True)
-        outs = it.run(closed, *X)
+        outs = it.run(closed, *X, *Ix)
         state["closed"] = closed
         state["F"] = outs
         state["held"] = it.held
@@ -354,6 +437,7 @@ def check_subject(s: _Subject, *, modes: Sequence[str], stop_gradient: StopGradi
         raise FunctionSpecError(f"{s.label}: no floating-point output to differentiate")
     out_names = s.out_names or tuple(["out"] if len(F) == 1 else [f"out{k}" for k in range(len(F))])
     tangent = {nm: "d" + nm for nm in s.names}
+    neutral_names: set[str] = set()  # proved: the forward does not depend on them
     if stop_gradient == "prove":
         for name, (_v, at) in held.items():
             label = f"stop_gradient{' at ' + at if at else ''} does not change the derivative"
@@ -367,9 +451,13 @@ def check_subject(s: _Subject, *, modes: Sequence[str], stop_gradient: StopGradi
                     compare(o, f"d{out_names[k]}/d(stopped value)", D, TT.constant(0, Fk.shape), st)
                     if o.done:
                         break
-                return _decided(o, "all elements (tensor level)", link, t1)
+                return _decided(o, _coverage(st), link, t1)
 
-            checks.append(_attempt(link, label, budget_s, neutral))
+            c = _attempt(link, label, budget_s, neutral)
+            checks.append(c)
+            if c.result == "pass" and c.method == "exact":
+                neutral_names.add(name)
+    zero_ref = frozenset(neutral_names)
     J = [TArray(Fk.shape, lambda idx, Fk=Fk: T.jvp_term(Fk.at(idx), tangent, conventional), "f")
          for Fk in F]  # fmt: skip
     ct_names = ["ct"] if len(F) == 1 else [f"ct{k}" for k in range(len(F))]
@@ -380,10 +468,16 @@ def check_subject(s: _Subject, *, modes: Sequence[str], stop_gradient: StopGradi
         def vjp() -> Check:
             t1 = time.perf_counter()
             cts = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in out_avals]
-            closed = _trace("jax.vjp", lambda *a: jax.vjp(s.fn, *a[:n])[1](list(a[n:])),
-                            *s.avals, *cts)  # fmt: skip
-            G = TInterpreter().run(closed, *X, *[leaf(c, a.shape) for c, a in zip(
+            m = n + len(iavals)
+
+            def vjp_of(*a: Any) -> Any:
+                return jax.vjp(lambda *xs: s.fn(*xs, *a[n:m]), *a[:n])[1](list(a[m:]))
+
+            closed = _trace("jax.vjp", vjp_of, *s.avals, *iavals, *cts)
+            got_it = FunctionInterpreter(hold=True)
+            G = got_it.run(closed, *X, *Ix, *[leaf(c, a.shape) for c, a in zip(
                 ct_names, out_avals, strict=True)])  # fmt: skip
+            G = _without_shifts(G[:n], got_it.held, st)
             o = TOutcome(link, vjp_name)  # type: ignore[arg-type]
             for p, nm in enumerate(s.names):
                 want: TArray | None = None
@@ -391,10 +485,10 @@ def check_subject(s: _Subject, *, modes: Sequence[str], stop_gradient: StopGradi
                     want = _plus(want, adjoint_expected(Jk, ct_names[k], Jk.shape, "d" + nm,
                                                         s.avals[p].shape))  # fmt: skip
                 assert want is not None
-                compare(o, f"grad {nm}", G[p], _substitute(want, held), st)
+                compare(o, f"grad {nm}", G[p], _substitute(want, held, zero_ref), st)
                 if o.done:
                     break
-            return _decided(o, "all elements (tensor level)", link, t1)
+            return _decided(o, _coverage(st), link, t1)
 
         checks.append(_attempt(link, vjp_name, budget_s, vjp))
     if "jvp" in modes:
@@ -404,18 +498,34 @@ def check_subject(s: _Subject, *, modes: Sequence[str], stop_gradient: StopGradi
 
             def jvp() -> Check:
                 t1 = time.perf_counter()
-                closed = _trace("jax.jvp", lambda *a: jax.jvp(s.fn, a[:n], a[n:])[1],
-                                *s.avals, *s.avals)  # fmt: skip
-                got = TInterpreter().run(closed, *X, *Tn)
+                m = n + len(iavals)
+
+                def jvp_of(*a: Any) -> Any:
+                    return jax.jvp(lambda *xs: s.fn(*xs, *a[n:m]), a[:n], a[m:])[1]
+
+                closed = _trace("jax.jvp", jvp_of, *s.avals, *iavals, *s.avals)
+                got_it = FunctionInterpreter(hold=True)
+                got = _without_shifts(got_it.run(closed, *X, *Ix, *Tn), got_it.held, st)
                 o = TOutcome(link, jvp_name)  # type: ignore[arg-type]
                 for k, Jk in enumerate(J):
-                    compare(o, f"jvp {out_names[k]}", got[k], _substitute(Jk, held), st)
+                    compare(o, f"jvp {out_names[k]}", got[k], _substitute(Jk, held, zero_ref),
+                            st)  # fmt: skip
                     if o.done:
                         break
-                return _decided(o, "all elements (tensor level)", link, t1)
+                return _decided(o, _coverage(st), link, t1)
 
             checks.append(_attempt(link, jvp_name, budget_s, jvp))
     return checks
+
+
+def _without_shifts(arrays: list[TArray], held: dict[str, tuple[TArray, str]],
+                    st: TSetup) -> list[TArray]:  # fmt: skip
+    """JAX's derivative as computed, its stopped values at 0 where it is proved not to depend
+    on them, at their values elsewhere: the same arrays, in simpler terms."""
+    if not held:
+        return arrays
+    zero = _independent(arrays, held, st)
+    return [_substitute(A, held, zero) for A in arrays]
 
 
 def _names(modes: Sequence[str], vjp_name: str, jvp_name: str) -> list[str]:
@@ -447,21 +557,24 @@ def _rule_name(eqn: Any) -> str:
     return ""
 
 
-def _custom_subject(eqn: Any) -> _Subject | None:
+def _custom_subject(eqn: Any, ranges: Mapping[Any, tuple[str, int]]) -> _Subject | None:
+    """The custom rule of ``eqn`` as a function of its float inputs and its integer inputs
+    (symbolic index inputs: the range of ``f``'s argument they are, ``ranges`` by jaxpr
+    variable, else every non-negative int32); ``None`` when an input is neither."""
     params = eqn.primitive.get_bind_params(eqn.params)
     subfuns: list[Any] = []
     if isinstance(params, tuple):  # older JAX: (subfuns, params)
         subfuns, params = params
     floats = [k for k, v in enumerate(eqn.invars) if np.dtype(v.aval.dtype).kind == "f"]
-    if not floats:
+    ints = [k for k, v in enumerate(eqn.invars)
+            if np.dtype(v.aval.dtype).kind in "iu" and not hasattr(v, "val")]  # fmt: skip
+    fixed = {k: v.val for k, v in enumerate(eqn.invars) if hasattr(v, "val")}
+    if not floats or len(floats) + len(ints) + len(fixed) != len(eqn.invars):
         return None
-    fixed = {k: getattr(v, "val", None) for k, v in enumerate(eqn.invars) if k not in floats}
-    if any(val is None for val in fixed.values()):
-        return None  # an integer input computed inside f: checked through f as a whole
 
     def fn(*xs: Any) -> list[Any]:
-        args = [None] * len(eqn.invars)
-        for k, x in zip(floats, xs, strict=True):
+        args: list[Any] = [None] * len(eqn.invars)
+        for k, x in zip((*floats, *ints), xs, strict=True):
             args[k] = x
         for k, val in fixed.items():
             args[k] = val
@@ -476,7 +589,12 @@ def _custom_subject(eqn: Any) -> _Subject | None:
     names = tuple(f"a{k}" for k in floats)
     avals = tuple(jax.ShapeDtypeStruct(eqn.invars[k].aval.shape, eqn.invars[k].aval.dtype)
                   for k in floats)  # fmt: skip
-    return _Subject(label, fn, names, avals)
+    index = []
+    for k in ints:
+        v = eqn.invars[k]
+        name, hi = ranges.get(v, (f"i{k}", INDEX_VALUES))
+        index.append((name, jax.ShapeDtypeStruct(v.aval.shape, v.aval.dtype), hi))
+    return _Subject(label, fn, names, avals, tuple(index))
 
 
 # -- the public entry point -----------------------------------------------------------------------
@@ -490,13 +608,16 @@ def verify_function(
     modes: Sequence[str] = ("vjp", "jvp"),
     rules: bool = True,
     stop_gradient: StopGradient = "prove",
+    index_ranges: Mapping[str, int] | None = None,
     budget_s: float = TENSOR_BUDGET_S,
 ) -> Report:
     """Prove that JAX's derivatives of ``f`` equal the derivative of ``f``'s forward.
 
-    ``args``: example arguments (arrays, ``jax.ShapeDtypeStruct`` or pytrees of them; only
-    shapes and dtypes of the floating-point leaves matter, which are the inputs differentiated;
-    other leaves are constants and need their values). ``modes``: ``"vjp"`` (``jax.vjp``)
+    ``args``: example arguments (arrays, ``jax.ShapeDtypeStruct`` or pytrees of them; only their
+    shapes and dtypes matter). Floating-point leaves are the inputs differentiated; integer
+    leaves are index inputs, symbolic: every element any value in ``0..hi-1``, independently,
+    ``hi`` from ``index_ranges`` (by name; default every non-negative int32); other leaves
+    (booleans) are constants and need their values. ``modes``: ``"vjp"`` (``jax.vjp``)
     and/or ``"jvp"`` (``jax.jvp``). ``rules``: also check each ``custom_vjp`` /
     ``custom_jvp`` rule met in the forward on its own. ``stop_gradient``: see the module.
     ``budget_s``: CPU seconds per check at tensor level (past it: "not verified").
@@ -515,23 +636,27 @@ def verify_function(
     if not callable(f):
         raise FunctionSpecError(f"{f!r} is not callable")
     label = name or getattr(f, "__qualname__", None) or getattr(f, "__name__", None) or "f"
-    a = _flatten_args(f, args, argnames)
-    subject = _Subject(label, a.call(f), a.names, a.avals)
+    a = _flatten_args(f, args, argnames, index_ranges)
+    subject = _Subject(label, a.call(f), a.names, a.avals, a.index)
     checks = check_subject(subject, modes=modes, stop_gradient=stop_gradient, budget_s=budget_s)
     nodes: list[NodeReport] = []
     notes: list[str] = []
     if rules:
         try:
-            closed = jax.make_jaxpr(subject.fn)(*a.avals)
+            closed = jax.make_jaxpr(subject.fn)(*a.avals, *[x for _, x, _ in a.index])
         except Exception:
             closed = None
         seen: set[str] = set()
+        ranges: dict[Any, tuple[str, int]] = {}
+        if closed is not None:  # f's integer arguments, where a rule takes one as it is
+            index_vars = closed.jaxpr.invars[len(a.names) :]
+            ranges = {v: (nm, hi) for v, (nm, _, hi) in zip(index_vars, a.index, strict=True)}
         for eqn in _custom_calls(closed.jaxpr, []) if closed is not None else []:
-            sub = _custom_subject(eqn)
+            sub = _custom_subject(eqn, ranges)
             if sub is None:
                 where = _where(eqn) or "?"
-                notes.append(f"{_CUSTOM[eqn.primitive.name]} call at {where}: its integer "
-                             "inputs are computed inside f; checked through f only")  # fmt: skip
+                notes.append(f"{_CUSTOM[eqn.primitive.name]} call at {where}: an input is "
+                             "neither float nor integer; checked through f only")  # fmt: skip
                 continue
             key = f"{eqn.primitive.name}|{eqn.params.get('call_jaxpr')}|{sub.avals}"
             if key in seen:
@@ -569,6 +694,7 @@ def verify_gradient_outputs(
     grads: Mapping[int, str],
     name: str | None = None,
     argnames: Sequence[str] | None = None,
+    index_ranges: Mapping[str, int] | None = None,
     budget_s: float = TENSOR_BUDGET_S,
 ) -> Report:
     """Prove that some outputs of ``f`` are the gradient of another: a joint forward/backward
@@ -584,23 +710,21 @@ def verify_gradient_outputs(
     if not callable(f):
         raise FunctionSpecError(f"{f!r} is not callable")
     label = name or getattr(f, "__qualname__", None) or getattr(f, "__name__", None) or "f"
-    a = _flatten_args(f, args, argnames)
+    a = _flatten_args(f, args, argnames, index_ranges)
     unknown = sorted({str(v) for v in grads.values()} - set(a.names))
     if unknown:
         raise FunctionSpecError(f"grads names inputs {unknown}; the floating-point inputs are "
                                 f"{list(a.names)}")  # fmt: skip
     link = "function"
-    fn = a.call(f)
-    X = [leaf(nm, x.shape) for nm, x in zip(a.names, a.avals, strict=True)]
-    Tn = [leaf("d" + nm, x.shape) for nm, x in zip(a.names, a.avals, strict=True)]
-    st = _setup(a.names, X, Tn)
+    subject = _Subject(label, a.call(f), a.names, a.avals, a.index)
+    X, Ix, st = subject.inputs()
     checks: list[Check] = []
     check_name = "gradient outputs = derivative of the loss"
     try:
         with T.budget(budget_s):
-            closed = _trace("f", fn, *a.avals)
+            closed = _trace("f", subject.fn, *a.avals, *[x for _, x, _ in a.index])
             it = FunctionInterpreter(hold=True)
-            F = it.run(closed, *X)
+            F = it.run(closed, *X, *Ix)
     except T.OutOfTime:
         F, it = None, None
         why = f"the forward did not fit the tensor-level time budget ({budget_s:g} s)"
@@ -620,6 +744,7 @@ def verify_gradient_outputs(
         tangent = {nm: "d" + nm for nm in a.names}
         L = F[loss]
         held = it.held
+        neutral_names: set[str] = set()
         for sg, (_v, at) in held.items():
             title = f"stop_gradient{' at ' + at if at else ''} does not change the derivative"
 
@@ -629,9 +754,13 @@ def verify_gradient_outputs(
                 D = TArray((), lambda idx: T.jvp_term(L.at(idx), {sg: "d" + sg}, conventional),
                            "f")  # fmt: skip
                 compare(o, "dloss/d(stopped value)", D, TT.constant(0, ()), st)
-                return _decided(o, "all elements (tensor level)", link, t1)
+                return _decided(o, _coverage(st), link, t1)
 
-            checks.append(_attempt(link, title, budget_s, neutral))
+            c = _attempt(link, title, budget_s, neutral)
+            checks.append(c)
+            if c.result == "pass" and c.method == "exact":
+                neutral_names.add(sg)
+        zero_ref = frozenset(neutral_names)
         J = T.jvp_term(L.at(()), tangent, conventional)
         index = {nm: p for p, nm in enumerate(a.names)}
 
@@ -646,10 +775,11 @@ def verify_gradient_outputs(
                     break
                 want = TArray(tuple(shape), lambda q, nm=nm: T.normalize(
                     T.coefficient(J, "d" + str(nm), q)), "f")  # fmt: skip
-                compare(o, f"output {k} = grad {nm}", F[k], _substitute(want, held), st)
+                compare(o, f"output {k} = grad {nm}", F[k], _substitute(want, held, zero_ref),
+                        st)  # fmt: skip
                 if o.done:
                     break
-            return _decided(o, "all elements (tensor level)", link, t1)
+            return _decided(o, _coverage(st), link, t1)
 
         checks.append(_attempt(link, check_name, budget_s, claims))
     notes = ["reference: the derivative of the loss output's terms (ours); real arithmetic, "

@@ -349,6 +349,40 @@ def _section(
     )
 
 
+def _function_section(doc: Mapping[str, Any], gid: str) -> str:
+    """A function's report (:func:`verify.verify_function`): no graph to draw; its checks, each
+    custom rule's checks, the counterexamples."""
+    verdict = str(doc.get("verdict", "undecided"))
+    parts = [
+        f'<section class="tl-report" id="{gid}" data-verdict="{_e(verdict)}">'
+        f'<h2><span class="tl-verdict" style="background:{_VERDICT.get(verdict, "#666")}">'
+        f"{_e(verdict.upper())}</span> function {_e(doc.get('graph', ''))}</h2>"
+        f'<p class="tl-summary">{_e(doc.get("summary", ""))} · {_e(doc.get("dtype", ""))}'
+        f" · exit code {_e(doc.get('exit_code', ''))}</p>"
+    ]
+    for k, ce in enumerate(doc.get("counterexamples", [])):
+        inputs = ce.get("inputs", {})
+        rows = "".join(f"<tr><td>{_e(a)}</td><td>{_e(b)}</td></tr>" for a, b in inputs.items())
+        parts.append(
+            f'<div class="tl-counterexample" id="{gid}-ce-{k}">'
+            f'<div class="tl-ce-head"><b>{_e(ce.get("check", ""))}</b></div><dl>'
+            f"<dt>element</dt><dd><code>{_e(ce.get('element', ''))}</code></dd>"
+            f"<dt>expected</dt><dd><code>{_e(ce.get('expected', ''))}</code></dd>"
+            f"<dt>got</dt><dd><code>{_e(ce.get('got', ''))}</code></dd>"
+            f'<dt>at</dt><dd><table class="tl-inputs">{rows}</table></dd>'
+            f"<dt>evidence</dt><dd>{_e(ce.get('evidence', ''))}</dd></dl></div>"
+        )
+    parts.append("<h3>The function</h3>" + _checks_table(list(doc.get("graph_checks", []))))
+    for n in doc.get("nodes", []):
+        parts.append(f"<h3>{_e(n.get('signature', ''))}</h3>"
+                     + _checks_table(list(n.get("checks", []))))  # fmt: skip
+    notes = list(doc.get("notes", []))
+    if notes:
+        parts.append(f'<h3>Notes ({len(notes)})</h3><ul class="tl-notes">'
+                     + "".join(f"<li>{_e(x)}</li>" for x in notes) + "</ul>")  # fmt: skip
+    return "".join(parts) + "</section>"
+
+
 _CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Helvetica,Arial,sans-serif;margin:24px;
 color:#1d1d1f;background:#fafafa}
@@ -395,7 +429,8 @@ def render_html(
 ) -> str:
     """One self-contained HTML page for the given (report, graph) pairs.
 
-    A report is a :class:`verify.Report` or its ``to_json()`` dictionary. ``graphviz``: ``None``
+    A report is a :class:`verify.Report` or its ``to_json()`` dictionary; a function's report
+    (:func:`verify.verify_function`) comes with ``None`` for its graph. ``graphviz``: ``None``
     draws with Graphviz when its ``dot`` is installed and with the built-in layout otherwise;
     ``False`` always uses the built-in layout; ``True`` requires Graphviz (``GraphvizError``
     otherwise). ``collapse``: ``None`` draws repeated blocks once in graphs of more than
@@ -403,9 +438,10 @@ def render_html(
     """
     docs = [(r.to_json() if hasattr(r, "to_json") else r, g) for r, g in reports]
     sections = [
-        _section(doc, g, f"g{i}", graphviz=graphviz, collapse=collapse)
+        _function_section(doc, f"g{i}") if doc.get("subject") == "function"
+        else _section(doc, g, f"g{i}", graphviz=graphviz, collapse=collapse)
         for i, (doc, g) in enumerate(docs)
-    ]
+    ]  # fmt: skip
     head = f"<h1>{_e(title)}</h1>"
     if len(docs) > 1:
         verdicts = [str(doc.get("verdict")) for doc, _ in docs]

@@ -124,4 +124,11 @@ def _cond(it: TInterpreter, eqn: Any, invals: list, *, branches: Any, **_: Any) 
     return out
 
 
+@rule("empty", "empty2", domain="tensor")
+def _empty(it: TInterpreter, eqn: Any, invals: list, **_: Any) -> list:
+    # an uninitialised buffer (JAX's transposes of ``cond`` / ``scan`` start from one and
+    # write every element before reading it): its values are unspecified, read as zeros
+    return [TT.constant(0, tuple(v.aval.shape), _kind(v.aval)) for v in eqn.outvars]
+
+
 __all__ = ["MAX_ITERATIONS"]

@@ -688,11 +688,12 @@ def _gather(it: TInterpreter, eqn: Any, invals: list, *, dimension_numbers: Any,
         fill = None if nan_fill else T.exact_scalar(0 if fill_value is None else fill_value)
     clip = "CLIP" in _mode_name(mode)
     ci = concrete(indices) if indices.kind in "ic" else None
-    if fill_mode and ci is not None and ci.size:  # every start known: in bounds or not
+    in_bounds = False  # every start known and in bounds: no fill, no clamp
+    if ci is not None and ci.size:
         his = np.array([operand.shape[d] - slice_sizes[d] for d in dn.start_index_map])
         starts = ci.reshape(-1, ci.shape[-1]) if ci.ndim else ci.reshape(1, 1)
-        if np.all(starts >= 0) and np.all(starts <= his):
-            fill_mode = False
+        in_bounds = bool(np.all(starts >= 0) and np.all(starts <= his))
+        fill_mode = fill_mode and not in_bounds
 
     def fn(o: tuple) -> Any:
         G = tuple(o[i] for i in batch_pos)
@@ -701,7 +702,9 @@ def _gather(it: TInterpreter, eqn: Any, invals: list, *, dimension_numbers: Any,
         for kk, d in enumerate(dn.start_index_map):
             s = indices.at((*G, se.Integer(kk)))
             hi = operand.shape[d] - slice_sizes[d]
-            if fill_mode:
+            if in_bounds:
+                S[d] = s
+            elif fill_mode:
                 ok = ok * T.ge(s) * T.ge(hi - s)
                 S[d] = s
             elif clip:

@@ -6,6 +6,8 @@
                      [--plugin MODULE] [--jobs N] [--dtype f64|f32|all]
                      [--method auto|tensor|elements] [--end-to-end auto|always|never]
                      [--max-elements N] [--no-kinks] [--timeout SECONDS] [--quiet]
+    torchlean-verify --function MODULE:CALLABLE --args 'f32[1024,64] i32[8]'
+                     [--index-range NAME=HI] [--modes vjp,jvp] [--json [FILE]] [--html FILE]
 
 Exit codes: 0 verified, 1 mismatch found, 2 bad input or usage (one line on stderr, no
 traceback; also standard output, the ``--json`` or the ``--html`` file that cannot be written),
@@ -53,7 +55,19 @@ def _parser() -> argparse.ArgumentParser:
         epilog="exit codes: 0 verified, 1 mismatch, 2 bad input or usage, 3 undecided, "
         "5 internal error of the verifier",
     )
-    p.add_argument("graphs", nargs="+", metavar="GRAPH.json", help="graph file(s) to verify")
+    p.add_argument("graphs", nargs="*", metavar="GRAPH.json", help="graph file(s) to verify")
+    p.add_argument("--function", metavar="MODULE:CALLABLE",
+                   help="verify a JAX function's derivatives instead of graphs: jax.vjp and "
+                   "jax.jvp of CALLABLE (and its custom_vjp / custom_jvp rules) against the "
+                   "derivative of its forward (MODULE may be a .py file)")  # fmt: skip
+    p.add_argument("--args", metavar="SPECS",
+                   help="with --function: its arguments' dtypes and shapes, e.g. 'f32[1024,64] "
+                   "f32[64] i32[8]' (integer arguments: symbolic index inputs)")  # fmt: skip
+    p.add_argument("--index-range", action="append", default=[], metavar="NAME=HI",
+                   help="with --function: integer argument NAME takes every value 0..HI-1 "
+                   "(default every non-negative int32); repeatable")  # fmt: skip
+    p.add_argument("--modes", default="vjp,jvp", metavar="vjp,jvp",
+                   help="with --function: which of JAX's derivatives to check (default both)")
     p.add_argument(
         "--json",
         nargs="?",
@@ -152,7 +166,9 @@ def _print_report(console: Any, report: Report, quiet: bool) -> None:
 
     style = {"verified": "bold green", "mismatch": "bold red", "undecided": "bold yellow"}
     if not quiet:
-        title = f"{report.graph} ({report.dtype}, matmul precision {report.matmul_precision})"
+        title = (f"function {report.graph} ({report.dtype})" if report.subject == "function"
+                 else f"{report.graph} ({report.dtype}, matmul precision "
+                 f"{report.matmul_precision})")  # fmt: skip
         table = Table(title=title, title_justify="left")
         for col in ("nodes", "signature", "checks passed", "method", "result"):
             table.add_column(col, overflow="fold")
@@ -181,6 +197,9 @@ def _print_report(console: Any, report: Report, quiet: bool) -> None:
             console.print(f"note: {note}", style="dim", highlight=False, soft_wrap=True)
         for node, c in report.failures():
             where = f"node {node}" if node is not None else "graph"
+            if report.subject == "function":
+                where = ("function" if node is None
+                         else report.nodes[node].signature.split(": (")[0])  # fmt: skip
             console.print(f"{c.result.upper()} {where}: {c.name} [{c.label}]: {c.how}",
                           highlight=False, soft_wrap=True, markup=False)  # fmt: skip
             if c.counterexample is not None:
@@ -195,6 +214,73 @@ def _print_report(console: Any, report: Report, quiet: bool) -> None:
     if quiet and report.verdict == "mismatch" and report.counterexamples:
         console.print("  counterexample: " + report.counterexamples[0].describe(),
                       highlight=False, soft_wrap=True)  # fmt: skip
+
+
+def _function_job(args: Any) -> tuple[Any, list[Any], dict[str, int], list[str]]:
+    """``--function``'s callable, argument specs, index ranges and modes (usage errors)."""
+    from ._functions import FunctionSpecError, parse_arg_specs
+
+    if args.args is None:
+        raise UsageError("--function needs --args, e.g. --args 'f32[128,64] f32[64]'")
+    try:
+        fn = _plugins.load_callable(args.function)
+        specs = parse_arg_specs(args.args)
+    except (_plugins.PluginError, FunctionSpecError) as e:
+        raise UsageError(f"{'--args: ' if isinstance(e, FunctionSpecError) else ''}{e}") from None
+    ranges: dict[str, int] = {}
+    for item in args.index_range:
+        name, sep, hi = item.partition("=")
+        if not sep or not name or not hi.strip().isdigit() or int(hi) < 1:
+            raise UsageError(f"--index-range {item}: expected NAME=HI with HI a positive integer")
+        ranges[name.strip()] = int(hi)
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    if not modes or any(m not in ("vjp", "jvp") for m in modes):
+        raise UsageError(f"--modes {args.modes}: expected vjp, jvp or vjp,jvp")
+    return fn, specs, ranges, modes
+
+
+def _run_function(job: tuple[Any, list[Any], dict[str, int], list[str]], args: Any, out: Any,
+                  stdout: Any, reports: list[Report], json_stdout: bool) -> int:  # fmt: skip
+    from torchlean_ir._util import write_atomic
+    from torchlean_ir.cli import say
+
+    from ._functions import FunctionSpecError, verify_function
+
+    fn, specs, ranges, modes = job
+    try:
+        report = verify_function(fn, *specs, name=args.function, modes=modes,
+                                 index_ranges=ranges)  # fmt: skip
+    except FunctionSpecError as e:
+        say(PROG, f"error: {args.function}: {e}")
+        return 2
+    except KeyboardInterrupt:
+        raise
+    except Exception as e:  # a verifier bug, not the user's: say so in one line
+        say(PROG, f"internal error: {type(e).__name__}: {e}")
+        return INTERNAL_ERROR
+    reports.append(report)
+    _print_report(out, report, args.quiet or json_stdout)
+    if args.html is not None:
+        from ._html import render_html
+
+        try:
+            page = render_html([(report, None)])
+            with open(args.html, "w", encoding="utf-8") as f:
+                f.write(page)
+        except OSError as e:
+            say(PROG, f"error: --html {args.html}: {e.strerror or e}")
+            return 2
+    if args.json is not None:
+        text = report.dumps()
+        if json_stdout:
+            print(text, file=stdout)
+        else:
+            try:
+                write_atomic(args.json, (text + "\n").encode("utf-8"))
+            except OSError as e:
+                say(PROG, f"error: --json {args.json}: {e.strerror or e}")
+                return 2
+    return report.exit_code
 
 
 def _check_json_target(path: str, option: str = "--json") -> None:
@@ -266,6 +352,13 @@ def _main(argv: Sequence[str] | None, stdout: Any, reports: list[Report]) -> int
             _check_json_target(args.html, "--html")
         for spec in args.plugin:
             load_plugin(spec)
+        function = _function_job(args) if args.function is not None else None
+        if function is None and args.args is not None:
+            raise UsageError("--args is given without --function")
+        if function is None and not args.graphs:
+            raise UsageError("no graph file given (or --function MODULE:CALLABLE)")
+        if function is not None and args.graphs:
+            raise UsageError("give graph files or --function, not both")
         graphs = [(path, _load(path)) for path in args.graphs]
     except UsageError as e:
         say(PROG, f"error: {e}")
@@ -274,6 +367,8 @@ def _main(argv: Sequence[str] | None, stdout: Any, reports: list[Report]) -> int
     out = Console(file=sys.stderr if json_stdout else stdout, highlight=False)
     if not out.is_terminal:  # a log or a pipe: wide enough that signatures do not wrap
         out = Console(file=out.file, highlight=False, width=160)
+    if function is not None:
+        return _run_function(function, args, out, stdout, reports, json_stdout)
     from ._rules import MAX_ELEMENTS
     from ._verify import graph_dtype, verify_graph
 

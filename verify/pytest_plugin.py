@@ -4,7 +4,7 @@ Enable it with ``-p verify.pytest_plugin`` (or ``pytest_plugins = ["verify.pytes
 a root ``conftest.py``); an installed torchlean-ir registers it automatically (entry point
 ``pytest11``). It provides:
 
-* fixtures ``assert_verifies``, ``assert_op_verifies`` and
+* fixtures ``assert_verifies``, ``assert_op_verifies``, ``assert_vjp_correct`` and
   ``assert_compiled_matches_reference`` (the functions of :mod:`verify.testing`, with the
   command-line options below applied);
 * the marker ``@pytest.mark.torchlean_graphs("examples/graphs/*.json", ...)``, which runs the
@@ -105,6 +105,14 @@ def assert_op_verifies(request: Any) -> Callable[..., Any]:
         return fn(op, arg_shapes, attrs, **{"jobs": jobs, **options})
 
     return run
+
+
+@pytest.fixture
+def assert_vjp_correct() -> Callable[..., Any]:
+    """:func:`verify.testing.assert_vjp_correct`: ``assert_vjp_correct(f, *example_args)``."""
+    from .testing import assert_vjp_correct as fn
+
+    return fn
 
 
 @pytest.fixture

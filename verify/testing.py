@@ -13,7 +13,8 @@
 :func:`assert_verifies` is a proof (or fails with the report and a counterexample);
 :func:`assert_compiled_matches_reference` is a numeric cross-check on random inputs (what the
 compiled functions return against the reference interpreters, float64, tight tolerances).
-:func:`assert_op_verifies` checks a (custom) op's rules at given argument shapes.
+:func:`assert_op_verifies` checks a (custom) op's rules at given argument shapes;
+:func:`assert_vjp_correct` proves a JAX function's derivatives (and its custom rules).
 """
 
 from __future__ import annotations
@@ -84,6 +85,20 @@ def assert_op_verifies(
     ixs = [b.index(f"i{k}", size, value=value) for k, (size, value) in enumerate(index)]
     graph = b.build(b.apply(name, *xs, *ixs, **dict(attrs or {})))
     return assert_verifies(graph, dtype=dtype, **options)
+
+
+def assert_vjp_correct(f: Any, *example_args: Any, **options: Any) -> Report:
+    """Prove JAX's derivatives of ``f`` (``jax.vjp``, ``jax.jvp``, and every ``custom_vjp`` /
+    ``custom_jvp`` rule it calls) equal to the derivative of its forward, with
+    :func:`verify.verify_function` (``options`` are its keyword arguments: ``modes``,
+    ``index_ranges``, ``stop_gradient``, ``budget_s``...); return the report, raise
+    :class:`VerificationError` unless the verdict is ``verified``."""
+    from ._functions import verify_function
+
+    report = verify_function(f, *example_args, **options)
+    if report.verdict != "verified":
+        raise VerificationError(f"function did not verify ({report.verdict}):\n{report}", report)
+    return report
 
 
 def _random_inputs(

@@ -46,8 +46,14 @@ def _jvp(e: Any, tangent: Mapping[str, str], conv: Callable[[Any], Any], memo: d
     if not atoms:
         memo[e] = ZERO
         return ZERO
+    # a bracket [e >= 0] / [e == 0] of moving reads is a step: constant where it is
+    # differentiable (the branch-wise derivative; at its boundary, the branch the bracket takes)
+    steps = {b: se.Symbol(f"_s{i}") for i, b in enumerate(sorted(
+        (f for f in fn_atoms(e) if name_of(f) in ("_GE", "_EQ") and _mentions(f, tangent)),
+        key=str))}  # fmt: skip
     temps = {a: se.Symbol(f"_d{i}") for i, a in enumerate(atoms)}
-    flat = e.xreplace(temps)
+    flat = (e.xreplace(steps) if steps else e).xreplace(temps)
+    unstep = {t: b for b, t in steps.items()}
     out = ZERO
     for a, t in temps.items():
         d = flat.diff(t)
@@ -67,7 +73,8 @@ def _jvp(e: Any, tangent: Mapping[str, str], conv: Callable[[Any], Any], memo: d
                 LEAF_SHAPES[tname] = LEAF_SHAPES[n]  # type: ignore[index]
             da = se.Function(tname)(*a.args)
         back = {t2: a2 for a2, t2 in temps.items()}
-        out = out + d.xreplace(back) * da
+        d = d.xreplace(back)
+        out = out + (d.xreplace(unstep) if unstep else d) * da
     memo[e] = out
     return out
 
