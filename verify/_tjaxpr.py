@@ -78,9 +78,18 @@ def _materialize(v: TArray) -> np.ndarray:
 
 
 def from_concrete(a: np.ndarray) -> TArray:
-    """A concrete integer / boolean / float array as a value (its concrete form kept)."""
+    """A concrete integer / boolean / float array as a value (its concrete form kept). A float
+    array holding NaN or an infinity has no exact value: reading it raises
+    :class:`verify.terms.TermError` (a ``select_n`` on a known condition never reads it)."""
     a = np.asarray(a)
     if a.dtype.kind == "f":
+        if not np.all(np.isfinite(a)):
+            bad = a.reshape(-1)[~np.isfinite(a.reshape(-1))][0]
+
+            def unreadable(idx: tuple[Any, ...]) -> Any:
+                raise T.TermError(f"a constant holding {bad} has no exact value")
+
+            return TArray(a.shape, unreadable, "f")
         return TT.from_numpy(a.astype(np.float64))
     if a.dtype == bool:
         out = TT.from_numpy(a)
@@ -186,6 +195,7 @@ rule("rsqrt")(_float_unary(lambda v: 1 / se.sqrt(v)))
 rule("logistic")(_float_unary(lambda v: 1 / (1 + se.exp(-v))))
 rule("square")(_float_unary(lambda v: v * v))
 rule("erf")(_float_unary(se.erf))
+rule("erfc")(_float_unary(lambda v: 1 - se.erf(v)))
 rule("sin")(_float_unary(se.sin))
 rule("cos")(_float_unary(se.cos))
 
@@ -788,6 +798,37 @@ def _reduce_sum(it: TInterpreter, eqn: Any, invals: list, *, axes: Any, **_: Any
             raise Unsupported("reduce_sum of symbolic integers")
         return from_concrete(np.sum(c, axis=tuple(axes)).astype(_out_dtype(eqn)))
     return TT.reduce(a, tuple(axes), False, "sum")
+
+
+def _prefix_sum(a: TArray, axis: int, reverse: bool, term: Callable[[Any], Any]) -> TArray:
+    """``out[..., i, ...] = sum over k <= i (k >= i when reversed) of term(a[..., k, ...])``."""
+    n = a.shape[axis]
+
+    def fn(idx: tuple[Any, ...]) -> Any:
+        i = idx[axis]
+
+        def body(k: Any) -> Any:
+            at = list(idx)
+            at[axis] = k
+            return term(a.at(tuple(at))) * T.ge(k - i if reverse else i - k)
+
+        return T.ssum(body, 0, n)
+
+    return TArray(a.shape, fn, a.kind)
+
+
+@rule("cumsum")
+def _cumsum(it: TInterpreter, eqn: Any, invals: list, *, axis: int, reverse: bool,
+            **_: Any) -> TArray:  # fmt: skip
+    return _prefix_sum(invals[0], axis, reverse, lambda v: v)
+
+
+@rule("cumlogsumexp")
+def _cumlogsumexp(it: TInterpreter, eqn: Any, invals: list, *, axis: int, reverse: bool,
+                  **_: Any) -> TArray:  # fmt: skip
+    if _out_kind(eqn) != "f":
+        raise Unsupported(f"cumlogsumexp on {eqn.outvars[0].aval.dtype}")
+    return TT.unary(_prefix_sum(invals[0], axis, reverse, se.exp), se.log, "f")
 
 
 @rule("reduce_max", "reduce_min")
