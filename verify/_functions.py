@@ -646,7 +646,8 @@ def verify_gradient_outputs(
                     break
                 want = TArray(tuple(shape), lambda q, nm=nm: T.normalize(
                     T.coefficient(J, "d" + str(nm), q)), "f")  # fmt: skip
-                compare(o, f"output {k} = grad {nm}", F[k], _substitute(want, held), st)
+                compare(o, f"output {k} = grad {nm}", _substitute(F[k], held),
+                        _substitute(want, held), st)  # fmt: skip
                 if o.done:
                     break
             return _decided(o, "all elements (tensor level)", link, t1)
