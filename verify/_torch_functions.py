@@ -25,7 +25,7 @@ from torchlean_ir.interop import joint_from_torch
 
 from ._attempt import TENSOR_BUDGET_S
 from ._functions import FunctionSpecError, _flatten_args, verify_gradient_outputs
-from ._report import Report
+from ._report import Check, Report
 
 
 def _ident(text: str) -> str:
@@ -96,7 +96,27 @@ def verify_autograd(
             f"({', '.join(joint.cotangents)}): the loss is sum(grad_out * out), proved for "
             "every cotangent"
         )
-    return replace(report, notes=(*report.notes, *notes))
+    held = [c for c in report.graph_checks if _STOPPED.match(c.name)]
+    if held:
+        notes.append(
+            "detach: AOTAutograd records a detach (the user's, or of a tensor saved for the "
+            "backward) as aten.detach or aten.alias; each is read as a stopped value and proved "
+            "not to change the loss's derivative (a detach that does, as in x * x.detach(), is "
+            "reported: the gradient is then not the loss's derivative)"
+        )
+    checks = tuple(_renamed(c, held.index(c)) if c in held else c for c in report.graph_checks)
+    return replace(report, graph_checks=checks, notes=(*report.notes, *notes))
+
+
+#: verify_gradient_outputs' name for the check of one stopped value: its JAX source line is
+#: our compiler's, so the joint graph's detaches are numbered instead
+_STOPPED = re.compile(r"^stop_gradient( at \S+)? does not change the derivative$")
+
+
+def _renamed(check: Check, k: int) -> Check:
+    name = f"detach {k} of the joint graph does not change the derivative"
+    cx = check.counterexample
+    return replace(check, name=name, counterexample=cx and replace(cx, check=name))
 
 
 def _label(model: Any) -> str:

@@ -199,3 +199,28 @@ def test_layer_norm_statistics_import() -> None:
         src = joint.source_names[leaf]
         want = params[src].grad.numpy()
         assert np.allclose(np.asarray(outs[pos]), want, rtol=1e-4, atol=1e-6), src
+
+
+def test_detach_that_changes_the_derivative_is_reported() -> None:
+    """``x * x.detach()``: PyTorch's gradient is x, the loss's derivative 2x. AOTAutograd
+    records the detach as aten.alias; it is read as a stopped value whose neutrality fails,
+    named in the report: never VERIFIED."""
+    x = torch.randn(2, 3, requires_grad=True)
+    report = verify.verify_autograd(lambda x: (x * x.detach()).sum(), x)
+    assert report.verdict == "mismatch"
+    failed = [c.name for c in report.all_checks if c.result == "fail"]
+    assert failed == ["detach 0 of the joint graph does not change the derivative"]
+
+
+def test_derivative_neutral_detach_verifies() -> None:
+    """A detached shift that cancels (exp(x - c) exp(c)) is proved not to change the
+    derivative, and the gradient then verifies."""
+    x = torch.randn(2, 3, requires_grad=True)
+
+    def shifted(x: Any) -> Any:
+        c = x.sum().detach()
+        return (torch.exp(x - c) * torch.exp(c)).sum()
+
+    report = verify.verify_autograd(shifted, x)
+    _exact(report)
+    assert any(c.name.startswith("detach 0 of the joint graph") for c in report.all_checks)

@@ -207,6 +207,7 @@ def _read(torch: Any, gm: Any, sig: Any, wrapped: Any, example: list[Any], arg_n
     b = GraphBuilder(dtype)
     tr = Tracer(b, 1)
     ctx = _Ctx(tr, False)
+    ctx.joint = True
     names = Names()
     env: dict[str, Any] = {}
     values: dict[str, np.ndarray] = {}

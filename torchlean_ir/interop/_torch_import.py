@@ -69,6 +69,9 @@ class _Ctx:
         #: id(padded T) -> (the unpadded T, begin, end, fill) of a constant pad: a zero pad
         #: that only a convolution reads becomes that convolution's padding (``_conv_padding``)
         self.padded: dict[int, tuple[T, list[int], list[int], float]] = {}
+        #: a joint forward/backward graph (``joint_from_torch``): there ``aten.alias`` is how
+        #: AOTAutograd's functionalization records ``detach``, so it imports as detach
+        self.joint = False
 
 
 def _aten(*names: str, ours: str, note: str = "") -> Callable[[Converter], Converter]:
@@ -623,11 +626,13 @@ def _dropout(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
     "lift_fresh_copy",
     "_to_copy",
     "to",
-    ours="(identity)",
+    ours="(identity); alias in a joint graph: detach",
     note="float to float; dtype changes refused",
 )
 def _identity(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
     x = args[0]
+    if c.joint and c.op == "alias":
+        return _detach(c, args, kw)
     dt = _torch_dtype(args, kw)
     if dt is not None and isinstance(x, T) and x.index is None and not dt.is_floating_point:
         raise Refused(f"conversion of a float tensor to {dt}")
