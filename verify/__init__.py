@@ -41,6 +41,7 @@ from ._report import (
 )
 from ._rules import check_signature
 from ._sig import Signature, index_plan, named_symbols
+from ._torch_functions import verify_autograd
 from ._verify import WorkerError, clear_caches, verify_graph
 
 __all__ = [
@@ -65,6 +66,7 @@ __all__ = [
     "render_html",
     "render_text",
     "supported_primitives",
+    "verify_autograd",
     "verify_function",
     "verify_gradient_outputs",
     "verify_graph",

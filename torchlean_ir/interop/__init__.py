@@ -9,6 +9,7 @@
     logits = cg.forward({**imported.params, "x": images})
     model = interop.to_onnx(imported.graph, imported.params)   # an onnx.ModelProto
     interop.import_report("model.pt2")   # every op refused, not only the first: Unsupported
+    joint = interop.joint_from_torch(model, x, y)   # AOTAutograd's forward + backward, one graph
 
 Graphs are per sample: the source's batch axis becomes the compiler's batching
 (``Imported.batched``), not a graph dimension. ``onnx`` and ``torch`` are optional and imported
@@ -18,6 +19,7 @@ only by the functions that need them. What maps to what, and what is refused, is
 """
 
 from ._common import Imported, Mapping, Unsupported
+from ._joint import Joint, joint_from_torch
 from ._onnx_export import (
     EXPORT_OPSET,
     NOT_EXPORTED,
@@ -44,10 +46,12 @@ __all__ = [
     "UNBATCHED_ARGS",
     "Imported",
     "InteropError",
+    "Joint",
     "Mapping",
     "Unsupported",
     "from_onnx",
     "from_torch",
     "import_report",
+    "joint_from_torch",
     "to_onnx",
 ]

@@ -77,6 +77,9 @@ class _Ctx:
         #: id(padded T) -> (the unpadded T, begin, end, fill) of a constant pad: a zero pad
         #: that only a convolution reads becomes that convolution's padding (``_conv_padding``)
         self.padded: dict[int, tuple[T, list[int], list[int], float]] = {}
+        #: a joint forward/backward graph (``joint_from_torch``): there ``aten.alias`` is how
+        #: AOTAutograd's functionalization records ``detach``, so it imports as detach
+        self.joint = False
 
 
 def _aten(*names: str, ours: str, note: str = "") -> Callable[[Converter], Converter]:
@@ -570,7 +573,13 @@ def _bn_train(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> Any:
     return (y, *(Refused("batch norm statistics outputs") for _ in range(4)))
 
 
-@_aten("layer_norm", "native_layer_norm", ours="layer_norm", note="over the last len(shape) axes")
+@_aten(
+    "layer_norm",
+    "native_layer_norm",
+    ours="layer_norm; native_layer_norm's statistics: reduce_mean, sub, mul, add, rsqrt",
+    note="over the last len(shape) axes; the saved mean and 1 / sqrt(var + eps) (a joint "
+    "graph's backward reads them) computed again from x",
+)
 def _ln(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> Any:
     x = _t(args[0])
     shape = list(args[1])
@@ -581,7 +590,12 @@ def _ln(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> Any:
         x, len(shape), w if isinstance(w, T) else None, b if isinstance(b, T) else None, eps
     )
     if c.op == "native_layer_norm":
-        return (y, Refused("layer norm statistics outputs"), Refused("layer norm statistics"))
+        axes = list(range(x.rank - len(shape), x.rank))
+        mean = c.tr.reduce(x, axes, True, "mean")
+        d = c.tr.binary("sub", x, mean)
+        var = c.tr.reduce(c.tr.binary("mul", d, d), axes, True, "mean")
+        rstd = c.tr.power(c.tr.binary("add", var, c.tr.const(np.asarray(eps))), -0.5)
+        return (y, mean, rstd)
     return y
 
 
@@ -620,12 +634,15 @@ def _dropout(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
     "lift_fresh_copy",
     "_to_copy",
     "to",
-    ours="(identity); an index input to float: nat_vec_to_float / nat_to_float",
+    ours="(identity); an index input to float: nat_vec_to_float / nat_to_float; alias in a "
+    "joint graph: detach",
     note="float to float; an integer input to bool (i != 0) or to float (its naturals, no "
     "gradient); other dtype changes refused",
 )
 def _identity(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
     x = args[0]
+    if c.joint and c.op == "alias":
+        return _detach(c, args, kw)
     dt = _torch_dtype(args, kw)
     if dt is not None and isinstance(x, T) and x.index is None and not dt.is_floating_point:
         raise Refused(f"conversion of a float tensor to {dt}")
@@ -1059,6 +1076,33 @@ def _fill(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
     return c.tr.const(np.full(shape, value, dtype=np.float64))
 
 
+@_aten(
+    "empty",
+    "empty_like",
+    "empty_permuted",
+    "empty_strided",
+    "new_empty",
+    ours="(shape only)",
+    note="uninitialised memory: only ops that read the shape alone (full_like, zeros_like, "
+    "ones_like) may use it; any other reader is refused",
+)
+def _empty(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
+    name = c.op
+    if name == "empty_like":
+        shape = list(_t(args[0]).full)
+    elif name == "new_empty":
+        shape = [int(d) for d in args[1]]
+    else:
+        shape = [int(d) for d in args[0]]
+    if name in ("empty_like", "new_empty") and _t(args[0]).bdim is not None:
+        raise Refused(f"{name} of a batched tensor")
+    return T(tuple(shape), value=np.zeros(shape), uninitialised=True)
+
+
+#: Ops that read only the shape of their first argument: an uninitialised tensor may be it.
+_SHAPE_READERS = frozenset({"aten.full_like", "aten.zeros_like", "aten.ones_like"})
+
+
 # -- the driver -------------------------------------------------------------------------------
 
 _TORCH_FRAME = re.compile(r'File "([^"]+)", line (\d+)')
@@ -1237,8 +1281,39 @@ def _import(
         else:
             frozen = spec.kind == InputKind.BUFFER or not value.requires_grad
             env[n.name] = tr.param(names(spec.target, "p"), arr, frozen=frozen)
+    targets = {k: str(getattr(v, "target", None) or k) for k, v in specs.items()}
+    run = run_nodes(ctx, program.graph.nodes, env, targets, refusals)
+    outs, reductions, outputs = run
+    if refusals.records:
+        return None
+    graph = prune(b.build(outs))
+    params = {k: v for k, v in tr.param_values.items() if k in tr._params}
+    return Imported(
+        graph,
+        params,
+        tuple(batched_names),
+        n_batch,
+        {k: v for k, v in names.source.items()},
+        tuple(str(getattr(o, "name", o)) for o in outputs),
+        tuple(reductions),
+    )
+
+
+def run_nodes(
+    ctx: _Ctx,
+    nodes: Any,
+    env: dict[str, Any],
+    targets: dict[str, str],
+    refusals: Refusals,
+) -> tuple[list[Any], list[str], list[Any]]:
+    """Trace a program's op nodes (``nodes``: an FX graph's nodes, placeholders already in
+    ``env`` by name) onto ``ctx``'s graph. ``targets``: placeholder name -> what it stands for
+    (a parameter's name), for the messages. Returns the output values (graph values), their
+    batch reductions and the FX output arguments; every refusal goes to ``refusals``."""
+    where = refusals.where
+    tr = ctx.tr
     outputs: list[Any] = []
-    for node in program.graph.nodes:
+    for node in nodes:
         if node.op == "placeholder":
             continue
         if node.op == "output":
@@ -1252,8 +1327,7 @@ def _import(
         label = f"node {node.name} ({name}) at {loc}"
         first = node.args[0] if node.args else None
         if name.endswith("_") and getattr(first, "op", None) == "placeholder":
-            spec = specs[first.name]
-            what = getattr(spec, "target", None) or first.name
+            what = targets.get(first.name, first.name)
             reason = f"updates {what!r} in place: a training-mode side effect"
             refusals.refuse(name, node.name, loc, label, reason, "export the model in eval mode")
             env[node.name] = Blocked(node.name)
@@ -1290,19 +1364,7 @@ def _import(
             reductions.append(t.reduced or "")
         except Refused as e:
             refusals.refused("output", str(o), "output", f"output {o}", e)
-    if refusals.records:
-        return None
-    graph = prune(b.build(outs))
-    params = {k: v for k, v in tr.param_values.items() if k in tr._params}
-    return Imported(
-        graph,
-        params,
-        tuple(batched_names),
-        n_batch,
-        {k: v for k, v in names.source.items()},
-        tuple(str(getattr(o, "name", o)) for o in outputs),
-        tuple(reductions),
-    )
+    return outs, reductions, outputs
 
 
 @functools.cache
@@ -1426,6 +1488,10 @@ def _call(ctx: _Ctx, target: Any, name: str, node: Any, env: dict[str, Any]) -> 
             "reduce it last, or use reduction='none'",
         )
     ctx.op = name.removeprefix("aten.")
+    if name not in _SHAPE_READERS and any(t.uninitialised for t in tensors):
+        raise Refused(
+            f"{name} reads an uninitialised tensor (aten.empty...): its values are undefined"
+        )
     if name in _SIZE_ONLY and isinstance(args[0], T) and not args[0].known:
         args[0] = _placeholder(node.args[0], args[0])  # only its dtype is read
         tensors = [a for a in _flat_args(args, kw) if isinstance(a, T)]

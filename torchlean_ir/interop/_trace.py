@@ -83,6 +83,9 @@ class T:
     #: the axes it grew, so it may meet the batch on one of them (a class token expanded
     #: to the batch size, then concatenated with the batched patches, as ViT does)
     expanded_from: T | None = None
+    #: a tensor of uninitialised memory (``aten.empty``): ``value`` is a stand-in of zeros that
+    #: only shape readers (``full_like``) may use
+    uninitialised: bool = False
 
     def spread_along(self, axis: int) -> bool:
         """Whether this value is a broadcast that is constant along ``axis``."""
