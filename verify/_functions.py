@@ -283,25 +283,48 @@ def _substitute(arr: TArray, held: dict[str, tuple[TArray, str]],
     return TArray(arr.shape, fn, arr.kind)
 
 
+def _reads(e: Any, name: str) -> bool:
+    return any(T.name_of(f) == name for f in T.fn_atoms(e))
+
+
+def _read_by_others(name: str, held: dict[str, tuple[TArray, str]]) -> bool:
+    """Whether another held value reads the held leaf ``name`` (a detach of a detach): setting
+    it to 0 would then reach into that value."""
+    for other, (v, _) in held.items():
+        if other != name and _reads(v.at(T.free_vars(v.shape)), name):
+            return True
+    return False
+
+
+def _neutral(o: TOutcome, arrays: Sequence[TArray], labels: Sequence[str], name: str,
+             held: dict[str, tuple[TArray, str]], zero: frozenset[str], st: TSetup) -> None:
+    """Into ``o``: every array's derivative in the held leaf ``name`` is 0, the other held
+    leaves written out as their values (those in ``zero`` as 0), so that a dependence through
+    another stopped value counts."""
+    others = {k: v for k, v in held.items() if k != name}
+    for A, label in zip(arrays, labels, strict=True):
+        full = _substitute(A, others, zero)
+        D = TArray(A.shape, lambda idx, full=full: T.jvp_term(full.at(idx), {name: "d" + name},
+                                                              conventional), "f")  # fmt: skip
+        compare(o, label, D, TT.constant(0, A.shape), st)
+        if o.done:
+            return
+
+
 def _independent(arrays: Sequence[TArray], held: dict[str, tuple[TArray, str]],
                  st: TSetup) -> frozenset[str]:  # fmt: skip
-    """The held leaves that every one of ``arrays`` is proved, exactly and for every element,
-    not to depend on (its derivative in the leaf is 0)."""
-    out = set()
+    """The held leaves that ``arrays`` are proved, exactly and for every element, not to depend
+    on and that no other held value reads: those can be set to 0, one after the other."""
+    zero: set[str] = set()
     for name in held:
+        if _read_by_others(name, held):
+            continue
         o = TOutcome("function", name)
-        for A in arrays:
-            D = TArray(A.shape, lambda idx, A=A, name=name: T.jvp_term(
-                A.at(idx), {name: "d" + name}, conventional), "f")  # fmt: skip
-            compare(o, "independent", D, TT.constant(0, A.shape), st)
-            if o.done:
-                break
+        _neutral(o, arrays, ["independent"] * len(arrays), name, held, frozenset(zero), st)
         c = o.check("")
         if c is not None and c.result == "pass" and c.method == "exact":
-            out.add(name)
-    return frozenset(out)
-
-
+            zero.add(name)
+    return frozenset(zero)
 #: What a check proved with the reference's irrational constants at float32 says.
 F32_PROVISO = "the reference's irrational constants at float32"
 
@@ -501,17 +524,13 @@ def check_subject(s: _Subject, *, modes: Sequence[str], stop_gradient: StopGradi
             def neutral(name: str = name, label: str = label) -> Check:
                 t1 = time.perf_counter()
                 o = TOutcome(link, label)  # type: ignore[arg-type]
-                for k, Fk in enumerate(F):
-                    D = TArray(Fk.shape, lambda idx, Fk=Fk: T.jvp_term(
-                        Fk.at(idx), {name: "d" + name}, conventional), "f")  # fmt: skip
-                    compare(o, f"d{out_names[k]}/d(stopped value)", D, TT.constant(0, Fk.shape), st)
-                    if o.done:
-                        break
+                _neutral(o, F, [f"d{x}/d(stopped value)" for x in out_names], name, held,
+                         frozenset(neutral_names), st)  # fmt: skip
                 return _decided(o, _coverage(st), link, t1)
 
             c = _attempt(link, label, budget_s, neutral)
             checks.append(c)
-            if c.result == "pass" and c.method == "exact":
+            if c.result == "pass" and c.method == "exact" and not _read_by_others(name, held):
                 neutral_names.add(name)
     zero_ref = frozenset(neutral_names)
     J = [TArray(Fk.shape, lambda idx, Fk=Fk: T.jvp_term(Fk.at(idx), tangent, conventional), "f")
@@ -812,14 +831,13 @@ def verify_gradient_outputs(
             def neutral(sg: str = sg, title: str = title) -> Check:
                 t1 = time.perf_counter()
                 o = TOutcome(link, title)  # type: ignore[arg-type]
-                D = TArray((), lambda idx: T.jvp_term(L.at(idx), {sg: "d" + sg}, conventional),
-                           "f")  # fmt: skip
-                compare(o, "dloss/d(stopped value)", D, TT.constant(0, ()), st)
+                _neutral(o, [L], ["dloss/d(stopped value)"], sg, held, frozenset(neutral_names),
+                         st)  # fmt: skip
                 return _decided(o, _coverage(st), link, t1)
 
             c = _attempt(link, title, budget_s, neutral)
             checks.append(c)
-            if c.result == "pass" and c.method == "exact":
+            if c.result == "pass" and c.method == "exact" and not _read_by_others(sg, held):
                 neutral_names.add(sg)
         zero_ref = frozenset(neutral_names)
         J = T.jvp_term(L.at(()), tangent, conventional)

@@ -79,15 +79,14 @@ def _materialize(v: TArray) -> np.ndarray:
 
 def from_concrete(a: np.ndarray) -> TArray:
     """A concrete integer / boolean / float array as a value (its concrete form kept). A float
-    array holding NaN or an infinity has no exact value: reading it raises
-    :class:`verify.terms.TermError` (a ``select_n`` on a known condition never reads it)."""
+    array holding NaN has no exact value: reading it raises :class:`verify.terms.TermError` (a
+    ``select_n`` on a known condition never reads it)."""
     a = np.asarray(a)
     if a.dtype.kind == "f":
-        if not np.all(np.isfinite(a)):
-            bad = a.reshape(-1)[~np.isfinite(a.reshape(-1))][0]
+        if np.any(np.isnan(a)):
 
             def unreadable(idx: tuple[Any, ...]) -> Any:
-                raise T.TermError(f"a constant holding {bad} has no exact value")
+                raise T.TermError("a constant holding NaN has no exact value")
 
             return TArray(a.shape, unreadable, "f")
         return TT.from_numpy(a.astype(np.float64))
