@@ -238,28 +238,53 @@ class _Located(Unsupported):
 
 class FunctionInterpreter(TInterpreter):
     """The tensor-level interpreter with the user's source line on every refusal and, with
-    ``hold=True``, every ``stop_gradient`` of a symbolic value read as a fresh leaf
-    (:attr:`held`: leaf name -> the value it stands for, and where)."""
+    ``hold=True``, two kinds of values read as fresh leaves (:attr:`held`: leaf name -> the
+    value it stands for, and where):
+
+    * every ``stop_gradient`` of a symbolic value (``_sg<k>``);
+    * every maximum that can be a softmax's shift (:attr:`shifts`, ``_mx<k>``): a
+      ``reduce_max``, and a ``max`` of a held maximum with anything (the running maximum of an
+      online softmax). Where a result is proved not to depend on one, it is set to 0 (the max
+      shift of a stable or blockwise softmax gone); elsewhere it is its value again."""
 
     def __init__(self, hold: bool = False) -> None:
         super().__init__()
         self.hold = hold
         self.held: dict[str, tuple[TArray, str]] = {}
+        self.shifts: set[str] = set()
+
+    def _reads_shift(self, v: TArray) -> bool:
+        if not self.shifts:
+            return False
+        try:
+            names = {T.name_of(f) for f in T.fn_atoms(v.at(T.free_vars(v.shape)))}
+        except T.TermError:
+            return False
+        return not names.isdisjoint(self.shifts)
 
     def eqn(self, eqn: Any, invals: list[Any]) -> list[Any]:
-        if self.hold and eqn.primitive.name == "stop_gradient":
+        name = eqn.primitive.name
+        if self.hold and name == "stop_gradient":
             v = invals[0]
             if v.kind == "f" and concrete(v) is None:
-                name = f"_sg{len(self.held)}"
-                self.held[name] = (v, _where(eqn))
-                return [leaf(name, v.shape)]
+                leaf_name = f"_sg{len(self.held)}"
+                self.held[leaf_name] = (v, _where(eqn))
+                return [leaf(leaf_name, v.shape)]
         try:
-            return super().eqn(eqn, invals)
+            out = super().eqn(eqn, invals)
         except _Located:
             raise
         except Unsupported as e:
             at = _where(eqn)
             raise _Located(f"{e}" + (f" at {at}" if at else "")) from None
+        if self.hold and len(out) == 1 and out[0].kind == "f" and (
+                name == "reduce_max" or (name == "max" and any(
+                    self._reads_shift(v) for v in invals))):  # fmt: skip
+            leaf_name = f"_mx{len(self.held)}"
+            self.held[leaf_name] = (out[0], _where(eqn))
+            self.shifts.add(leaf_name)
+            return [leaf(leaf_name, out[0].shape)]
+        return out
 
 
 def _substitute(arr: TArray, held: dict[str, tuple[TArray, str]],
@@ -283,48 +308,64 @@ def _substitute(arr: TArray, held: dict[str, tuple[TArray, str]],
     return TArray(arr.shape, fn, arr.kind)
 
 
-def _reads(e: Any, name: str) -> bool:
-    return any(T.name_of(f) == name for f in T.fn_atoms(e))
+def _read_names(held: dict[str, tuple[TArray, str]]) -> dict[str, set[str]]:
+    """Per held leaf, the held leaves its value reads."""
+    out = {}
+    for name, (v, _) in held.items():
+        try:
+            atoms = T.fn_atoms(v.at(T.free_vars(v.shape)))
+        except T.TermError:
+            atoms = frozenset()
+        out[name] = {T.name_of(f) for f in atoms} & set(held)
+    return out
 
 
-def _read_by_others(name: str, held: dict[str, tuple[TArray, str]]) -> bool:
-    """Whether another held value reads the held leaf ``name`` (a detach of a detach): setting
-    it to 0 would then reach into that value."""
-    for other, (v, _) in held.items():
-        if other != name and _reads(v.at(T.free_vars(v.shape)), name):
-            return True
-    return False
+def _closed(zero: set[str], held: dict[str, tuple[TArray, str]]) -> frozenset[str]:
+    """The leaves of ``zero`` that can be set to 0 together: none read, even through other
+    values, by the value of a leaf that keeps its value."""
+    reads = _read_names(held)
+    z = set(zero)
+    changed = True
+    while changed:
+        changed = False
+        for name in held:
+            if name not in z and reads[name] & z:
+                z -= reads[name]
+                changed = True
+    return frozenset(z)
 
 
 def _neutral(o: TOutcome, arrays: Sequence[TArray], labels: Sequence[str], name: str,
-             held: dict[str, tuple[TArray, str]], zero: frozenset[str], st: TSetup) -> None:
-    """Into ``o``: every array's derivative in the held leaf ``name`` is 0, the other held
-    leaves written out as their values (those in ``zero`` as 0), so that a dependence through
-    another stopped value counts."""
-    others = {k: v for k, v in held.items() if k != name}
+             st: TSetup) -> None:
+    """Into ``o``: every array's derivative in the held leaf ``name`` is 0, every held leaf a
+    free leaf (so that, all of them proved so, the arrays are constant in all of them
+    together)."""
     for A, label in zip(arrays, labels, strict=True):
-        full = _substitute(A, others, zero)
-        D = TArray(A.shape, lambda idx, full=full: T.jvp_term(full.at(idx), {name: "d" + name},
-                                                              conventional), "f")  # fmt: skip
+        D = TArray(A.shape, lambda idx, A=A: T.jvp_term(A.at(idx), {name: "d" + name},
+                                                        conventional), "f")  # fmt: skip
         compare(o, label, D, TT.constant(0, A.shape), st)
         if o.done:
             return
 
 
+def _proved(o: TOutcome) -> bool:
+    c = o.check("")
+    return c is not None and c.result == "pass" and c.method == "exact"
+
+
 def _independent(arrays: Sequence[TArray], held: dict[str, tuple[TArray, str]],
                  st: TSetup) -> frozenset[str]:  # fmt: skip
     """The held leaves that ``arrays`` are proved, exactly and for every element, not to depend
-    on and that no other held value reads: those can be set to 0, one after the other."""
+    on, closed (:func:`_closed`): those can be set to 0 together."""
     zero: set[str] = set()
     for name in held:
-        if _read_by_others(name, held):
-            continue
         o = TOutcome("function", name)
-        _neutral(o, arrays, ["independent"] * len(arrays), name, held, frozenset(zero), st)
-        c = o.check("")
-        if c is not None and c.result == "pass" and c.method == "exact":
+        _neutral(o, arrays, ["independent"] * len(arrays), name, st)
+        if _proved(o):
             zero.add(name)
-    return frozenset(zero)
+    return _closed(zero, held)
+
+
 #: What a check proved with the reference's irrational constants at float32 says.
 F32_PROVISO = "the reference's irrational constants at float32"
 
@@ -476,6 +517,52 @@ def _subjaxprs(eqn: Any) -> list[Any]:
     return out
 
 
+Held = dict[str, tuple[TArray, str]]
+
+
+def _reference(F: list[TArray], labels: Sequence[str], held: Held, shifts: set[str],
+               st: TSetup, *, prove: bool, link: str, budget_s: float,
+               checks: list[Check]) -> tuple[list[TArray], Held]:  # fmt: skip
+    """The forward to differentiate, and the held values to put back after differentiating.
+
+    A stopped value proved not to change the derivative (a reported check, with ``prove``)
+    and a maximum proved not to change the result are set to 0 (:func:`_closed`); a maximum
+    that does matter is its value again before differentiating (the derivative goes through
+    it); a stopped value that is not set to 0 is held constant while differentiating (JAX's
+    meaning), its value put back after."""
+    neutral: set[str] = set()
+    for name, (_v, at) in held.items():
+        if name in shifts:
+            o = TOutcome("function", name)
+            try:
+                with T.budget(budget_s):
+                    _neutral(o, F, labels, name, st)
+            except (T.TermError, NotTensor, Unsupported, ArithmeticError, RuntimeError):
+                continue
+            if _proved(o):
+                neutral.add(name)
+            continue
+        if not prove:
+            continue
+        label = f"stop_gradient{' at ' + at if at else ''} does not change the derivative"
+
+        def one(name: str = name, label: str = label) -> Check:
+            t1 = time.perf_counter()
+            o = TOutcome(link, label)  # type: ignore[arg-type]
+            _neutral(o, F, labels, name, st)
+            return _decided(o, _coverage(st), link, t1)
+
+        c = _attempt(link, label, budget_s, one)
+        checks.append(c)
+        if c.result == "pass" and c.method == "exact":
+            neutral.add(name)
+    zero = _closed(neutral, held)
+    before = {n: v for n, v in held.items() if n in zero or (n in shifts)}
+    out = [_substitute(Fk, before, zero) for Fk in F]
+    after = {n: v for n, v in held.items() if n not in zero and n not in shifts}
+    return out, after
+
+
 def check_subject(s: _Subject, *, modes: Sequence[str], stop_gradient: StopGradient,
                   budget_s: float, link: str = "function",
                   vjp_name: str = "vjp = derivative",
@@ -498,6 +585,7 @@ def check_subject(s: _Subject, *, modes: Sequence[str], stop_gradient: StopGradi
         state["closed"] = closed
         state["F"] = outs
         state["held"] = it.held
+        state["shifts"] = it.shifts
         state["out_avals"] = [v.aval for v in closed.jaxpr.outvars]
 
     try:
@@ -516,23 +604,10 @@ def check_subject(s: _Subject, *, modes: Sequence[str], stop_gradient: StopGradi
         raise FunctionSpecError(f"{s.label}: no floating-point output to differentiate")
     out_names = s.out_names or tuple(["out"] if len(F) == 1 else [f"out{k}" for k in range(len(F))])
     tangent = {nm: "d" + nm for nm in s.names}
-    neutral_names: set[str] = set()  # proved: the forward does not depend on them
-    if stop_gradient == "prove":
-        for name, (_v, at) in held.items():
-            label = f"stop_gradient{' at ' + at if at else ''} does not change the derivative"
-
-            def neutral(name: str = name, label: str = label) -> Check:
-                t1 = time.perf_counter()
-                o = TOutcome(link, label)  # type: ignore[arg-type]
-                _neutral(o, F, [f"d{x}/d(stopped value)" for x in out_names], name, held,
-                         frozenset(neutral_names), st)  # fmt: skip
-                return _decided(o, _coverage(st), link, t1)
-
-            c = _attempt(link, label, budget_s, neutral)
-            checks.append(c)
-            if c.result == "pass" and c.method == "exact" and not _read_by_others(name, held):
-                neutral_names.add(name)
-    zero_ref = frozenset(neutral_names)
+    shifts: set[str] = state["shifts"]
+    F, post = _reference(F, [f"d{x}/d(stopped value)" for x in out_names], held, shifts, st,
+                         prove=stop_gradient == "prove", link=link, budget_s=budget_s,
+                         checks=checks)  # fmt: skip
     J = [TArray(Fk.shape, lambda idx, Fk=Fk: T.jvp_term(Fk.at(idx), tangent, conventional), "f")
          for Fk in F]  # fmt: skip
     ct_names = ["ct"] if len(F) == 1 else [f"ct{k}" for k in range(len(F))]
@@ -560,7 +635,7 @@ def check_subject(s: _Subject, *, modes: Sequence[str], stop_gradient: StopGradi
                     want = _plus(want, adjoint_expected(Jk, ct_names[k], Jk.shape, "d" + nm,
                                                         s.avals[p].shape))  # fmt: skip
                 assert want is not None
-                _compare(o, f"grad {nm}", G[p], _substitute(want, held, zero_ref), st, f32)
+                _compare(o, f"grad {nm}", G[p], _substitute(want, post), st, f32)
                 if o.done:
                     break
             return _decided(o, _coverage(st), link, t1)
@@ -583,8 +658,8 @@ def check_subject(s: _Subject, *, modes: Sequence[str], stop_gradient: StopGradi
                 got = _without_shifts(got_it.run(closed, *X, *Ix, *Tn), got_it.held, st)
                 o = TOutcome(link, jvp_name)  # type: ignore[arg-type]
                 for k, Jk in enumerate(J):
-                    _compare(o, f"jvp {out_names[k]}", got[k], _substitute(Jk, held, zero_ref),
-                             st, f32)  # fmt: skip
+                    _compare(o, f"jvp {out_names[k]}", got[k], _substitute(Jk, post), st,
+                             f32)  # fmt: skip
                     if o.done:
                         break
                 return _decided(o, _coverage(st), link, t1)
@@ -824,22 +899,9 @@ def verify_gradient_outputs(
         tangent = {nm: "d" + nm for nm in a.names}
         L = F[loss]
         held = it.held
-        neutral_names: set[str] = set()
-        for sg, (_v, at) in held.items():
-            title = f"stop_gradient{' at ' + at if at else ''} does not change the derivative"
-
-            def neutral(sg: str = sg, title: str = title) -> Check:
-                t1 = time.perf_counter()
-                o = TOutcome(link, title)  # type: ignore[arg-type]
-                _neutral(o, [L], ["dloss/d(stopped value)"], sg, held, frozenset(neutral_names),
-                         st)  # fmt: skip
-                return _decided(o, _coverage(st), link, t1)
-
-            c = _attempt(link, title, budget_s, neutral)
-            checks.append(c)
-            if c.result == "pass" and c.method == "exact" and not _read_by_others(sg, held):
-                neutral_names.add(sg)
-        zero_ref = frozenset(neutral_names)
+        (L,), post = _reference([L], ["dloss/d(stopped value)"], held, it.shifts, st,
+                                prove=True, link=link, budget_s=budget_s,
+                                checks=checks)  # fmt: skip
         J = T.jvp_term(L.at(()), tangent, conventional)
         index = {nm: p for p, nm in enumerate(a.names)}
 
@@ -855,8 +917,7 @@ def verify_gradient_outputs(
                 want = TArray(tuple(shape), lambda q, nm=nm: T.normalize(
                     T.coefficient(J, "d" + str(nm), q)), "f")  # fmt: skip
                 claimed = _without_shifts([F[k]], held, st)[0]
-                compare(o, f"output {k} = grad {nm}", claimed,
-                        _substitute(want, held, zero_ref), st)  # fmt: skip
+                compare(o, f"output {k} = grad {nm}", claimed, _substitute(want, post), st)
                 if o.done:
                     break
             return _decided(o, _coverage(st), link, t1)

@@ -344,6 +344,12 @@ def _gather_nat(ctx: _Ex, node: Node, ins: list[str], bs: list[bool]) -> str:
     return _gather_runtime(ctx, ins[0], bs[0], ins[1], bs[1], n, rows=node.op == "gather_rows_nat")
 
 
+@_exports("nat_to_float", "nat_vec_to_float", onnx="Cast",
+          note="the index input's values as floats")  # fmt: skip
+def _nat_to_float(ctx: _Ex, node: Node, ins: list[str], bs: list[bool]) -> str:
+    return ctx.add("Cast", [ins[0]], to=ctx.elem)
+
+
 @_exports("scatter_add_vec", "scatter_add_row", onnx="Mul (one-hot), Add")
 def _scatter_add(ctx: _Ex, node: Node, ins: list[str], bs: list[bool]) -> str:
     shape = ctx.shapes[0]
