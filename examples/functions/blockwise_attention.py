@@ -10,6 +10,12 @@ The backward recomputes ``P = exp(S - L)`` per block and accumulates ``dQ``, ``d
 ``dS = P (dP - rowsum(dO * O))``. ``attention_wrong`` forgets the ``rowsum(dO * O)`` term.
 
     N, D, BLOCK set the size (the issue's target is N = 1024, D = 64, blocks of 128).
+
+Status: not verified yet, at any size. The verifier reads every jaxpr here (the unrolled
+``fori_loop`` over key blocks, the dynamic slices, the custom rule) and proves the row maxima of
+the scores do not change the result, but the running maximum carried across blocks is not yet
+eliminated (its derivative trips the term layer), so the checks end "not verified" (the tensor
+level's budget), never VERIFIED. ``tests/verify/test_functions.py`` pins this.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ ARGS = f"f32[{N},{D}] f32[{N},{D}] f32[{N},{D}]"
 
 
 def _scores(qi: jax.Array, kj: jax.Array, i: int, j: jax.Array) -> jax.Array:
-    s = qi @ kj.T / jnp.sqrt(jnp.float32(qi.shape[-1]))
+    s = qi @ kj.T / jnp.sqrt(jnp.asarray(qi.shape[-1], qi.dtype))
     rows = i * BLOCK + jnp.arange(BLOCK)[:, None]
     cols = j * BLOCK + jnp.arange(BLOCK)[None, :]
     return jnp.where(cols <= rows, s, -jnp.inf)
@@ -43,7 +49,8 @@ def _forward(q: jax.Array, k: jax.Array, v: jax.Array) -> tuple[jax.Array, jax.A
             scale = jnp.exp(m - m_new)
             return m_new, l * scale + p.sum(-1), acc * scale[:, None] + p @ vj
 
-        init = (jnp.full((BLOCK,), -jnp.inf), jnp.zeros((BLOCK,)), jnp.zeros((BLOCK, q.shape[1])))
+        init = (jnp.full((BLOCK,), -jnp.inf, q.dtype), jnp.zeros((BLOCK,), q.dtype),
+                jnp.zeros((BLOCK, q.shape[1]), q.dtype))
         m, l, acc = jax.lax.fori_loop(0, i + 1, body, init)
         outs.append(acc / l[:, None])
         lses.append(m + jnp.log(l))
@@ -73,7 +80,8 @@ def _backward(res: tuple, do: jax.Array, wrong: bool) -> tuple[jax.Array, ...]:
             vj = jax.lax.dynamic_slice_in_dim(v, j * BLOCK, BLOCK)
             p = jnp.exp(_scores(qi, kj, i, j) - li[:, None])
             dp = doi @ vj.T
-            ds = p * (dp if wrong else dp - di[:, None]) / jnp.sqrt(jnp.float32(qi.shape[-1]))
+            ds = p * (dp if wrong else dp - di[:, None]) / jnp.sqrt(jnp.asarray(qi.shape[-1],
+                                                                              qi.dtype))
             dk_j = jax.lax.dynamic_slice_in_dim(dk, j * BLOCK, BLOCK) + ds.T @ qi
             dv_j = jax.lax.dynamic_slice_in_dim(dv, j * BLOCK, BLOCK) + p.T @ doi
             dk = jax.lax.dynamic_update_slice_in_dim(dk, dk_j, j * BLOCK, 0)
@@ -94,7 +102,7 @@ attention_wrong.defvjp(_fwd, lambda res, do: _backward(res, do, True))
 
 def reference(q: jax.Array, k: jax.Array, v: jax.Array) -> jax.Array:
     """Plain causal attention, for comparing values."""
-    s = q @ k.T / jnp.sqrt(jnp.float32(q.shape[-1]))
+    s = q @ k.T / jnp.sqrt(jnp.asarray(q.shape[-1], q.dtype))
     s = jnp.where(jnp.tril(jnp.ones((q.shape[0],) * 2, bool)), s, -jnp.inf)
     return jax.nn.softmax(s, -1) @ v
 

@@ -58,6 +58,21 @@ def test_example_verifies_and_its_twin_is_refuted(name):
     assert any(c.result == "fail" for n in w.nodes for c in n.checks)
 
 
+def test_blockwise_attention_is_read_but_not_yet_decided():
+    """A known gap, pinned: the online softmax's running maximum is not eliminated across
+    blocks. Everything is read (no unsupported construct); the decision is what is missing.
+    This fails when the gap closes (VERIFIED) or widens (a construct no longer read)."""
+    mod = _example("blockwise_attention")
+    rng = np.random.default_rng(0)
+    q, k, v = (jnp.asarray(rng.normal(size=(mod.N, mod.D)), jnp.float32) for _ in range(3))
+    np.testing.assert_allclose(mod.attention(q, k, v), mod.reference(q, k, v), atol=1e-6)
+    r = verify_function(mod.attention, *parse_arg_specs(mod.ARGS), budget_s=2.0)
+    assert r.verdict == "undecided", str(r)
+    why = " ".join(c.how for c in r.all_checks if c.result != "pass")
+    assert "budget" in why or "term error" in why, why
+    assert "primitive" not in why and "not read" not in why, why
+
+
 def test_layer_norm_twin_is_below_float32_tolerances():
     """The eps typo changes the gradient by about 1e-6 relative: a float32 finite-difference
     check with the usual tolerances passes it; the verifier refutes it (above)."""
