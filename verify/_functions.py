@@ -366,28 +366,35 @@ def _independent(arrays: Sequence[TArray], held: dict[str, tuple[TArray, str]],
     return _closed(zero, held)
 
 
+_BOOLEAN = type(se.true).__mro__[2]  # symengine's Boolean (not exported by name)
+
 #: What a check proved with the reference's irrational constants at float32 says.
-F32_PROVISO = "the reference's irrational constants at float32"
+F32_PROVISO = "the reference's irrational constants at the dtype's precision"
 
 
-def _constants_f32(e: Any) -> Any:
+def _constants_f32(e: Any, bits: int = 32) -> Any:
     """``e`` with every irrational constant subterm (``2/sqrt(pi)``, ``log(2)``: no leaf, no
-    index) replaced by its nearest float32, as JAX's float32 derivative rules hold them."""
+    index) replaced by its nearest float32 (``bits=64``: float64), as JAX's derivative rules
+    hold them."""
     found: dict[Any, Any] = {}
     stack = [e]
     while stack:
         x = stack.pop()
-        if isinstance(x, se.Integer | se.Rational) or not isinstance(x, se.Basic) or x == se.E:
+        if (isinstance(x, se.Integer | se.Rational | _BOOLEAN) or not isinstance(x, se.Basic)
+                or x == se.E):  # fmt: skip
             continue
         if isinstance(x, se.Pow) and x.args[0] == se.E:  # exp(...): computed, not a literal
             stack.append(x.args[1])
             continue
         if not x.free_symbols and not T.fn_atoms(x) and not x.has(se.E):
             try:
-                value = Fraction(str(se.Float(x.evalf(60), dps=60)))
-            except (TypeError, ValueError, RuntimeError):
+                v = x.evalf(60)
+                if not v.is_Number or not v.is_real:
+                    continue
+                value = Fraction(str(se.Float(v, dps=60)))
+            except (TypeError, ValueError, RuntimeError, AttributeError):
                 continue
-            r = round_f32(value)
+            r = round_f32(value) if bits == 32 else Fraction(float(value))
             if not isinstance(r, float):
                 found[x] = se.Rational(r.numerator, r.denominator)
             continue
@@ -395,16 +402,17 @@ def _constants_f32(e: Any) -> Any:
     return e.xreplace(found) if found else e
 
 
-def _compare(o: TOutcome, label: str, got: TArray, want: TArray, st: TSetup, f32: bool) -> None:
-    """``compare`` into ``o``; in float32, a comparison not proved is tried again with the
-    reference's irrational constants at float32 (the derivative rules of JAX's primitives
-    hold ``2/sqrt(pi)`` and the like as float32 literals), and the proof says so."""
+def _compare(o: TOutcome, label: str, got: TArray, want: TArray, st: TSetup, bits: int) -> None:
+    """``compare`` into ``o``; a comparison not proved is tried again with the reference's
+    irrational constants rounded to the inputs' float type (``bits``: 32 or 64; the derivative
+    rules of JAX's primitives hold ``2/sqrt(pi)`` and the like as literals of that type), and
+    the proof says so."""
     first = TOutcome(o.link, o.name)
     compare(first, label, got, want, st)
-    if f32 and (first.failure is not None or first.undecided) and not first.error:
+    if bits in (32, 64) and (first.failure is not None or first.undecided) and not first.error:
         again = TOutcome(o.link, o.name)
-        compare(again, label, got, TArray(want.shape, lambda idx: _constants_f32(want.at(idx)),
-                                          want.kind), st)  # fmt: skip
+        compare(again, label, got, TArray(want.shape, lambda idx: _constants_f32(
+            want.at(idx), bits), want.kind), st)  # fmt: skip
         if again.failure is None and not again.undecided and not again.error:
             o.hows += [f"{h} ({F32_PROVISO})" for h in again.hows]
             o.methods |= again.methods
@@ -570,7 +578,8 @@ def check_subject(s: _Subject, *, modes: Sequence[str], stop_gradient: StopGradi
     """The checks of one function: stop_gradient neutrality, JAX's VJP and JVP against the
     reference derivative of the forward."""
     n = len(s.names)
-    f32 = any(np.dtype(a.dtype) == np.float32 for a in s.avals)
+    widths = {np.dtype(a.dtype).itemsize * 8 for a in s.avals}
+    bits = widths.pop() if len(widths) == 1 else 0  # one float type: its constants
     X, Ix, st = s.inputs()
     Tn = st.T
     iavals = [a for _, a, _ in s.index]
@@ -635,7 +644,7 @@ def check_subject(s: _Subject, *, modes: Sequence[str], stop_gradient: StopGradi
                     want = _plus(want, adjoint_expected(Jk, ct_names[k], Jk.shape, "d" + nm,
                                                         s.avals[p].shape))  # fmt: skip
                 assert want is not None
-                _compare(o, f"grad {nm}", G[p], _substitute(want, post), st, f32)
+                _compare(o, f"grad {nm}", G[p], _substitute(want, post), st, bits)
                 if o.done:
                     break
             return _decided(o, _coverage(st), link, t1)
@@ -659,7 +668,7 @@ def check_subject(s: _Subject, *, modes: Sequence[str], stop_gradient: StopGradi
                 o = TOutcome(link, jvp_name)  # type: ignore[arg-type]
                 for k, Jk in enumerate(J):
                     _compare(o, f"jvp {out_names[k]}", got[k], _substitute(Jk, post), st,
-                             f32)  # fmt: skip
+                             bits)  # fmt: skip
                     if o.done:
                         break
                 return _decided(o, _coverage(st), link, t1)
@@ -822,9 +831,9 @@ def verify_function(
             nodes.append(NodeReport(len(nodes), kind, sig, tuple(rc)))
     if any(F32_PROVISO in c.how for n in nodes for c in n.checks) or any(
             F32_PROVISO in c.how for c in checks):  # fmt: skip
-        notes.append("float32: the derivative rules of JAX's primitives hold irrational "
-                     "constants (2/sqrt(pi), ...) as float32 literals; the checks that say "
-                     f"'{F32_PROVISO}' are proved with the reference's at float32 too")  # fmt: skip
+        notes.append("the derivative rules of JAX's primitives hold irrational constants "
+                     "(2/sqrt(pi), ...) as literals of the float type; the checks that say "
+                     f"'{F32_PROVISO}' are proved with the reference's rounded alike")  # fmt: skip
     if "jvp" in modes and not any(c.name == "jvp = derivative" for c in checks):
         notes.append("no JVP check: f holds a custom_vjp function, which JAX does not "
                      "differentiate in forward mode")  # fmt: skip

@@ -61,15 +61,13 @@ def conventional(e: Any) -> Any:
     """``Max`` / ``Min`` atoms replaced by Piecewise with the documented tie conventions."""
     if not isinstance(e, se.Basic):
         return e
-    atoms = [a for a in e.atoms(se.Max, se.Min)]
-    if not atoms:
-        return e
-    atoms.sort(key=lambda a: len(str(a)))
-    for a in atoms:
+    while True:  # innermost first, each found again in the term as rewritten so far
+        atoms = e.atoms(se.Max, se.Min)
+        if not atoms:
+            return e
+        a = min(atoms, key=lambda x: (len(str(x)), str(x)))
         args = [conventional(x) for x in a.args]
-        greater = isinstance(a, se.Max)
-        e = e.xreplace({a: _pick_convention(args, greater)})
-    return e
+        e = e.xreplace({a: _pick_convention(args, isinstance(a, se.Max))})
 
 
 def _pick_convention(args: Sequence[Any], greater: bool) -> Any:

@@ -583,6 +583,11 @@ def _concatenate(it: TInterpreter, eqn: Any, invals: list, *, dimension: int) ->
     return TT.concatenate(invals, dimension)
 
 
+@rule("stack")
+def _stack(it: TInterpreter, eqn: Any, invals: list, *, axis: int, **_: Any) -> TArray:
+    return TT.stack(invals, axis)
+
+
 @rule("split")
 def _split(it: TInterpreter, eqn: Any, invals: list, *, sizes: Any, axis: int) -> list:
     a = invals[0]

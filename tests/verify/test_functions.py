@@ -90,6 +90,33 @@ def test_layer_norm_twin_is_below_float32_tolerances():
 # -- what the reference is -----------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.float64])
+def test_float_literals_of_jax_rules(dtype):
+    """JAX's erfc rule holds 2/sqrt(pi) as a literal of the float type: proved with the
+    reference's constant rounded alike, and the check says so."""
+    r = verify_function(lambda x: jax.nn.gelu(x, approximate=False),
+                        jax.ShapeDtypeStruct((4, 6), dtype))  # fmt: skip
+    assert r.verdict == "verified", str(r)
+    assert all("irrational constants" in c.how for c in r.graph_checks)
+    assert any("literals of the float type" in n for n in r.notes)
+    # a real error stays an error with the constants rounded
+    w = verify_function(lambda x: jax.nn.gelu(x, approximate=False) * 1.0001,
+                        jax.ShapeDtypeStruct((4, 6), dtype))  # fmt: skip
+    assert w.verdict == "verified"  # the factor is in the forward: still its derivative
+    bad = jax.custom_jvp(lambda x: jax.nn.gelu(x, approximate=False))
+    bad.defjvp(lambda p, t: (bad(p[0]), t[0] * jax.nn.sigmoid(1.702 * p[0])))
+    assert verify_function(bad, jax.ShapeDtypeStruct((4, 6), dtype)).verdict == "mismatch"
+
+
+def test_kink_conventions_differ_from_jax_at_the_kink():
+    """A known gap, pinned: at a kink the reference takes the IR's conventions (d|x| = 0 at
+    x = 0); JAX takes a one-sided derivative there. The mismatch names the kink point."""
+    r = verify_function(jnp.abs, jax.ShapeDtypeStruct((3, 4), jnp.float32))
+    assert r.verdict == "mismatch"
+    ce = r.counterexamples[0]
+    assert ce.inputs["x[0,0]"] == "0" and ce.expected == "0"
+
+
 def test_plain_function_both_modes():
     r = verify_function(lambda x, w: jnp.tanh(x @ w), jnp.zeros((4, 8)), jnp.zeros((8, 3)))
     assert r.verdict == "verified"

@@ -698,10 +698,15 @@ def _infinite_relation(cls: type, args: list[Any]) -> Any:
     return se.true
 
 
+_BOOLEAN = type(se.true).__mro__[2]  # symengine's Boolean (not exported by name)
+
+
 def _piecewise_args(args: list[Any]) -> Any:
     pairs = []
     for i in range(0, len(args), 2):
         v, c = args[i], args[i + 1]
+        if not isinstance(c, _BOOLEAN):  # a condition normalised to a 0/1 bracket term
+            c = se.false if c == 0 else se.true if c.is_Number else se.Ne(c, 0)
         if c == se.false:
             continue
         pairs.append((v, c))
