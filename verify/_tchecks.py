@@ -41,9 +41,10 @@ from ._report import Check, Counterexample
 from ._rules import conventional, fmt_value
 from ._sig import Signature
 from ._tbackend import TENSOR
-from ._tdecide import TDecision, decide_tensor
+from ._tdecide import decide_tensor
 from ._tensor import TArray, asarray, leaf
 from ._tjaxpr import TInterpreter
+from ._toutcome import TDecision
 
 
 class NotTensor(Exception):

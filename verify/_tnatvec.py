@@ -3,7 +3,7 @@
 At tensor level a runtime index vector ``idx`` (``nat[K]``) is read as ``idx(p)`` at symbolic
 positions, quantified over every value (:func:`verify._tchecks.nat_vector`). A comparison the
 normal forms and case splits do not prove is searched for a counterexample at concrete
-elements (:func:`verify._tdecide._search`); an element whose term reads ``idx`` inside a
+elements (:func:`verify._tcounterexample._search`); an element whose term reads ``idx`` inside a
 bracket (``[idx(p) == j]``, the scatter-add of a gather's VJP) has no element-level expression
 until ``idx`` has values too. This module proposes those values: a few whole vectors per
 element, built from the values that element makes interesting (its own indices, one past them,

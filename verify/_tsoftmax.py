@@ -45,7 +45,8 @@ import symengine as se
 
 from . import terms as T
 from ._dims import SizeDependent, is_one, is_symbolic, size_expr
-from ._tdecide import canonical, decide_tensor
+from ._tcanonical import canonical
+from ._tdecide import decide_tensor
 from ._tensor import (
     TArray,
     _any,

@@ -503,7 +503,7 @@ def test_a_smooth_max_pool_vjp_whose_mask_is_wrong_at_the_far_border_is_not_cert
 
 
 def test_a_bracket_with_a_symbolic_bound_narrows_a_free_index() -> None:
-    from verify._tdecide import _narrowed
+    from verify._tsplit import _narrowed
 
     n = T.size_symbol("_Nt8")
     q = T.fresh("_qt", 0, Dim(n), bound=False)
@@ -519,7 +519,7 @@ def test_a_bracket_with_a_symbolic_bound_narrows_a_free_index() -> None:
 
 
 def test_a_sum_drops_a_symbolic_bound_that_another_is_tighter_than_for_every_size() -> None:
-    from verify._tdecide import canonical
+    from verify._tcanonical import canonical
 
     n = T.size_symbol("_Nt9")
     m = 2 * Dim(n)
@@ -586,7 +586,7 @@ def test_a_narrowed_index_keeps_every_value_the_region_allows_at_every_size(
     ``q >= a n + b`` (each of ``lows``) and ``q < a n + b`` (each of ``highs``): at every
     size, each value the case allows must be one the rewrite can take (a value left out is a
     case the proof never looks at: a false VERIFIED)."""
-    from verify._tdecide import _narrowed
+    from verify._tsplit import _narrowed
 
     n = T.size_symbol("_Nh_n")
     q = T.fresh("_qh", 0, Dim(n), bound=False)

@@ -17,7 +17,7 @@ import pytest
 import symengine as se
 import z3
 
-from verify import _tdecide
+from verify import _tregions
 from verify import terms as _terms
 from verify.terms import grid as _tgrid
 
@@ -70,7 +70,7 @@ def z3_gives_up(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_nested_floor_regions_are_decided_without_z3(z3_gives_up: None) -> None:
     p, q = _q(32), _q(32)
     brackets = _pool_brackets(p, q)
-    got = _tdecide._regions_of(brackets, [])
+    got = _tregions._regions_of(brackets, [])
     assert got is not None  # before: z3's "unknown" stopped the split (None)
     rows = [tuple(int(r[b]) for b in brackets) for r in got]
     assert rows == _brute_regions(brackets, {p: range(32), q: range(32)})
@@ -80,7 +80,7 @@ def test_regions_under_facts_match_brute_force(z3_gives_up: None) -> None:
     p, q = _q(32), _q(32)
     brackets = _pool_brackets(p, q)
     fact = _terms.GE(p - 20)
-    got = _tdecide._regions_of(brackets[1:], [(fact, 1)])
+    got = _tregions._regions_of(brackets[1:], [(fact, 1)])
     assert got is not None
     rows = [tuple(int(r[b]) for b in brackets[1:]) for r in got]
     assert rows == _brute_regions(brackets[1:], {p: range(20, 32), q: range(32)})
@@ -96,10 +96,10 @@ def test_regions_agree_with_z3(monkeypatch: pytest.MonkeyPatch) -> None:
     ]
     facts = [[], [(_terms.GE(q), 1)], [(_terms.GE(q - 10), 1)]]  # the last: infeasible
     for brackets, fs in itertools.product(cases, facts):
-        grid = _tdecide._regions_of(brackets, fs)
+        grid = _tregions._regions_of(brackets, fs)
         with monkeypatch.context() as m:
             m.setattr(_tgrid, "regions", _decline)
-            by_z3 = _tdecide._regions_of(brackets, fs)
+            by_z3 = _tregions._regions_of(brackets, fs)
         assert grid == by_z3, (brackets, fs)
 
 

@@ -222,7 +222,7 @@ NUMERIC_MUTANTS = ["sub vjp sign flip", "mse_loss vjp missing factor 2", "matmul
 def test_the_certified_search_alone_finds_generic_bugs(
     name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import verify._tdecide as D
+    import verify._tcounterexample as D
 
     monkeypatch.setattr(D, "EXPAND_MAX", 0)  # no element is written out
     mutant = next(m for m in MUTANTS if m.name == name)

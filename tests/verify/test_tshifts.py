@@ -1,10 +1,10 @@
 """Sums equal up to a change of their variable, at tensor level (``verify/terms/``,
-``verify/_tdecide.py``): a translation ``k -> k + t`` made by the canonical form, and a residue
-class ``k = m u + r`` split over the window of ``r`` on which its floors are constant. These
-are what a transposed convolution's weight gradient needs once its ranges are past
-``UNROLL_MAX`` (the rule reads ``x[k] ct[s k + j]``, the adjoint ``ct[o] x[(o - j) / s]`` over
-the outputs ``o`` of one residue class). Each rule is checked against brute force, and a wrong
-variant must not be proved."""
+``verify/_tcanonical.py``, ``verify/_tsplit.py``): a translation ``k -> k + t`` made by the
+canonical form, and a residue class ``k = m u + r`` split over the window of ``r`` on which its
+floors are constant. These are what a transposed convolution's weight gradient needs once its
+ranges are past ``UNROLL_MAX`` (the rule reads ``x[k] ct[s k + j]``, the adjoint
+``ct[o] x[(o - j) / s]`` over the outputs ``o`` of one residue class). Each rule is checked
+against brute force, and a wrong variant must not be proved."""
 
 from __future__ import annotations
 
@@ -17,7 +17,8 @@ import symengine as se
 import torchlean_ir as tl
 import verify
 from verify import terms as T
-from verify._tdecide import canonical, decide_tensor
+from verify._tcanonical import canonical
+from verify._tdecide import decide_tensor
 
 from .mutants import Mutant, _rule, applied
 

@@ -214,7 +214,7 @@ def test_small_attention_verifies_by_atoms(mask: str | None) -> None:
 
 
 def test_draws_read_through_a_reshape_are_the_same_table() -> None:
-    from verify._tdecide import _tables
+    from verify._ttables import _tables
 
     bits = np.arange(6, dtype=np.uint32) * 7919 + 13
     q5, q6 = T.free_vars((2, 3))

@@ -1,8 +1,9 @@
 """Window maxima and argmax chains at tensor level: the rules that let a max pool's reference
 (``_MAXR``, first-max one-hots) and its compiled forms (nested ``max``, argmax chains of
 ``select_and_scatter_add``) meet, and tables read at shifted indices inside a case
-(``verify/terms/``, ``verify/_tdecide.py``). Each rule is checked against brute force over
-every ordering of the values (ties included), and a wrong variant must not be proved."""
+(``verify/terms/``, ``verify/_tmaxima.py``, ``verify/_tchains.py``, ``verify/_ttables.py``).
+Each rule is checked against brute force over every ordering of the values (ties included),
+and a wrong variant must not be proved."""
 
 from __future__ import annotations
 
@@ -13,7 +14,9 @@ import pytest
 import symengine as se
 
 from verify import terms as T
-from verify._tdecide import _as_maxima, _complete_chains, decide_tensor
+from verify._tchains import _complete_chains
+from verify._tdecide import decide_tensor
+from verify._tmaxima import _as_maxima
 
 A, B, C = se.symbols("a b c")
 VALUES = (A, B, C)
@@ -165,7 +168,7 @@ def test_a_table_constant_along_an_axis_is_read_at_its_first_slice() -> None:
 def test_a_table_materialised_over_a_narrowed_range_is_read_at_the_index_itself() -> None:
     """``T(r - 1)`` with ``r`` over ``[2, 5)`` materialised as ``U(r)``: ``U[r]`` is the value at
     ``r`` (a later case that fixes ``r`` reads that cell), not the value at ``r - 2``."""
-    from verify._tdecide import _tables
+    from verify._ttables import _tables
 
     a = np.array([10.0, 20.0, 30.0, 40.0, 50.0, 60.0])
     r = T.fresh("_r", 2, 5, bound=False)
@@ -177,7 +180,7 @@ def test_a_table_materialised_over_a_narrowed_range_is_read_at_the_index_itself(
 
 def test_residue_classes_partition_the_range_exactly() -> None:
     # (5, 7, 578): no value of the range in most classes (it raised StopIteration before)
-    from verify._tdecide import residue_class
+    from verify._tregions import residue_class
 
     for lo, hi, d in [(0, 7, 3), (5, 7, 578), (-1, 2, 2), (-3, 5, 4), (4, 20, 5), (0, 0, 3)]:
         seen = []
@@ -197,7 +200,8 @@ def test_a_cover_is_refuted_at_a_point_before_z3_and_proved_by_z3_or_a_first_max
     condition evaluated once at each); "yes" comes from the first-max conditions of a totally
     ordered set (an argmax chain with its last cell's condition) or from z3, never from a
     point; ties left uncovered are never claimed."""
-    from verify import _tdecide as D
+    from verify import _tchains as D
+    from verify._tmaxima import _first_max_family
 
     a_first, b_first = se.Lt(B, A), se.Le(A, B)  # a first maximum of (a, b), b the other
     not_covering = (se.Lt(A, B), se.And(se.Le(B, A), se.Le(C, A)))  # c > a > b: neither
@@ -223,7 +227,7 @@ def test_a_cover_is_refuted_at_a_point_before_z3_and_proved_by_z3_or_a_first_max
         D._covers(either[:1], either[1])
     monkeypatch.undo()
     assert not D._uncovered_at_a_point((a_first, b_first))
-    assert not D._first_max_family(either) and not D._first_max_family(no_tie)
+    assert not _first_max_family(either) and not _first_max_family(no_tie)
     # every ordering of (a, b, c) satisfies a condition exactly when they are said to cover
     for conds in [(a_first, b_first), not_covering, either, no_tie]:
         covered = all(any(bool(_value(x, p)) for x in conds) for p in _orderings())
@@ -234,7 +238,7 @@ def test_first_max_families_cover_every_ordering_and_only_complete_ones_are_clai
     """The first-max conditions of (a, b, c) (earlier cells strictly smaller) are a family:
     exactly one holds at every ordering, ties included; without one cell's condition, with
     the strictness the wrong way for one pair, or with one cell twice, they are not claimed."""
-    from verify._tdecide import _first_max_family
+    from verify._tmaxima import _first_max_family
 
     family = tuple(_first_max(VALUES, j) for j in range(3))
     assert _first_max_family(family)
@@ -273,7 +277,7 @@ def test_a_27_cell_argmax_chain_meets_its_one_hot_without_z3(monkeypatch) -> Non
     """The argmax chain of a 3x3x3 window (a padded 3-D max pool's compiled JVP) against the
     one-hot of its last cell: completed by the first-max argument (z3 timed out on it), and
     the chain missing one cell's condition is not."""
-    from verify import _tdecide as D
+    from verify import _tchains as D
 
     def no_z3(*args, **kwargs):
         raise AssertionError("z3 asked")

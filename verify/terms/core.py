@@ -185,7 +185,7 @@ RANGES: dict[Any, tuple[int, int | None]] = {}
 #: The exclusive upper bound of an index symbol over an axis of symbolic length (an expression
 #: in size symbols, :mod:`verify._dims`); its :data:`RANGES` entry then says ``hi = None``, so
 #: everything that reads ranges numerically treats it as unbounded (fewer facts, never wrong),
-#: and z3 (:func:`_sign_facts`, ``verify._tdecide._Z3``) gets the bound as a fact.
+#: and z3 (:func:`_sign_facts`, ``verify.terms.smt.Z3``) gets the bound as a fact.
 UPPER: dict[Any, Any] = {}
 #: The size symbols (each a positive integer, range ``[1, oo)``, a fact like a free index's).
 SIZES: set[Any] = set()

@@ -1,7 +1,7 @@
 """Integer facts about index brackets decided by evaluating every point of a small box.
 
 The decision procedure asks z3 two kinds of questions about index expressions: which 0/1
-assignments of a set of brackets are feasible (:func:`verify._tdecide._regions_of`) and
+assignments of a set of brackets are feasible (:func:`verify._tregions._regions_of`) and
 whether an expression with floors has a fixed sign (:func:`verify.terms._sign_facts`), and
 nested floors (a padded pooling window read through a reshape: ``floor((3 + 2 floor((q + 1) /
 2) + q + ...) / 68)``) can take z3 seconds. (z3 runs under a deterministic resource limit,
@@ -70,7 +70,7 @@ def _bounded(a: Any) -> Any:
 
 def evaluate(e: Any, env: Mapping[Any, np.ndarray]) -> Any:
     """An integer index expression at every point of ``env``, exactly (the operations of
-    :meth:`verify._tdecide._Z3.term`: integers, symbols, sums, integer multiples, floors of
+    :meth:`verify.terms.smt.Z3.term`: integers, symbols, sums, integer multiples, floors of
     rational-linear expressions, maxima and minima, brackets)."""
     if isinstance(e, se.Integer):
         return _bounded(int(e))
