@@ -117,6 +117,7 @@ CASES: list[OpCase] = [
     OpCase("bmm", ((2, 2, 3), (2, 3, 4))),
     OpCase("linear", ((3, 4), (3,), (4,))),
     OpCase("relu", ((6,),)),
+    OpCase("step", ((6,),)),
     OpCase("sigmoid", ((5,),)),
     OpCase("tanh", ((2, 3),)),
     OpCase("exp", ((4,),)),
@@ -174,6 +175,16 @@ def _a(*v: float) -> np.ndarray:
 
 
 KINKS: list[KinkCase] = [
+    KinkCase(
+        "step",
+        (_a(0.0, 1.0, -1.0),),
+        {},
+        (_a(3.0, 3.0, 3.0),),
+        _a(0.0, 0.0, 0.0),
+        _a(2.0, 2.0, 2.0),
+        (_a(0.0, 0.0, 0.0),),
+        "step(0)=0, step'=0",
+    ),
     KinkCase(
         "relu",
         (_a(0.0, 1.0, -1.0),),

@@ -104,6 +104,7 @@ UNARY: dict[str, tuple[dict[str, Any], Callable[[M], M], Callable[[M], M]]] = {
     "pow": ({"p": 3.0}, lambda x: x**3, lambda x: 3 * x**2),
     "abs": ({}, abs, _sign),
     "relu": ({}, lambda x: max(x, 0), lambda x: 1 if x > 0 else 0),
+    "step": ({}, lambda x: 1 if x > 0 else 0, lambda x: 0),
     "clamp": (
         {"lo": -1.0, "hi": 1.0},
         lambda x: min(max(x, -1), 1),

@@ -159,6 +159,8 @@ BEYOND_TORCHLEAN: dict[str, str] = {
     "Erf); issue 26",
     "pow": "constant powers of imported models (HF gelu_new's x ** 3.0, RMSNorm); issue 26",
     "rsqrt": "RMSNorm and layer-norm decompositions of imported models (aten.rsqrt); issue 26",
+    "step": "comparisons of runtime floats in PyTorch graphs (ReLU's backward where(r <= 0, 0, "
+    "g), a mask g * (x > 0)) as a 0/1 step; issue 28",
     "nat_to_float": "an index input used as float data by imported models (labels.float(), "
     "ONNX Cast of an integer input to float); issue 26",
     "nat_vec_to_float": "an index input used as float data by imported models "

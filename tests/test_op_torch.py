@@ -116,6 +116,7 @@ TORCH_OPS: dict[str, TorchFn] = {
     "bmm": lambda a, at, ix: torch.bmm(a[0], a[1]),
     "linear": lambda a, at, ix: F.linear(a[2], a[0], a[1]),
     "relu": lambda a, at, ix: torch.relu(a[0]),
+    "step": lambda a, at, ix: (a[0] > 0).to(a[0].dtype),
     "sigmoid": lambda a, at, ix: torch.sigmoid(a[0]),
     "tanh": lambda a, at, ix: torch.tanh(a[0]),
     "exp": lambda a, at, ix: torch.exp(a[0]),

@@ -186,15 +186,31 @@ class _MaskFromArange(nn.Module):
 
 class _RuntimeCompare(nn.Module):
     def forward(self, x: Any) -> Any:
-        return x * (x > 0)
+        return x * (x > 0) + torch.where(x <= 0.5, x * x, x)
 
 
-def test_comparisons_fold_when_known_and_refuse_runtime_values() -> None:
+class _RuntimeAnd(nn.Module):
+    def forward(self, x: Any) -> Any:
+        return torch.where((x > 0) & (x < 1), x, x * 2)
+
+
+def test_comparisons_fold_when_known_step_or_refuse_runtime_values() -> None:
+    """Known comparisons fold; a runtime one read as a 0/1 factor or as where's condition is a
+    step (the values and gradients PyTorch gives, per sample); read otherwise (``&``), it is
+    refused with the op named."""
     x = torch.randn(2, 3)
     imp = interop.from_torch(torch.export.export(_MaskFromArange(), (x,)))
     assert _ops(imp) == ["scale"]
+    model = _RuntimeCompare()
+    imp = interop.from_torch(torch.export.export(model, (x,)))
+    assert "step" in _ops(imp)
+    cg = compiler.compile(imp.graph).batched(over=imp.batched)
+    x[0, :2] = torch.tensor([0.0, 0.5])  # the ties
+    (xname,) = imp.batched
+    got = np.asarray(cg.forward({**imp.params, xname: x.numpy()}))
+    np.testing.assert_allclose(got, model(x).numpy(), rtol=1e-6)
     with pytest.raises(interop.InteropError, match=r"aten.gt .*: comparisons of runtime floats"):
-        interop.from_torch(torch.export.export(_RuntimeCompare(), (x,)))
+        interop.from_torch(torch.export.export(_RuntimeAnd(), (x,)))
 
 
 class _ConvBN(nn.Module):

@@ -19,7 +19,8 @@ from .mutants import MUTANTS, applied
 #: The registry ops with a certificate at the op table's attributes (docs/verification.md lists
 #: them): a change of this set, either way, fails here.
 CERTIFIED = {"abs", "add", "clamp", "erf", "exp", "inv", "log", "max", "min", "mul", "pow", "relu",
-             "rsqrt", "safe_log", "scale", "sigmoid", "silu", "sqrt", "sub", "tanh"}  # fmt: skip
+             "rsqrt", "safe_log", "scale", "sigmoid", "silu", "sqrt", "step", "sub",
+             "tanh"}  # fmt: skip
 
 
 def _signatures() -> dict[str, list[Signature]]:

@@ -78,6 +78,7 @@ CASES: list[Large] = [
     Large("gelu", ((_M, _N),)),
     Large("silu", ((_M, _N),)),
     Large("erf", ((_M, _N),)),
+    Large("step", ((_M, _N),)),
     Large("rsqrt", ((_M, _N),)),
     Large("pow", ((_M, _N),), {"p": 3.0}),
     Large("pow", ((_M, _N),), {"p": -1.5}, label="real"),

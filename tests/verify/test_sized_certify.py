@@ -35,7 +35,7 @@ SIZED = {"abs", "add", "avg_pool", "avg_pool2d", "avg_pool2d_pad", "batchnorm_ch
          "mse_loss", "mul", "multi_head_attention", "pow", "reduce_mean", "reduce_sum", "relu",
          "rsqrt", "safe_log", "scale", "scatter_add_row", "scatter_add_vec", "sigmoid", "silu",
          "slice", "smooth_max_pool", "smooth_max_pool2d", "softmax",
-         "softplus", "sqrt", "sub", "sum", "swap_adjacent_at_depth", "tanh", "transpose2d",
+         "softplus", "sqrt", "step", "sub", "sum", "swap_adjacent_at_depth", "tanh", "transpose2d",
          "transpose3d_first_to_last", "transpose3d_last_to_first",
          "transpose3d_last_two"}  # fmt: skip
 

@@ -113,12 +113,173 @@ def test_unsupported_op_in_the_backward_is_refused() -> None:
     assert "\n" not in str(e.value)
 
 
-def test_relu_backward_is_refused_naming_the_comparison() -> None:
-    """PyTorch decomposes threshold_backward into aten.le and aten.where: a comparison of
-    runtime floats, which our graphs do not hold."""
+class _Relu(torch.autograd.Function):
+    """ReLU with a hand-written backward ``g * (x > 0)`` (aten.gt, then a float aten.mul)."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Any) -> Any:
+        ctx.save_for_backward(x)
+        return x.clamp(min=0)
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> Any:
+        (x,) = ctx.saved_tensors
+        return g * (x > 0)
+
+
+class _ReluWrongSide(_Relu):
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> Any:
+        (x,) = ctx.saved_tensors
+        return g * (x < 0)
+
+
+class _ReluUnmasked(_Relu):
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> Any:
+        return g
+
+
+def test_relu_model_joint_graph_verifies() -> None:
+    """PyTorch decomposes threshold_backward into aten.le and aten.where: ``where(r <= 0, 0,
+    g)`` with r = relu(h) (saved, detached: compared as itself) imports as ``g * step(r)`` and
+    is proved, for every weight, bias and cotangent."""
+    torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(), torch.nn.Linear(4, 1))
-    with pytest.raises(InteropError, match=r"aten\.le .*comparisons of runtime floats"):
-        verify.verify_autograd(model, torch.randn(2, 3))
+    joint = joint_from_torch(model, torch.randn(2, 3))
+    assert "step" in [n.op for n in joint.graph.nodes]
+    report = verify.verify_autograd(model, torch.randn(2, 3))
+    _exact(report)
+    notes = " ".join(report.notes)
+    for p in ("0.weight", "0.bias", "2.weight", "2.bias"):
+        assert p in notes
+
+
+def test_relu_function_with_a_mask_verifies() -> None:
+    x = torch.randn(2, 3, requires_grad=True)
+    _exact(verify.verify_autograd(_Relu.apply, x))
+
+
+@pytest.mark.parametrize("wrong", [_ReluWrongSide, _ReluUnmasked], ids=["x<0", "unmasked"])
+def test_wrong_relu_backward_is_refuted_with_the_element(wrong: Any) -> None:
+    x = torch.randn(2, 3, requires_grad=True)
+    report = verify.verify_autograd(wrong.apply, x)
+    assert report.verdict == "mismatch", str(report)
+    (failed,) = [c for c in report.all_checks if c.result == "fail"]
+    assert failed.counterexample is not None
+    text = str(report)
+    assert "output 1 = grad x[" in text and "x[" in text and "grad_out[" in text
+
+
+def test_where_between_runtime_tensors_verifies() -> None:
+    """``where(x >= y, x, 2 y)``: two runtime sides, ties to x (ge: 1 - step(y - x))."""
+    x, y = torch.randn(3, requires_grad=True), torch.randn(3, requires_grad=True)
+    fn = lambda x, y: torch.where(x >= y, x, y * 2).sum()  # noqa: E731
+    _exact(verify.verify_autograd(fn, x, y))
+
+
+def test_comparison_values_at_ties_match_torch() -> None:
+    """The imported graph gives PyTorch's values at the ties (x == c) of every comparison."""
+    import numpy as np
+
+    import compiler
+
+    x = torch.tensor([-1.0, 0.0, 0.5, 2.0], requires_grad=True)
+    for op in (torch.gt, torch.ge, torch.lt, torch.le):
+
+        def fn(x: Any, op: Any = op) -> Any:
+            return (torch.where(op(x, 0.5), x * 3, x * x) + x * op(x, 0.0)).sum()
+
+        joint = joint_from_torch(fn, x)
+        cg = compiler.compile(joint.graph)
+        outs = cg.forward({n: joint.values[n] for n in [e.name for e in joint.graph.leaves]})
+        xt = x.detach().clone().requires_grad_(True)
+        loss = fn(xt)
+        loss.backward()
+        assert np.allclose(float(outs[0]), float(loss.detach())), op
+        assert np.allclose(np.asarray(outs[1]), xt.grad.numpy()), op
+
+
+def test_bare_comparison_is_refused_in_one_line() -> None:
+    """A comparison read other than as where's condition or a float factor stays refused,
+    with the op named."""
+    x = torch.randn(3, requires_grad=True)
+    with pytest.raises(InteropError, match=r"aten\.gt \(node gt\): .*comparisons of runtime "
+                       "floats") as e:  # fmt: skip
+        joint_from_torch(lambda x: x.sum() + (x > 0).any().float(), x)
+    assert "\n" not in str(e.value)
+
+    class Bare(torch.nn.Module):
+        def forward(self, x: Any) -> Any:
+            return x > 0  # the booleans as the model's output
+
+    from torchlean_ir.interop import from_torch
+
+    program = torch.export.export(Bare(), (torch.randn(2, 3),))
+    with pytest.raises(InteropError, match=r"aten\.gt .*comparisons of runtime floats") as e:
+        from_torch(program)
+    assert "\n" not in str(e.value)
+
+
+def test_where_of_a_non_finite_constant_is_refused() -> None:
+    x = torch.randn(3, requires_grad=True)
+    with pytest.raises(InteropError, match=r"aten\.where .*non-finite constant"):
+        joint_from_torch(lambda x: torch.where(x > 0, x, float("-inf")).exp().sum(), x)
+
+
+def test_comparison_of_a_computed_detached_value_is_not_verified() -> None:
+    """``where(2 x.detach() > 0, x, 0)``: the step reads a detached value through another op;
+    the verifier would judge the stopped value by its derivative (0 through a step), so the
+    check is not verified, never VERIFIED."""
+    x = torch.randn(2, 3, requires_grad=True)
+    report = verify.verify_autograd(lambda x: torch.where(x.detach() * 2 > 0, x, 0).sum(), x)
+    assert report.verdict != "verified"
+    assert "detached" in str(report)
+
+
+class _Mse(torch.autograd.Function):
+    """Mean squared error with the backward PyTorch's mse_loss has: 2 / N, or 1 / N (wrong)."""
+
+    factor = 2.0
+
+    @staticmethod
+    def forward(ctx: Any, x: Any, y: Any) -> Any:
+        ctx.save_for_backward(x, y)
+        return ((x - y) ** 2).mean()
+
+    @classmethod
+    def backward(cls, ctx: Any, g: Any) -> Any:
+        x, y = ctx.saved_tensors
+        return g * (x - y) * (cls.factor / x.numel()), None
+
+
+class _MseHalf(_Mse):
+    factor = 1.0
+
+
+def test_mse_loss_with_three_samples_verifies_with_the_proviso() -> None:
+    """The joint graph holds 2/3 rounded to float32; the reference's 2/3 is exact: proved with
+    the constants rounded alike, and the check says so."""
+    torch.manual_seed(0)
+
+    class Model(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = torch.nn.Linear(4, 1)
+
+        def forward(self, x: Any, y: Any) -> Any:
+            return torch.nn.functional.mse_loss(self.lin(x).squeeze(-1), y)
+
+    report = verify.verify_autograd(Model(), torch.randn(3, 4), torch.randn(3))
+    _exact(report)
+    (check,) = report.all_checks
+    assert verify._functions.F32_PROVISO in check.how
+    assert any(verify._functions.F32_PROVISO in n for n in report.notes)
+    x = torch.randn(3, requires_grad=True)
+    _exact(verify.verify_autograd(_Mse.apply, x, torch.randn(3)))
+    bad = verify.verify_autograd(_MseHalf.apply, x, torch.randn(3))
+    assert bad.verdict == "mismatch", str(bad)
+    assert "output 1 = grad x[" in str(bad)
 
 
 def test_closure_over_a_module_is_refused() -> None:

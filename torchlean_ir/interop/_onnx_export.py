@@ -173,6 +173,11 @@ def _power(ctx: _Ex, x: str, p: float) -> str:
     return ctx.add("Pow", [x, ctx.add("Constant", [], value=value)])
 
 
+@_exports("step", onnx="Greater (than 0), Cast", note="1 where x > 0, else 0")
+def _step(ctx: _Ex, node: Node, ins: list[str], bs: list[bool]) -> str:
+    return ctx.add("Cast", [ctx.add("Greater", [ins[0], ctx.floats(0.0)])], to=ctx.elem)
+
+
 @_exports("pow", "rsqrt", onnx="Pow", note="the exponent a float64 constant; rsqrt: -0.5")
 def _pow(ctx: _Ex, node: Node, ins: list[str], bs: list[bool]) -> str:
     return _power(ctx, ins[0], -0.5 if node.op == "rsqrt" else node.attrs["p"])

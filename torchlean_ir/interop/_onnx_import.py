@@ -67,6 +67,8 @@ class _Ctx:
         self.attrs: dict[str, Any] = {}
         #: value name -> the op type of the node that computes it
         self.producer: dict[str, str] = {}
+        #: value name -> the nodes that read it
+        self.readers: dict[str, list[Any]] = {}
 
     def attr(self, name: str, default: Any = None) -> Any:
         return self.attrs.get(name, default)
@@ -654,6 +656,30 @@ def _less(c: _Ctx, node: Any, ins: list[T | None]) -> list[T]:
 
 
 @_imports(
+    "Greater",
+    ours="step, sub",
+    note="of runtime floats, read only by a Cast to float: the 0/1 step of `A - B` (how `step` "
+    "exports)",
+)
+def _greater(c: _Ctx, node: Any, ins: list[T | None]) -> list[T]:
+    from onnx import helper
+
+    a, b = _need(ins[0], "A"), _need(ins[1], "B")
+    if a.known and b.known:
+        return [c.tr.const(np.greater(a.value, b.value))]
+
+    def to_float(nd: Any) -> bool:
+        to = next((int(at.i) for at in nd.attribute if at.name == "to"), None)
+        dt = None if to is None else np.dtype(helper.tensor_dtype_to_np_dtype(to))
+        return nd.op_type == "Cast" and dt is not None and np.issubdtype(dt, np.floating)
+
+    readers = c.readers.get(node.output[0], [])
+    if a.index is not None or b.index is not None or not readers or not all(map(to_float, readers)):
+        raise Refused("Greater: only of runtime floats, read by a Cast to float (a 0/1 step)")
+    return [c.tr.unary("step", c.tr.binary("sub", a, b))]
+
+
+@_imports(
     "IsNaN",
     ours="(folded)",
     note="of constants; of a softmax's output: false (the exporter's guard for a row of -inf; "
@@ -1184,6 +1210,9 @@ def _import(
         if bdim is not None:
             batched.append(name)
     ctx.producer = {o: nd.op_type for nd in g.node for o in nd.output}
+    for nd in g.node:
+        for name in nd.input:
+            ctx.readers.setdefault(name, []).append(nd)
     roles = initializer_roles(g, inits)
     for key, arr in inits.items():
         role = roles.get(key, "const")

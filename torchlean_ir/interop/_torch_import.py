@@ -54,13 +54,16 @@ ATEN_REFUSED: dict[str, str] = {
     "aten.rand": "torch's generators are not our SplitMix64",
     "aten.bernoulli": "torch's generators are not our SplitMix64",
     "aten.native_dropout": "dropout in training mode draws torch's random numbers",
-    **{
-        f"aten.{op}": "comparisons of runtime floats give booleans, which graphs do not hold "
-        "(comparisons of values known at import time fold; an index input compared with a "
-        "constant becomes a 0/1 mask)"
-        for op in ("ge", "gt", "le", "lt")
-    },
 }
+
+#: Why a comparison of runtime floats is refused where its booleans are read other than as a
+#: 0/1 number (``_compare``).
+RUNTIME_COMPARISON = (
+    "comparisons of runtime floats give booleans, which graphs do not hold (only as the "
+    "condition of aten.where, or as 0/1 multiplying a float tensor, do they become a step; "
+    "comparisons of values known at import time fold; an index input compared with a "
+    "constant becomes a 0/1 mask)"
+)
 
 
 class _Ctx:
@@ -80,6 +83,14 @@ class _Ctx:
         #: a joint forward/backward graph (``joint_from_torch``): there ``aten.alias`` is how
         #: AOTAutograd's functionalization records ``detach``, so it imports as detach
         self.joint = False
+        #: the FX node being imported (a comparison reads its users)
+        self.node: Any = None
+        #: id(0/1 mask T of a comparison) -> (s, negated): the mask is ``step`` value ``s``, or
+        #: ``1 - s`` where ``negated`` (``aten.where`` selects with ``s`` itself)
+        self.masks: dict[int, tuple[T, bool]] = {}
+        #: id(detached T) -> the T it detaches: a comparison reads the value itself (a 0/1 step
+        #: has derivative 0 either way; ReLU's backward compares the saved, detached output)
+        self.undetached: dict[int, T] = {}
 
 
 def _aten(*names: str, ours: str, note: str = "") -> Callable[[Converter], Converter]:
@@ -654,7 +665,10 @@ def _detach(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
     x = _t(args[0])
     if x.known or x.index is not None:
         return x
-    return c.tr.unary("detach", x)
+    out = c.tr.unary("detach", x)
+    c.undetached[id(out)] = c.undetached.get(id(x), x)
+    c.keep.append(out)
+    return out
 
 
 # -- shapes -----------------------------------------------------------------------------------
@@ -1030,14 +1044,103 @@ def _logic(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
     return c.tr.const(fn(x.value, axis=dims, keepdims=bool(_arg(args, kw, 2, "keepdim", False))))
 
 
-@_aten("where", ours="(folded)", note="a condition known at import time and the same everywhere")
+@_aten(
+    "where",
+    ours="(folded); a comparison's condition: mul, sub by its step",
+    note="a condition known at import time and the same everywhere; or a runtime comparison "
+    "(`aten.ge` ...): `s * p + (1 - s) * q` with its 0/1 step `s`, for p and q finite "
+    "(a non-finite constant is refused)",
+)
 def _where(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
     cond, a, b = _t(args[0]), _operand(c, args[1]), _operand(c, args[2])
+    shape = tuple(np.broadcast_shapes(cond.full, a.full, b.full))
+    if id(cond) in c.masks:
+        return _select(c, *c.masks[id(cond)], a, b, shape)
     if not cond.known or not (np.all(cond.value) or not np.any(cond.value)):
         raise Refused("where with a runtime or mixed condition (no data-dependent selection)")
     pick = a if np.all(cond.value) else b
-    shape = np.broadcast_shapes(cond.full, a.full, b.full)
     return pick if pick.full == shape else c.tr.expand(pick, list(shape))
+
+
+# -- comparisons of runtime floats: 0/1 steps --------------------------------------------------
+
+
+def _is_zero(t: T) -> bool:
+    return t.known and t.value is not None and not np.any(t.value)
+
+
+def _select(c: _Ctx, s: T, negated: bool, a: T, b: T, shape: tuple[int, ...]) -> T:
+    """``where(cond, a, b)`` for the condition ``s`` (a 0/1 step), or ``1 - s`` where
+    ``negated``: ``s * on + (1 - s) * off``, a product with 0 or 1 and a sum with 0, exact in
+    floats as in reals for finite values (``0 * inf`` would be NaN: non-finite constants are
+    refused). A side that is the constant 0 drops out: ReLU's backward ``where(r <= 0, 0, g)``
+    is ``s * g``."""
+    for side in (a, b):
+        if side.known and side.value is not None and not np.all(np.isfinite(side.value)):
+            raise Refused(
+                "where selecting a non-finite constant by a runtime comparison (it becomes "
+                "s * p + (1 - s) * q with a 0/1 step s, and 0 * inf is NaN)"
+            )
+    on, off = (b, a) if negated else (a, b)
+    terms = []
+    if not _is_zero(on):
+        terms.append(c.tr.binary("mul", s, on))
+    if not _is_zero(off):
+        rest = c.tr.binary("sub", c.tr.const(np.ones((), np.float64)), s)
+        terms.append(c.tr.binary("mul", rest, off))
+    if not terms:
+        return c.tr.const(np.zeros(shape))
+    out = terms[0] if len(terms) == 1 else c.tr.binary("add", terms[0], terms[1])
+    return out if out.full == shape else c.tr.expand(out, list(shape))
+
+
+def _mask_reader(node: Any, user: Any) -> bool:
+    """Whether ``user`` reads the boolean ``node`` as a number: the condition (only) of
+    ``aten.where``, a factor of a float ``aten.mul``, a conversion to a float dtype (or an
+    assertion, which reads nothing)."""
+    import torch
+
+    name = _op_name(user.target)
+    if name in _DROPPED:  # torch.export's assertions read nothing
+        return True
+    val = user.meta.get("val")
+    floating = isinstance(val, torch.Tensor) and val.dtype.is_floating_point
+    if name == "aten.where":
+        return bool(user.args) and user.args[0] is node and node not in user.args[1:]
+    if name == "aten.mul":
+        return floating
+    return name in ("aten._to_copy", "aten.to") and floating
+
+
+@_aten(
+    "ge",
+    "gt",
+    "le",
+    "lt",
+    ours="step, sub (a 0/1 mask: `gt(a, b)` = step(a - b), `le(a, b)` = 1 - step(a - b))",
+    note="of runtime floats, read only as where's condition, a factor of a float mul, or "
+    "converted to float; any other reader is refused",
+)
+def _compare(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
+    a, b = (c.undetached.get(id(x), x) for x in (_operand(c, args[0]), _operand(c, args[1])))
+    node = c.node
+    if node is None or not node.users or not all(_mask_reader(node, u) for u in node.users):
+        raise Refused(f"ATen op aten.{c.op} is not supported: {RUNTIME_COMPARISON}")
+    if a.index is not None or b.index is not None or a.imap is not None or b.imap is not None:
+        raise Refused(f"aten.{c.op} of an index tensor with a runtime float")
+    # gt: a > b  <=>  a - b > 0;  lt: b - a > 0;  le = not gt;  ge = not lt. In floats too:
+    # a - b rounds to 0 only when a == b (subnormals), and keeps its sign
+    lo, hi = (b, a) if c.op in ("gt", "le") else (a, b)
+    if _is_zero(hi) and hi.value is not None and hi.value.size == 1 and lo.rank >= hi.rank:
+        diff = c.tr.scale(lo, -1.0)  # 0 - x
+    else:
+        diff = c.tr.binary("sub", hi, lo)
+    s = c.tr.unary("step", diff)
+    negated = c.op in ("le", "ge")
+    mask = c.tr.binary("sub", c.tr.const(np.ones((), np.float64)), s) if negated else s
+    c.masks[id(mask)] = (s, negated)
+    c.keep.append(mask)
+    return mask
 
 
 # -- constants --------------------------------------------------------------------------------
@@ -1503,6 +1606,7 @@ def _call(ctx: _Ctx, target: Any, name: str, node: Any, env: dict[str, Any]) -> 
     if unmapped:
         raise refuse_unmapped()
     assert mapping is not None
+    ctx.node = node
     return mapping.fn(ctx, args, kw)
 
 

@@ -1112,6 +1112,7 @@ _SQRT1_2 = 0.7071067811865476
 
 _NUMPY_UNARY: dict[str, Any] = {
     "relu": lambda x: np.maximum(x, 0.0),
+    "step": lambda x: (x > 0).astype(np.float64),
     "pow": lambda x, p: np.power(x, p),
     "rsqrt": lambda x: 1.0 / np.sqrt(x),
     "erf": np.vectorize(math.erf, otypes=[np.float64]),

@@ -239,6 +239,16 @@ relu = defunary(
 )
 relu.def_kinks(_with_zeros)
 
+step = defunary(
+    "step",
+    lambda B, x: B.to_float(x > 0),
+    lambda B, x, y: B.zeros_like(x),
+    doc="The 0/1 step: 1 where x > 0, else 0 (step(0) = 0); derivative 0 everywhere (at x = 0 "
+    "too). A comparison of floats as a number: PyTorch's `where(x <= 0, 0, g)` (ReLU's "
+    "backward) is `g * step(x)`.",
+)
+step.def_kinks(_with_zeros)
+
 abs_ = defunary(
     "abs",
     lambda B, x: B.abs(x),
@@ -490,6 +500,7 @@ __all__ = [
     "sigmoid",
     "softplus",
     "sqrt",
+    "step",
     "sub",
     "tanh",
 ]
