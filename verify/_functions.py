@@ -283,6 +283,7 @@ class FunctionInterpreter(TInterpreter):
             leaf_name = f"_mx{len(self.held)}"
             self.held[leaf_name] = (out[0], _where(eqn))
             self.shifts.add(leaf_name)
+            T.SHIFT_LEAVES.add(leaf_name)
             return [leaf(leaf_name, out[0].shape)]
         return out
 
@@ -339,13 +340,51 @@ def _neutral(o: TOutcome, arrays: Sequence[TArray], labels: Sequence[str], name:
              st: TSetup) -> None:
     """Into ``o``: every array's derivative in the held leaf ``name`` is 0, every held leaf a
     free leaf (so that, all of them proved so, the arrays are constant in all of them
-    together)."""
+    together). That is what "does not change the derivative" means; whether the leaf can
+    also be set to 0 is :func:`_jumps`' question."""
     for A, label in zip(arrays, labels, strict=True):
         D = TArray(A.shape, lambda idx, A=A: T.jvp_term(A.at(idx), {name: "d" + name},
                                                         conventional), "f")  # fmt: skip
         compare(o, label, D, TT.constant(0, A.shape), st)
         if o.done:
             return
+
+
+def _jumps(arrays: Sequence[TArray], name: str) -> bool:
+    """Whether an array may jump in the held leaf ``name``. A derivative of 0 proves a value
+    constant in the leaf only where it is continuous in it: a leaf read by a comparison (a
+    Piecewise condition, a relation, ``sign``, ``floor``: ReLU's mask of a stopped value) has
+    derivative 0 and still changes the value, so it is never set to 0 (it keeps its value)."""
+    for A in arrays:
+        try:
+            if _read_in_condition(A.at(T.free_vars(A.shape)), name):
+                return True
+        except T.TermError:
+            return True
+    return False
+
+
+def _read_in_condition(e: Any, name: str) -> bool:
+    """Whether a read of the leaf ``name`` occurs where ``e`` jumps: in a Piecewise condition,
+    a relation, a ``sign`` or a ``floor``."""
+    memo: set[Any] = set()
+
+    def reads(x: Any) -> bool:
+        return any(T.name_of(f) == name for f in T.fn_atoms(x))
+
+    def go(x: Any) -> bool:
+        if not isinstance(x, se.Basic) or not x.args or x in memo:
+            return False
+        memo.add(x)
+        if isinstance(x, se.Piecewise):
+            if any(reads(c) for c in x.args[1::2]):
+                return True
+            return any(go(v) for v in x.args[0::2])
+        if isinstance(x, _RELATIONAL | se.sign | se.floor):
+            return reads(x)
+        return any(go(a) for a in x.args)
+
+    return go(e)
 
 
 def _proved(o: TOutcome) -> bool:
@@ -361,12 +400,13 @@ def _independent(arrays: Sequence[TArray], held: dict[str, tuple[TArray, str]],
     for name in held:
         o = TOutcome("function", name)
         _neutral(o, arrays, ["independent"] * len(arrays), name, st)
-        if _proved(o):
+        if _proved(o) and not _jumps(arrays, name):
             zero.add(name)
     return _closed(zero, held)
 
 
 _BOOLEAN = type(se.true).__mro__[2]  # symengine's Boolean (not exported by name)
+_RELATIONAL = type(se.Eq(se.Symbol("x"), 0)).__mro__[1]  # symengine's Relational (the same)
 
 #: What a check proved with the reference's constants rounded to the float type says.
 F32_PROVISO = "the reference's constants not representable at the dtype's precision, rounded to it"
@@ -570,7 +610,7 @@ def _reference(F: list[TArray], labels: Sequence[str], held: Held, shifts: set[s
                     _neutral(o, F, labels, name, st)
             except (T.TermError, NotTensor, Unsupported, ArithmeticError, RuntimeError):
                 continue
-            if _proved(o):
+            if _proved(o) and not _jumps(F, name):
                 neutral.add(name)
             continue
         if not prove:
@@ -585,7 +625,7 @@ def _reference(F: list[TArray], labels: Sequence[str], held: Held, shifts: set[s
 
         c = _attempt(link, label, budget_s, one)
         checks.append(c)
-        if c.result == "pass" and c.method == "exact":
+        if c.result == "pass" and c.method == "exact" and not _jumps(F, name):
             neutral.add(name)
     zero = _closed(neutral, held)
     before = {n: v for n, v in held.items() if n in zero or (n in shifts)}

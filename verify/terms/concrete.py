@@ -86,12 +86,22 @@ def concretize(
                     out = leaf(n, idx)
         elif isinstance(x, se.floor):
             out = se.Integer(math.floor(Fraction(str(go(x.args[0], env)))))
+        elif isinstance(x, se.Mul) and _bracket_off(x.args, lambda a: go(a, env)):
+            # a bracket is a selection (a concatenation's piece, a slice's range): where it is
+            # 0 the other factors are not computed, as the program does not compute them (a
+            # piece read outside its range can be log 0 there, and 0 * -oo is no number)
+            out = ZERO
         else:
             out = rebuild(x, [go(a, env) for a in x.args])
         memo[key] = out
         return out
 
     return go(e, env)
+
+
+def _bracket_off(factors: Any, value: Callable[[Any], Any]) -> bool:
+    """Whether one of the bracket factors (``_GE`` / ``_EQ``) of a product is 0 here."""
+    return any(name_of(f) in ("_GE", "_EQ") and value(f) == ZERO for f in factors)
 
 
 def _int_value(v: Any, nat: Mapping[str, np.ndarray]) -> int:

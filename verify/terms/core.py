@@ -285,6 +285,12 @@ def _factors(t: Any) -> list[Any]:
 #: symengine does not merge it back into ``exp(r) exp(s) = exp(r + s)``.
 XS = se.Function("_XS")
 
+#: Names of leaves that stand for a maximum held as a free real (the running maximum of an
+#: online softmax, read by ``verify._functions``): each read is a finite real, so
+#: :func:`split_shifts` writes ``exp(r + c m)`` as ``exp(r) _XS(m)^c``, one ``_XS`` per read,
+#: and a product of shifted exponentials cancels factor by factor.
+SHIFT_LEAVES: set[str] = set()
+
 
 def _subterms(e: Any) -> Iterable[Any]:
     stack = [e]

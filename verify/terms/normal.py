@@ -16,6 +16,7 @@ from .core import (
     MAXR,
     ONE,
     RANGES,
+    SHIFT_LEAVES,
     SUM,
     TABLES,
     UNROLL_MAX,
@@ -262,6 +263,8 @@ def _normalize(e: Any, unroll: bool) -> Any:
     if isinstance(e, se.Piecewise):
         args = [normalize(a, unroll) for a in e.args]
         return _piecewise_args(args)
+    if isinstance(e, se.Mul) and _selected_off(e.args, unroll):
+        return ZERO
     args = [normalize(a, unroll) for a in e.args]
     if type(e) in _RELATIONS_INF:
         folded = _infinite_relation(type(e), args)
@@ -284,11 +287,29 @@ def _normalize(e: Any, unroll: bool) -> Any:
     return out
 
 
+def _selected_off(factors: Sequence[Any], unroll: bool) -> bool:
+    """Whether a product is 0 because one of its brackets is: a bracket 0 here while no other
+    factor holds an infinity literal. A bracket there is a selection (a concatenation's piece,
+    a slice's range, an index mask): the other factors may read a table or leaf outside its
+    range (read as 0 under a bracket that is 0 there), whose log or reciprocal is not a number,
+    and which the program never computes. Where another factor holds an infinity (a masked
+    entry ``-oo``) the product keeps its arithmetic (``0 * -oo`` is NaN)."""
+    brackets = [f for f in factors if name_of(f) in ("_GE", "_EQ")]
+    if not brackets or not any(normalize(b, unroll) == ZERO for b in brackets):
+        return False
+    return not any(has_infinity(f) for f in factors if name_of(f) not in ("_GE", "_EQ"))
+
+
 def split_shifts(e: Any) -> Any:
     """``e`` with every ``exp(r + s)`` written ``exp(r) _XS(s)`` for the terms ``s`` that hold
     a maximum (the shift of a softmax-like form: a common factor that sums then pull out and
     quotients cancel), when ``s`` is proved finite (:func:`finite`; ``exp(+oo - oo)`` is not
-    ``0 * oo``). For the decision only: ``_XS`` has no derivative and no concrete value."""
+    ``0 * oo``). For the decision only: ``_XS`` has no derivative and no concrete value.
+
+    A read ``m`` of a held maximum (:data:`SHIFT_LEAVES`, a finite real) comes out one read at a
+    time, ``exp(r + c m) = exp(r) _XS(m)^c`` (also where ``r`` is 0), so that shifts by
+    different maxima (an online softmax rescaling by ``exp(m_old - m_new)``) cancel factor by
+    factor."""
     memo: dict[Any, Any] = {}
 
     def go(x: Any) -> Any:
@@ -301,14 +322,36 @@ def split_shifts(e: Any) -> Any:
         if isinstance(out, se.Pow) and out.args[0] == se.E:
             a = out.args[1]
             terms = list(a.args) if isinstance(a, se.Add) else [a]
+            if SHIFT_LEAVES and isinstance(a, se.Mul):  # 2 (a - m): its terms
+                expanded = se.expand(a)
+                if isinstance(expanded, se.Add):
+                    terms = list(expanded.args)
+            held = [t for t in terms if _held_shift(t) is not None]
+            if held:
+                terms = [t for t in terms if _held_shift(t) is None]
+                factors = [XS(r) ** c for c, r in map(_held_shift, held)]  # type: ignore[misc]
+                out = se.Mul(se.exp(se.Add(*terms)), *factors)
             shift = [t for t in terms if _has_max(t)]
             if shift and len(shift) < len(terms) and finite(se.Add(*shift)):
                 rest = se.Add(*[t for t in terms if not _has_max(t)])
-                out = se.exp(rest) * XS(se.Add(*shift))
+                out = se.Mul(se.exp(rest), XS(se.Add(*shift)), *([] if not held else factors))
         memo[x] = out
         return out
 
     return go(e)
+
+
+def _held_shift(t: Any) -> tuple[Any, Any] | None:
+    """``(c, m)`` for a term ``c m`` with ``c`` rational and ``m`` a read of a held maximum
+    (:data:`SHIFT_LEAVES`), else ``None``."""
+    if not SHIFT_LEAVES:
+        return None
+    parts = _factors(t)
+    reads = [p for p in parts if name_of(p) in SHIFT_LEAVES]
+    coeff = [p for p in parts if name_of(p) not in SHIFT_LEAVES]
+    if len(reads) != 1 or not all(isinstance(c, se.Rational | se.Integer) for c in coeff):
+        return None
+    return se.Mul(*coeff), reads[0]
 
 
 def log_of_shift(e: Any) -> Any:
@@ -321,7 +364,7 @@ def log_of_shift(e: Any) -> Any:
     ``exp(c s)``: multiplying by a positive real leaves the argument of ``P`` alone, so for
     every ``P != 0`` (real, or complex with the principal branch) ``log(P exp(c s)) = log(P) +
     c s``, and for ``P = 0`` both sides are ``log(0)`` plus a finite shift."""
-    arg = e.args[0]
+    arg = _common_shifts(e.args[0])
     shifts, rest = [], []
     for f in _factors(arg):
         base, power = (f.args[0], f.args[1]) if isinstance(f, se.Pow) else (f, ONE)
@@ -334,6 +377,32 @@ def log_of_shift(e: Any) -> Any:
     return se.expand(se.log(se.Mul(*rest)) + se.Add(*shifts))
 
 
+def _xs_powers(t: Any) -> dict[Any, Any]:
+    out = {}
+    for f in _factors(t):
+        base, power = (f.args[0], f.args[1]) if isinstance(f, se.Pow) else (f, ONE)
+        if name_of(base) == "_XS" and isinstance(power, se.Rational | se.Integer):
+            out[base] = power
+    return out
+
+
+def _common_shifts(arg: Any) -> Any:
+    """A sum whose every term holds the same shift factor ``_XS(s)^c``, with it taken out."""
+    if not isinstance(arg, se.Add):
+        return arg
+    terms = list(arg.args)
+    common = _xs_powers(terms[0])
+    for t in terms[1:]:
+        if not common:
+            return arg
+        have = _xs_powers(t)
+        common = {b: c for b, c in common.items() if have.get(b) == c}
+    if not common:
+        return arg
+    f = se.Mul(*[b**c for b, c in common.items()])
+    return f * se.expand(se.Add(*[t / f for t in terms]))
+
+
 def _exp_of_logs(a: Any) -> Any:
     """``exp(r + c1 log(u1) + ...)`` as ``exp(r) u1^c1 ...`` for rational ``c`` and ``u``
     proved nonnegative (:func:`nonnegative`): the exponential of a log-softmax
@@ -344,6 +413,9 @@ def _exp_of_logs(a: Any) -> Any:
     ``exp(a + b) = exp(a) exp(b)``; at ``u = 0`` (``log(u) = -oo``) both sides are 0 for
     ``c > 0`` and ``+oo`` for ``c < 0`` (``exp(r)`` is positive). A ``u`` of unknown sign is
     left alone: ``log`` of a negative value is NaN in floating point, its power is not."""
+    split = _split_by_bracket(a)
+    if split is not None:
+        return split
     terms = list(a.args) if isinstance(a, se.Add) else [a]
     factors, rest = [], []
     for t in terms:
@@ -355,6 +427,32 @@ def _exp_of_logs(a: Any) -> Any:
     if not factors:
         return _exp_parts(a)
     return se.expand(se.Mul(_exp_parts(se.Add(*rest)), *factors))
+
+
+def _split_by_bracket(a: Any) -> Any:
+    """``exp(r + [c] t)`` as ``[c] exp(r + t) + (1 - [c]) exp(r)`` for a term whose other
+    factor ``t`` holds a log or a held maximum (:data:`SHIFT_LEAVES`) and no infinity literal:
+    a piece of a concatenation in an exponent (the log-sum-exp of one block among several),
+    so that the log and the shift meet the terms they cancel with. ``None`` when no term
+    qualifies.
+
+    Sound for a 0/1 bracket ``[c]`` that selects (as :func:`_selected_off` reads it): where it
+    is 1 both sides are ``exp(r + t)``, where it is 0 both are ``exp(r)``."""
+    terms = list(a.args) if isinstance(a, se.Add) else [a]
+    for t in terms:
+        parts = _factors(t)
+        brackets = [f for f in parts if name_of(f) in ("_GE", "_EQ")]
+        if not brackets:
+            continue
+        inner = se.Mul(*[f for f in parts if name_of(f) not in ("_GE", "_EQ")])
+        if has_infinity(inner) or not (inner.atoms(se.log) or any(
+                name_of(f) in SHIFT_LEAVES for f in fn_atoms(inner))):  # fmt: skip
+            continue
+        c = se.Mul(*brackets)
+        others = se.Add(*[u for u in terms if u is not t])
+        return se.expand(c * _exp_of_logs(se.expand(others + inner))
+                         + (1 - c) * _exp_of_logs(others))  # fmt: skip
+    return None
 
 
 def nonnegative(e: Any) -> bool:
@@ -415,6 +513,10 @@ def _exp_parts(a: Any) -> Any:
     ``exp(r + (v if c else -oo)) = [c] exp(r + v)``, when ``r`` is proved finite
     (:func:`finite`): ``exp(+oo - oo)`` is not 0."""
     terms = list(a.args) if isinstance(a, se.Add) else [a]
+    if -se.oo in terms:  # exp(-oo + r) = 0 for a finite r
+        others = se.Add(*[u for u in terms if u != -se.oo])
+        if finite(others):
+            return ZERO
     masked = [t for t in terms if _masked_entry(t) is not None]
     if len(masked) == 1:
         (t,) = masked

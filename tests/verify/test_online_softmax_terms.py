@@ -1,0 +1,104 @@
+"""The term-level steps a blockwise (online) softmax needs (``verify/terms/normal.py``,
+``verify/terms/concrete.py``, ``verify/_decide.py``): a held running maximum split out of its
+exponentials one read at a time, a concatenation's piece inside an exponent split by its
+bracket, a bracket that is 0 selecting (not multiplying) a piece read outside its range, and
+products of exponentials compared by monomial. Each is checked on a small term whose answer
+is known, and the wrong variant is not proved."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import symengine as se
+
+from verify import terms as T
+from verify import verify_function
+from verify._decide import decide_equal, exp_as_symbols, se_zero
+
+
+def _m(i: int) -> se.Basic:
+    T.SHIFT_LEAVES.add("_mxT")
+    return T.fn("_mxT")(se.Integer(i))
+
+
+def test_a_held_maximum_leaves_each_exponential_as_a_factor() -> None:
+    a, b = se.symbols("a b")
+    m = _m(0)
+    e = T.split_shifts((se.exp(a - m) + se.exp(b - m)) ** -2)
+    assert e == (se.exp(a) * T.XS(m) ** -1 + se.exp(b) * T.XS(m) ** -1) ** -2
+    # exp(2 (a - m)) is split too (its exponent is a product before it is expanded)
+    e2 = T.split_shifts(se.exp(2 * (a - m)))
+    assert e2 == se.exp(2 * a) * T.XS(m) ** -2
+
+
+def test_a_rescaled_running_sum_cancels_its_maxima() -> None:
+    """``exp(m1 - m2) sum exp(s - m1) + exp(t - m2)`` over ``exp(-m2)`` is free of both."""
+    s, t = se.symbols("s t")
+    m1, m2 = _m(1), _m(2)
+    lhs = T.normalize(T.split_shifts(se.exp(m1 - m2) * se.exp(s - m1) + se.exp(t - m2)))
+    rhs = T.normalize(T.split_shifts((se.exp(s) + se.exp(t)) * se.exp(-m2)))
+    assert se.expand(lhs - rhs) == 0
+
+
+def test_a_log_of_a_shifted_sum_gives_its_shift_back() -> None:
+    s, t = se.symbols("s t")
+    m = _m(3)
+    e = T.normalize(T.split_shifts(se.log(se.exp(s - m) + se.exp(t - m)) + m))
+    assert e == T.normalize(se.log(se.exp(s) + se.exp(t)))
+
+
+def test_a_zero_bracket_selects() -> None:
+    """A piece read outside its table (0 there, so its log is -oo) under a bracket that is 0:
+    the product is 0 (what the concatenation computes), at concrete indices and in the normal
+    form; with an infinity literal in the other factor it stays IEEE's NaN."""
+    k = se.Symbol("_kT")
+    piece = se.log(T.fn("_T_test_sel")(k))
+    T.TABLES["_T_test_sel"] = __import__("numpy").array([2.0, 3.0])
+    term = T.ge(-1 - k) * piece  # [k <= -1] log(table[k]): k = 2 is outside both
+    assert T.concretize(term, {k: 2}) == 0
+    assert T.normalize(term.xreplace({k: se.Integer(2)}), unroll=True) == 0
+    inf = T.fn("_GE")(se.Integer(-1)) * (piece.xreplace({k: se.Integer(2)}) - se.oo)
+    assert T.normalize(inf, unroll=True) != 0
+
+
+def test_exponentials_compared_by_monomial() -> None:
+    a, b, c = se.symbols("a b c")
+    assert se_zero(se.expand(se.exp(a) * se.exp(b) / (se.exp(a + b) + se.exp(c))
+                             - 1 / (1 + se.exp(c - a - b))))  # fmt: skip
+    assert not se_zero(se.expand(se.exp(a) * se.exp(b) - se.exp(a + 2 * b)))
+    z = exp_as_symbols(se.exp(2 * a + b))
+    assert not any(p.args[0] == se.E for p in z.atoms(se.Pow)) and len(z.free_symbols) == 2
+    d = decide_equal(se.exp(a + b) / (se.exp(a) + 1), se.exp(b) / (1 + se.exp(-a)), sample=False)
+    assert d.equal is True and d.method == "exact"
+
+
+# -- stop_gradient read by a comparison --------------------------------------------------------
+
+sg = jax.lax.stop_gradient
+X4 = jax.ShapeDtypeStruct((4,), jnp.float32)
+
+
+def _relu_sg(x: jax.Array) -> jax.Array:
+    return x * (sg(x) > 0)
+
+
+@jax.custom_vjp
+def _relu_wrong(x: jax.Array) -> jax.Array:
+    return x * (sg(x) > 0)
+
+
+_relu_wrong.defvjp(lambda x: (_relu_wrong(x), x), lambda x, ct: (ct * (sg(x) < 0),))
+
+
+def test_a_stopped_mask_keeps_its_value() -> None:
+    """ReLU written with a stopped mask: the derivative through the comparison is 0, so the
+    stop_gradient does not change the derivative (a pass), but the mask still changes the
+    value: it is not set to 0 (that made both sides 0 and a wrong rule VERIFIED)."""
+    r = verify_function(_relu_sg, X4, budget_s=30)
+    assert r.verdict == "verified", str(r)
+    sgc = [c for c in r.all_checks if c.name.startswith("stop_gradient")]
+    assert sgc and all(c.result == "pass" and c.method == "exact" for c in sgc)
+    bad = verify_function(_relu_wrong, X4, budget_s=30)
+    assert bad.verdict == "mismatch", str(bad)
+    failed = [c for c in bad.all_checks if c.result == "fail"]
+    assert failed and all(c.counterexample is not None for c in failed)
