@@ -35,14 +35,9 @@ from torchlean_ir.backends import SYM, SymArray, exact
 from . import _f32
 from ._abstract import LemmaError, current, explicit, softmax_rows
 from ._decide import decide_equal
-from ._primitives import PRIMITIVES, JaxprInterpreter, Unsupported, supported
+from ._primitives import PRIMITIVES, JaxprInterpreter, Unsupported, out_dtype, supported
 from ._primitives import rule as primitive_rule
 from ._sig import named_symbols
-
-#: ``while`` loops with a concrete condition are unrolled up to this many iterations.
-MAX_WHILE = 100_000
-
-
 
 
 @dataclass(frozen=True)
@@ -200,81 +195,8 @@ def supported_primitives() -> list[str]:
     return supported("element")
 
 
-def _out_kind(eqn: Any, i: int = 0) -> str:
+def out_kind(eqn: Any, i: int = 0) -> str:
     return _kind(eqn.outvars[i].aval)
-
-
-def _out_dtype(eqn: Any, i: int = 0) -> np.dtype:
-    return np.dtype(eqn.outvars[i].aval.dtype)
-
-
-# -- control flow ------------------------------------------------------------------------
-
-
-@rule("cond")
-def _cond(it: Interpreter, eqn: Any, invals: list, *, branches: Any, **_: Any) -> list:
-    index, *ops = invals
-    if _concrete(index):
-        i = int(np.clip(int(index), 0, len(branches) - 1))
-        br = branches[i]
-        return it.eval_jaxpr(br.jaxpr, br.consts, ops)
-    if len(branches) != 2 or index.shape != ():
-        raise Unsupported("cond on a symbolic index with more than two branches")
-    c = index[()]
-    cond = c.test(lambda v: v != 0) if isinstance(c, Choice) else c
-    outs_f = it.eval_jaxpr(branches[0].jaxpr, branches[0].consts, ops)
-    outs_t = it.eval_jaxpr(branches[1].jaxpr, branches[1].consts, ops)
-    res = []
-    for k, (a, b) in enumerate(zip(outs_f, outs_t, strict=True)):
-        if _out_kind(eqn, k) != "f":
-            raise Unsupported("cond with symbolic predicate and non-float outputs")
-        res.append(SYM.where(cond, _sym(b), _sym(a)).a)
-    return res
-
-
-@rule("while")
-def _while(it: Interpreter, eqn: Any, invals: list, **p: Any) -> list:
-    cj, bj = p["cond_jaxpr"], p["body_jaxpr"]
-    nc, nb = p["cond_nconsts"], p["body_nconsts"]
-    cconsts, bconsts, carry = invals[:nc], invals[nc : nc + nb], invals[nc + nb :]
-    for _ in range(MAX_WHILE):
-        (c,) = it.eval_jaxpr(cj.jaxpr, cj.consts, [*cconsts, *carry])
-        flag = _bool_value(c[()]) if c.dtype == object else bool(c)
-        if flag is None:
-            raise Unsupported("while loop with a symbolic condition")
-        if not flag:
-            return carry
-        carry = it.eval_jaxpr(bj.jaxpr, bj.consts, [*bconsts, *carry])
-    raise Unsupported(f"while loop longer than {MAX_WHILE} iterations")
-
-
-@rule("scan")
-def _scan(it: Interpreter, eqn: Any, invals: list, **p: Any) -> list:
-    j, length, reverse = p["jaxpr"], p["length"], p["reverse"]
-    nconsts, ncarry = p["num_consts"], p["num_carry"]
-    consts, carry, xs = (
-        invals[:nconsts],
-        invals[nconsts : nconsts + ncarry],
-        invals[nconsts + ncarry :],
-    )
-    ys: list[list[np.ndarray]] = []
-    order = range(length - 1, -1, -1) if reverse else range(length)
-    for i in order:
-        outs = it.eval_jaxpr(j.jaxpr, j.consts, [*consts, *carry, *[x[i] for x in xs]])
-        carry, y = outs[:ncarry], outs[ncarry:]
-        ys.append(y)
-    if reverse:
-        ys.reverse()
-    stacked = []
-    for k in range(len(eqn.outvars) - ncarry):
-        aval = eqn.outvars[ncarry + k].aval
-        parts = [y[k] for y in ys]
-        concrete = bool(parts) and all(_concrete(q) for q in parts)
-        arr = np.empty(aval.shape, dtype=parts[0].dtype if concrete else object)
-        for i, q in enumerate(parts):
-            arr[i] = q
-        stacked.append(arr)
-    return [*carry, *stacked]
 
 
 # -- elementwise -----------------------------------------------------------------------------
@@ -282,7 +204,7 @@ def _scan(it: Interpreter, eqn: Any, invals: list, **p: Any) -> list:
 
 def _float_unary(fn: Callable[[SymArray], SymArray]) -> Callable[..., Any]:
     def impl(it: Interpreter, eqn: Any, invals: list, **_: Any) -> np.ndarray:
-        if _out_kind(eqn) != "f":
+        if out_kind(eqn) != "f":
             raise Unsupported(f"{eqn.primitive.name} on {eqn.outvars[0].aval.dtype}")
         return fn(_sym(invals[0])).a
 
@@ -445,7 +367,7 @@ _FLOAT_BIN: dict[str, Callable[[SymArray, SymArray], SymArray]] = {
 def _binary(it: Interpreter, eqn: Any, invals: list, **_: Any) -> np.ndarray:
     name = eqn.primitive.name
     a, b = invals
-    k = _out_kind(eqn)
+    k = out_kind(eqn)
     if k == "f":
         fn = _FLOAT_BIN.get(name)
         if fn is None:
@@ -461,7 +383,7 @@ def _binary(it: Interpreter, eqn: Any, invals: list, **_: Any) -> np.ndarray:
     fn3 = _INT_BIN.get(name)
     if fn3 is None:
         raise Unsupported(f"{name} on integers")
-    return fn3(a, b, _out_dtype(eqn))
+    return fn3(a, b, out_dtype(eqn))
 
 
 @rule("neg")
@@ -469,7 +391,7 @@ def _neg(it: Interpreter, eqn: Any, invals: list, **_: Any) -> np.ndarray:
     (a,) = invals
     if _concrete(a):
         return np.negative(a)
-    if _out_kind(eqn) == "i":
+    if out_kind(eqn) == "i":
         return _ew(lambda x: x.map(lambda v: -v) if isinstance(x, Choice) else -x, a)
     return (-_sym(a)).a
 
@@ -567,7 +489,7 @@ def _compare(it: Interpreter, eqn: Any, invals: list, **_: Any) -> np.ndarray:
 @rule("select_n")
 def _select_n(it: Interpreter, eqn: Any, invals: list, **_: Any) -> np.ndarray:
     pred, *cases = invals
-    k = _out_kind(eqn)
+    k = out_kind(eqn)
     if _concrete(pred):
         idx = pred.astype(np.int64)
         shape = np.broadcast_shapes(idx.shape, *[c.shape for c in cases])
@@ -696,12 +618,12 @@ def _same_kind(arrays: Sequence[np.ndarray], k: str) -> list[np.ndarray]:
 
 @rule("concatenate")
 def _concatenate(it: Interpreter, eqn: Any, invals: list, *, dimension: int) -> np.ndarray:
-    return np.concatenate(_same_kind(invals, _out_kind(eqn)), axis=dimension)
+    return np.concatenate(_same_kind(invals, out_kind(eqn)), axis=dimension)
 
 
 @rule("stack")
 def _stack(it: Interpreter, eqn: Any, invals: list, *, axis: int, **_: Any) -> np.ndarray:
-    return np.stack(_same_kind(invals, _out_kind(eqn)), axis=axis)
+    return np.stack(_same_kind(invals, out_kind(eqn)), axis=axis)
 
 
 @rule("split")
@@ -712,7 +634,7 @@ def _split(it: Interpreter, eqn: Any, invals: list, *, sizes: Any, axis: int) ->
 
 @rule("pad")
 def _pad(it: Interpreter, eqn: Any, invals: list, *, padding_config: Any) -> np.ndarray:
-    a, pv = _same_kind(invals, _out_kind(eqn))
+    a, pv = _same_kind(invals, out_kind(eqn))
     fill = pv[()]
     # interior padding first, then (possibly negative) edge padding
     for d, (_, _, interior) in enumerate(padding_config):
@@ -771,7 +693,7 @@ def _dynamic_slice(it: Interpreter, eqn: Any, invals: list, *, slice_sizes: Any)
 @rule("dynamic_update_slice")
 def _dynamic_update_slice(it: Interpreter, eqn: Any, invals: list, **_: Any) -> np.ndarray:
     a, upd, *idx = invals
-    a, upd = _same_kind([a, upd], _out_kind(eqn))
+    a, upd = _same_kind([a, upd], out_kind(eqn))
     starts = _starts(idx, a.shape, upd.shape)
     out = a.copy()
     sl = tuple(slice(s, s + k) for s, k in zip(starts, upd.shape, strict=True))
@@ -792,7 +714,7 @@ def _gather(it: Interpreter, eqn: Any, invals: list, *, dimension_numbers: Any, 
         raise Unsupported("gather with batching dims")
     if not _concrete(indices):
         raise Unsupported("gather at symbolic indices")
-    k = _out_kind(eqn)
+    k = out_kind(eqn)
     if k == "f":
         operand = to_float_array(operand)
     fill_mode = "FILL" in _mode_name(mode)
@@ -837,7 +759,7 @@ def _scatter(combine: Callable[[Any, Any], Any] | None) -> Callable[..., Any]:
             raise Unsupported("scatter with batching dims")
         if not _concrete(indices):
             raise Unsupported("scatter at symbolic indices")
-        k = _out_kind(eqn)
+        k = out_kind(eqn)
         if k == "f":
             operand, updates = to_float_array(operand), to_float_array(updates)
         clip = "CLIP" in _mode_name(mode)
@@ -896,10 +818,10 @@ def _reduce(a: np.ndarray, axes: Sequence[int], fn: Callable[[list[Any]], Any]) 
 @rule("reduce_sum")
 def _reduce_sum(it: Interpreter, eqn: Any, invals: list, *, axes: Any, **_: Any) -> np.ndarray:
     a = invals[0]
-    if _out_kind(eqn) != "f":
+    if out_kind(eqn) != "f":
         if not _concrete(a):
             raise Unsupported("reduce_sum of symbolic integers")
-        return np.sum(a, axis=tuple(axes)).astype(_out_dtype(eqn))
+        return np.sum(a, axis=tuple(axes)).astype(out_dtype(eqn))
     return _reduce(to_float_array(a), axes, lambda xs: se.Add(*xs) if xs else se.Integer(0))
 
 
@@ -907,7 +829,7 @@ def _reduce_sum(it: Interpreter, eqn: Any, invals: list, *, axes: Any, **_: Any)
 def _reduce_prod(it: Interpreter, eqn: Any, invals: list, *, axes: Any, **_: Any) -> np.ndarray:
     a = invals[0]
     if _concrete(a):
-        return np.prod(a, axis=tuple(axes)).astype(_out_dtype(eqn))
+        return np.prod(a, axis=tuple(axes)).astype(out_dtype(eqn))
     return _reduce(a, axes, lambda xs: se.Mul(*xs) if xs else se.Integer(1))
 
 
@@ -972,7 +894,7 @@ def _argmax(it: Interpreter, eqn: Any, invals: list, *, axes: Any, index_dtype: 
 def _cumulative(fn: Callable[[Any, Any], Any]) -> Callable[..., Any]:
     def impl(it: Interpreter, eqn: Any, invals: list, *, axis: int, reverse: bool) -> np.ndarray:
         a = invals[0]
-        if _out_kind(eqn) == "f":
+        if out_kind(eqn) == "f":
             a = to_float_array(a)
         elif not _concrete(a):
             raise Unsupported("cumulative op on symbolic integers")
@@ -1012,7 +934,7 @@ def _contract(lhs: np.ndarray, rhs: np.ndarray) -> np.ndarray:
 def _dot_general(it: Interpreter, eqn: Any, invals: list, *, dimension_numbers: Any,
                  **_: Any) -> np.ndarray:  # fmt: skip
     lhs, rhs = (to_float_array(x) for x in invals)
-    if _out_kind(eqn) != "f":
+    if out_kind(eqn) != "f":
         raise Unsupported("integer dot_general")
     (lc, rc), (lb, rb) = dimension_numbers
     lfree = [d for d in range(lhs.ndim) if d not in lc and d not in lb]

@@ -28,7 +28,7 @@ from . import _f32, _tsoftmax
 from . import _tensor as TT
 from . import terms as T
 from ._jaxpr import LemmaError, call_key, check_softmax_call
-from ._primitives import JaxprInterpreter, Unsupported, supported
+from ._primitives import JaxprInterpreter, Unsupported, out_dtype, supported
 from ._primitives import rule as primitive_rule
 from ._tbackend import TENSOR
 from ._tdecide import decide_tensor
@@ -164,12 +164,8 @@ def supported_tensor_primitives() -> list[str]:
     return supported("tensor")
 
 
-def _out_kind(eqn: Any, i: int = 0) -> str:
+def out_tkind(eqn: Any, i: int = 0) -> str:
     return _kind_of_aval(eqn.outvars[i].aval)
-
-
-def _out_dtype(eqn: Any, i: int = 0) -> np.dtype:
-    return np.dtype(eqn.outvars[i].aval.dtype)
 
 
 # -- elementwise ---------------------------------------------------------------------------------
@@ -177,7 +173,7 @@ def _out_dtype(eqn: Any, i: int = 0) -> np.dtype:
 
 def _float_unary(fn: Callable[[Any], Any]) -> Callable[..., Any]:
     def impl(it: TInterpreter, eqn: Any, invals: list, **_: Any) -> TArray:
-        if _out_kind(eqn) != "f":
+        if out_tkind(eqn) != "f":
             raise Unsupported(f"{eqn.primitive.name} on {eqn.outvars[0].aval.dtype}")
         return TT.unary(invals[0], fn, "f")
 
@@ -202,7 +198,7 @@ rule("cos")(_float_unary(se.cos))
 @rule("abs")
 def _abs(it: TInterpreter, eqn: Any, invals: list, **_: Any) -> TArray:
     (a,) = invals
-    if _out_kind(eqn) != "f":
+    if out_tkind(eqn) != "f":
         return _concrete_op(eqn, invals, np.abs)
     return TENSOR.abs(a)
 
@@ -210,7 +206,7 @@ def _abs(it: TInterpreter, eqn: Any, invals: list, **_: Any) -> TArray:
 @rule("sign")
 def _sign(it: TInterpreter, eqn: Any, invals: list, **_: Any) -> TArray:
     (a,) = invals
-    if _out_kind(eqn) != "f":
+    if out_tkind(eqn) != "f":
         return _concrete_op(eqn, invals, np.sign)
     return TENSOR.sign(a)
 
@@ -220,7 +216,7 @@ def _neg(it: TInterpreter, eqn: Any, invals: list, **_: Any) -> TArray:
     (a,) = invals
     c = concrete(a) if a.kind in "ic" else None
     if c is not None:
-        return from_concrete(np.negative(c).astype(_out_dtype(eqn)))
+        return from_concrete(np.negative(c).astype(out_dtype(eqn)))
     return TT.unary(a, lambda v: -v, a.kind)
 
 
@@ -233,7 +229,7 @@ def _integer_pow(it: TInterpreter, eqn: Any, invals: list, *, y: int) -> TArray:
 @rule("clamp")
 def _clamp(it: TInterpreter, eqn: Any, invals: list, **_: Any) -> TArray:
     lo, x, hi = invals
-    if _out_kind(eqn) == "f":
+    if out_tkind(eqn) == "f":
         return TENSOR.minimum(TENSOR.maximum(x, lo), hi)
     return TT.nary([lo, x, hi], lambda a, v, b: T.simplify_index(se.Min(se.Max(v, a), b)), "i")
 
@@ -242,7 +238,7 @@ def _concrete_op(eqn: Any, invals: list, fn: Callable[..., Any]) -> TArray:
     vals = [concrete(v) if v.kind in "ic" else None for v in invals]
     if any(v is None for v in vals):
         raise Unsupported(f"{eqn.primitive.name} on symbolic integers")
-    dt = _out_dtype(eqn)
+    dt = out_dtype(eqn)
     with np.errstate(all="ignore"):
         out = np.asarray(fn(*[v.astype(np.int64) for v in vals]))  # type: ignore[union-attr]
     return from_concrete(out.astype(dt))
@@ -313,7 +309,7 @@ _INT_CONCRETE: dict[str, Callable[[Any, Any], Any]] = {
 def _binary(it: TInterpreter, eqn: Any, invals: list, **_: Any) -> TArray:
     name = eqn.primitive.name
     a, b = invals
-    k = _out_kind(eqn)
+    k = out_tkind(eqn)
     if k == "f":
         fn = _FLOAT_BIN.get(name)
         if fn is None:
@@ -328,7 +324,7 @@ def _binary(it: TInterpreter, eqn: Any, invals: list, **_: Any) -> TArray:
     ca = concrete(a) if a.kind in "ic" else None
     cb = concrete(b) if b.kind in "ic" else None
     if ca is not None and cb is not None:
-        dt = _out_dtype(eqn)
+        dt = out_dtype(eqn)
         if name == "shift_right_logical":
             bits = dt.itemsize * 8
             out = _srl(bits)(ca, cb)
@@ -375,14 +371,14 @@ def _cond_kind(*arrays: TArray) -> str:
 @rule("not")
 def _not(it: TInterpreter, eqn: Any, invals: list, **_: Any) -> TArray:
     (a,) = invals
-    if _out_kind(eqn) == "c":
+    if out_tkind(eqn) == "c":
         return TT.logical("not", a)
     return _concrete_op(eqn, invals, np.invert)
 
 
 @rule("clz")
 def _clz(it: TInterpreter, eqn: Any, invals: list, **_: Any) -> TArray:
-    bits = _out_dtype(eqn).itemsize * 8
+    bits = out_dtype(eqn).itemsize * 8
 
     def clz(v: np.ndarray) -> np.ndarray:
         v = v.astype(np.int64) & ((1 << bits) - 1)
@@ -459,7 +455,7 @@ def _compare_choice(a: TArray, b: TArray, name: str) -> TArray:
 @rule("select_n")
 def _select_n(it: TInterpreter, eqn: Any, invals: list, **_: Any) -> TArray:
     pred, *cases = invals
-    k = _out_kind(eqn)
+    k = out_tkind(eqn)
     kind = "f" if k == "f" else ("i" if k == "i" else "n")
     cp = concrete(pred) if pred.kind in "ic" else None
     if cp is not None and np.all(cp == cp.reshape(-1)[0]):
@@ -695,7 +691,7 @@ def _gather(it: TInterpreter, eqn: Any, invals: list, *, dimension_numbers: Any,
     fill_mode = "FILL" in _mode_name(mode)
     fill: Any = None
     if fill_mode:
-        nan_fill = fill_value is None if _out_kind(eqn) == "f" else False
+        nan_fill = fill_value is None if out_tkind(eqn) == "f" else False
         if fill_value is not None and np.isnan(float(fill_value)):
             nan_fill = True
         # an out-of-bounds start would read NaN: refused where it can happen (below)
@@ -796,11 +792,11 @@ def _scatter_add(it: TInterpreter, eqn: Any, invals: list, *, dimension_numbers:
 @rule("reduce_sum")
 def _reduce_sum(it: TInterpreter, eqn: Any, invals: list, *, axes: Any, **_: Any) -> TArray:
     a = invals[0]
-    if _out_kind(eqn) != "f":
+    if out_tkind(eqn) != "f":
         c = concrete(a)
         if c is None:
             raise Unsupported("reduce_sum of symbolic integers")
-        return from_concrete(np.sum(c, axis=tuple(axes)).astype(_out_dtype(eqn)))
+        return from_concrete(np.sum(c, axis=tuple(axes)).astype(out_dtype(eqn)))
     return TT.reduce(a, tuple(axes), False, "sum")
 
 
@@ -830,7 +826,7 @@ def _cumsum(it: TInterpreter, eqn: Any, invals: list, *, axis: int, reverse: boo
 @rule("cumlogsumexp")
 def _cumlogsumexp(it: TInterpreter, eqn: Any, invals: list, *, axis: int, reverse: bool,
                   **_: Any) -> TArray:  # fmt: skip
-    if _out_kind(eqn) != "f":
+    if out_tkind(eqn) != "f":
         raise Unsupported(f"cumlogsumexp on {eqn.outvars[0].aval.dtype}")
     return TT.unary(_prefix_sum(invals[0], axis, reverse, se.exp), se.log, "f")
 
@@ -892,7 +888,7 @@ def _argmax(it: TInterpreter, eqn: Any, invals: list, *, axes: Any, index_dtype:
 def _dot_general(it: TInterpreter, eqn: Any, invals: list, *, dimension_numbers: Any,
                  **_: Any) -> TArray:  # fmt: skip
     lhs, rhs = invals
-    if _out_kind(eqn) != "f":
+    if out_tkind(eqn) != "f":
         raise Unsupported("integer dot_general")
     (lc, rc), (lb, rb) = dimension_numbers
     lfree = [d for d in range(lhs.ndim) if d not in lc and d not in lb]
