@@ -1010,42 +1010,6 @@ def _conv(it: Interpreter, eqn: Any, invals: list, *, window_strides: Any, paddi
     return np.transpose(out, np.argsort(ospec))
 
 
-def _reduce_window(kind: str) -> Callable[..., Any]:
-    def impl(it: Interpreter, eqn: Any, invals: list, *, window_dimensions: Any,
-             window_strides: Any, padding: Any, base_dilation: Any, window_dilation: Any,
-             **_: Any) -> np.ndarray:  # fmt: skip
-        a = to_float_array(invals[0])
-        if any(b != 1 for b in base_dilation):
-            raise Unsupported("reduce_window with base dilation")
-        pad_val = {"sum": se.Integer(0), "max": -se.oo, "min": se.oo}[kind]
-        shape = [n + lo + hi for n, (lo, hi) in zip(a.shape, padding, strict=True)]
-        x = np.full(shape, pad_val, dtype=object)
-        x[tuple(slice(lo, lo + n) for n, (lo, _) in zip(a.shape, padding, strict=True))] = a
-        eff = [(k - 1) * d + 1 for k, d in zip(window_dimensions, window_dilation, strict=True)]
-        osp = [(s - e) // st + 1 for s, e, st in zip(shape, eff, window_strides, strict=True)]
-        out = np.empty(osp, dtype=object)
-        for pos in np.ndindex(*osp):
-            vals = [
-                x[tuple(p * st + k * wd for p, st, k, wd in
-                        zip(pos, window_strides, kix, window_dilation, strict=True))]
-                for kix in np.ndindex(*window_dimensions)
-            ]  # fmt: skip
-            if kind == "sum":
-                out[pos] = se.Add(*vals)
-            else:
-                vals = [v for v in vals if v != pad_val] or [pad_val]
-                fn = se.Max if kind == "max" else se.Min
-                out[pos] = fn(*vals) if len(vals) > 1 else vals[0]
-        return out
-
-    return impl
-
-
-rule("reduce_window_sum")(_reduce_window("sum"))
-rule("reduce_window_max")(_reduce_window("max"))
-rule("reduce_window_min")(_reduce_window("min"))
-
-
 # -- compiled softmax calls (inside the softmax abstraction) -------------------------------------
 
 def call_key(sub: Any, shape: Sequence[int]) -> tuple:

@@ -978,58 +978,6 @@ def _conv(it: TInterpreter, eqn: Any, invals: list, *, window_strides: Any, padd
     return TT.transpose(out, tuple(int(i) for i in np.argsort(ospec)))
 
 
-def _reduce_window(kind: str) -> Callable[..., Any]:
-    def impl(it: TInterpreter, eqn: Any, invals: list, *, window_dimensions: Any,
-             window_strides: Any, padding: Any, base_dilation: Any, window_dilation: Any,
-             **_: Any) -> TArray:  # fmt: skip
-        a = invals[0]
-        out_shape = tuple(eqn.outvars[0].aval.shape)
-        dims = tuple(window_dimensions)
-        init = {"sum": T.ZERO, "max": -se.oo, "min": se.oo}[kind]
-
-        def fn(o: tuple) -> Any:
-            vals = []
-            for kix in np.ndindex(*dims):
-                ok = T.ONE
-                src = []
-                for d in range(a.ndim):
-                    p = se.expand(o[d] * window_strides[d] + int(kix[d]) * window_dilation[d]
-                                  - padding[d][0])  # fmt: skip
-                    bd = base_dilation[d]
-                    if bd == 1:
-                        ok = ok * T.range_brackets(p, 0, a.shape[d])
-                        src.append(p)
-                    else:
-                        ok = ok * T.eq(T.mod(p, bd))
-                        q = T.floor_div(p, bd)
-                        ok = ok * T.range_brackets(q, 0, a.shape[d])
-                        src.append(q)
-                if ok == 0:
-                    continue
-                v = a.at(tuple(src)) if ok == 0 or ok == 1 else None
-                if kind == "sum":
-                    vals.append(ok * a.at(tuple(src)))
-                elif v is not None:
-                    vals.append(v)
-                else:
-                    vals.append(se.Piecewise((a.at(tuple(src)), se.Eq(ok, 1)), (init, True)))
-            if kind == "sum":
-                return se.Add(*vals) if vals else T.ZERO
-            if not vals:
-                return init
-            fn_ = se.Max if kind == "max" else se.Min
-            return fn_(*vals) if len(vals) > 1 else vals[0]
-
-        return TArray(out_shape, fn, "f")
-
-    return impl
-
-
-rule("reduce_window_sum")(_reduce_window("sum"))
-rule("reduce_window_max")(_reduce_window("max"))
-rule("reduce_window_min")(_reduce_window("min"))
-
-
 # -- compiled softmax calls -----------------------------------------------------------------------
 
 _SOFTMAX_CALLS: dict[tuple, np.ndarray | bool] = {}

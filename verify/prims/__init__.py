@@ -10,6 +10,6 @@ inputs and literals, shapes, value helpers) stay in :mod:`verify._jaxpr` and
 modules that run an interpreter import it.
 """
 
-from . import control
+from . import control, windows
 
-__all__ = ["control"]
+__all__ = ["control", "windows"]
