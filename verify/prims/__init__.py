@@ -10,6 +10,6 @@ inputs and literals, shapes, value helpers) stay in :mod:`verify._jaxpr` and
 modules that run an interpreter import it.
 """
 
-from . import contractions, control, windows
+from . import contractions, control, reductions, windows
 
-__all__ = ["contractions", "control", "windows"]
+__all__ = ["contractions", "control", "reductions", "windows"]

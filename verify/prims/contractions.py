@@ -41,7 +41,7 @@ def _contract(lhs: np.ndarray, rhs: np.ndarray) -> np.ndarray:
 
 @element("dot_general")
 def _dot_general_e(it: Interpreter, eqn: Any, invals: list, *, dimension_numbers: Any,
-                 **_: Any) -> np.ndarray:  # fmt: skip
+                   **_: Any) -> np.ndarray:  # fmt: skip
     lhs, rhs = (to_float_array(x) for x in invals)
     if out_kind(eqn) != "f":
         raise Unsupported("integer dot_general")
@@ -59,7 +59,7 @@ def _dot_general_e(it: Interpreter, eqn: Any, invals: list, *, dimension_numbers
 
 @tensor("dot_general")
 def _dot_general_t(it: TInterpreter, eqn: Any, invals: list, *, dimension_numbers: Any,
-                 **_: Any) -> TArray:  # fmt: skip
+                   **_: Any) -> TArray:  # fmt: skip
     lhs, rhs = invals
     if out_tkind(eqn) != "f":
         raise Unsupported("integer dot_general")
@@ -101,8 +101,8 @@ def _dot_general_t(it: TInterpreter, eqn: Any, invals: list, *, dimension_number
 
 @element("conv_general_dilated")
 def _conv_e(it: Interpreter, eqn: Any, invals: list, *, window_strides: Any, padding: Any,
-          lhs_dilation: Any, rhs_dilation: Any, dimension_numbers: Any, feature_group_count: int,
-          batch_group_count: int, **_: Any) -> np.ndarray:  # fmt: skip
+            lhs_dilation: Any, rhs_dilation: Any, dimension_numbers: Any, feature_group_count: int,
+            batch_group_count: int, **_: Any) -> np.ndarray:  # fmt: skip
     lhs, rhs = (to_float_array(x) for x in invals)
     lspec, rspec, ospec = dimension_numbers
     x = np.transpose(lhs, lspec)  # (N, C, spatial...)
@@ -163,8 +163,8 @@ def _conv_e(it: Interpreter, eqn: Any, invals: list, *, window_strides: Any, pad
 
 @tensor("conv_general_dilated")
 def _conv_t(it: TInterpreter, eqn: Any, invals: list, *, window_strides: Any, padding: Any,
-          lhs_dilation: Any, rhs_dilation: Any, dimension_numbers: Any, feature_group_count: int,
-          batch_group_count: int, **_: Any) -> TArray:  # fmt: skip
+            lhs_dilation: Any, rhs_dilation: Any, dimension_numbers: Any, feature_group_count: int,
+            batch_group_count: int, **_: Any) -> TArray:  # fmt: skip
     lhs, rhs = invals
     lspec, rspec, ospec = dimension_numbers
     x = TT.transpose(lhs, tuple(lspec))  # (N, C, spatial...)
