@@ -35,7 +35,7 @@ from torchlean_ir.backends import SYM, SymArray, exact
 from . import _f32
 from ._abstract import LemmaError, current, explicit, softmax_rows
 from ._decide import decide_equal
-from ._primitives import PRIMITIVES, JaxprInterpreter, Unsupported, out_dtype, supported
+from ._primitives import JaxprInterpreter, Unsupported, out_dtype, supported
 from ._primitives import rule as primitive_rule
 from ._sig import named_symbols
 
@@ -122,6 +122,14 @@ def _ew(fn: Callable[..., Any], *arrays: np.ndarray) -> np.ndarray:
     for ix in np.ndindex(shape):
         out[ix] = fn(*[a[ix] for a in arrs])
     return out
+
+
+def _same_kind(arrays: Sequence[np.ndarray], k: str) -> list[np.ndarray]:
+    if k == "f":
+        return [to_float_array(a) for a in arrays]
+    if all(_concrete(a) for a in arrays):
+        return list(arrays)
+    return [_obj(a) for a in arrays]
 
 
 def _sym(a: np.ndarray) -> SymArray:
@@ -561,243 +569,6 @@ def _iota(it: Interpreter, eqn: Any, invals: list, *, dtype: Any, shape: Any, di
     )
     out = np.broadcast_to(ar, shape).copy()
     return to_float_array(out.astype(np.float64)) if dt.kind == "f" else out.astype(dt)
-
-
-# -- structure -------------------------------------------------------------------------------
-
-
-@rule("broadcast_in_dim")
-def _broadcast_in_dim(it: Interpreter, eqn: Any, invals: list, *, shape: Any,
-                      broadcast_dimensions: Any, **_: Any) -> np.ndarray:  # fmt: skip
-    a = invals[0]
-    new = [1] * len(shape)
-    for i, d in enumerate(broadcast_dimensions):
-        new[d] = a.shape[i]
-    return np.broadcast_to(a.reshape(new), tuple(shape)).copy()
-
-
-@rule("reshape")
-def _reshape(it: Interpreter, eqn: Any, invals: list, *, new_sizes: Any, dimensions: Any,
-             **_: Any) -> np.ndarray:  # fmt: skip
-    a = invals[0]
-    if dimensions is not None:
-        a = np.transpose(a, dimensions)
-    return a.reshape(tuple(new_sizes))
-
-
-@rule("transpose")
-def _transpose(it: Interpreter, eqn: Any, invals: list, *, permutation: Any) -> np.ndarray:
-    return np.transpose(invals[0], permutation).copy()
-
-
-@rule("squeeze")
-def _squeeze(it: Interpreter, eqn: Any, invals: list, *, dimensions: Any) -> np.ndarray:
-    return np.squeeze(invals[0], axis=tuple(dimensions))
-
-
-@rule("expand_dims")
-def _expand_dims(it: Interpreter, eqn: Any, invals: list, *, dimensions: Any) -> np.ndarray:
-    a = invals[0]
-    for d in sorted(dimensions):
-        a = np.expand_dims(a, d)
-    return a
-
-
-@rule("rev")
-def _rev(it: Interpreter, eqn: Any, invals: list, *, dimensions: Any) -> np.ndarray:
-    return np.flip(invals[0], axis=tuple(dimensions)).copy()
-
-
-def _same_kind(arrays: Sequence[np.ndarray], k: str) -> list[np.ndarray]:
-    if k == "f":
-        return [to_float_array(a) for a in arrays]
-    if all(_concrete(a) for a in arrays):
-        return list(arrays)
-    return [_obj(a) for a in arrays]
-
-
-@rule("concatenate")
-def _concatenate(it: Interpreter, eqn: Any, invals: list, *, dimension: int) -> np.ndarray:
-    return np.concatenate(_same_kind(invals, out_kind(eqn)), axis=dimension)
-
-
-@rule("stack")
-def _stack(it: Interpreter, eqn: Any, invals: list, *, axis: int, **_: Any) -> np.ndarray:
-    return np.stack(_same_kind(invals, out_kind(eqn)), axis=axis)
-
-
-@rule("split")
-def _split(it: Interpreter, eqn: Any, invals: list, *, sizes: Any, axis: int) -> list:
-    cuts = np.cumsum(sizes)[:-1]
-    return [p.copy() for p in np.split(invals[0], cuts, axis=axis)]
-
-
-@rule("pad")
-def _pad(it: Interpreter, eqn: Any, invals: list, *, padding_config: Any) -> np.ndarray:
-    a, pv = _same_kind(invals, out_kind(eqn))
-    fill = pv[()]
-    # interior padding first, then (possibly negative) edge padding
-    for d, (_, _, interior) in enumerate(padding_config):
-        if interior > 0 and a.shape[d] > 1:
-            n = a.shape[d]
-            shape = list(a.shape)
-            shape[d] = n + (n - 1) * interior
-            out = np.empty(shape, dtype=a.dtype)
-            out[...] = fill
-            sl = [slice(None)] * a.ndim
-            sl[d] = slice(0, None, interior + 1)
-            out[tuple(sl)] = a
-            a = out
-    for d, (lo, hi, _) in enumerate(padding_config):
-        n = a.shape[d]
-        start, stop = max(0, -lo), n - max(0, -hi)
-        sl = [slice(None)] * a.ndim
-        sl[d] = slice(start, max(start, stop))
-        a = a[tuple(sl)]
-        shape = list(a.shape)
-        shape[d] += max(0, lo) + max(0, hi)
-        out = np.empty(shape, dtype=a.dtype)
-        out[...] = fill
-        sl[d] = slice(max(0, lo), max(0, lo) + a.shape[d])
-        out[tuple(sl)] = a
-        a = out
-    return a
-
-
-@rule("slice")
-def _slice(it: Interpreter, eqn: Any, invals: list, *, start_indices: Any, limit_indices: Any,
-           strides: Any) -> np.ndarray:  # fmt: skip
-    strides = strides or (1,) * len(start_indices)
-    sl = tuple(
-        slice(s, e, st) for s, e, st in zip(start_indices, limit_indices, strides, strict=True)
-    )
-    return invals[0][sl].copy()
-
-
-def _starts(invals: Sequence[np.ndarray], shape: Sequence[int], sizes: Sequence[int]) -> list[int]:
-    out = []
-    for s, n, k in zip(invals, shape, sizes, strict=True):
-        v = _int_value(s[()]) if s.dtype == object else int(s)
-        out.append(int(np.clip(v, 0, n - k)))
-    return out
-
-
-@rule("dynamic_slice")
-def _dynamic_slice(it: Interpreter, eqn: Any, invals: list, *, slice_sizes: Any) -> np.ndarray:
-    a, *idx = invals
-    starts = _starts(idx, a.shape, slice_sizes)
-    sl = tuple(slice(s, s + k) for s, k in zip(starts, slice_sizes, strict=True))
-    return a[sl].copy()
-
-
-@rule("dynamic_update_slice")
-def _dynamic_update_slice(it: Interpreter, eqn: Any, invals: list, **_: Any) -> np.ndarray:
-    a, upd, *idx = invals
-    a, upd = _same_kind([a, upd], out_kind(eqn))
-    starts = _starts(idx, a.shape, upd.shape)
-    out = a.copy()
-    sl = tuple(slice(s, s + k) for s, k in zip(starts, upd.shape, strict=True))
-    out[sl] = upd
-    return out
-
-
-def _mode_name(mode: Any) -> str:
-    return str(getattr(mode, "name", mode)).upper()
-
-
-@rule("gather")
-def _gather(it: Interpreter, eqn: Any, invals: list, *, dimension_numbers: Any, slice_sizes: Any,
-            mode: Any, fill_value: Any = None, **_: Any) -> np.ndarray:  # fmt: skip
-    operand, indices = invals
-    dn = dimension_numbers
-    if getattr(dn, "operand_batching_dims", ()):
-        raise Unsupported("gather with batching dims")
-    if not _concrete(indices):
-        raise Unsupported("gather at symbolic indices")
-    k = out_kind(eqn)
-    if k == "f":
-        operand = to_float_array(operand)
-    fill_mode = "FILL" in _mode_name(mode)
-    if fill_mode:
-        if k == "f":
-            if fill_value is None:
-                raise Unsupported("gather filling with NaN")
-            fill: Any = exact(float(fill_value))
-        else:
-            fill = 0 if fill_value is None else fill_value
-    out_shape = tuple(eqn.outvars[0].aval.shape)
-    offset_dims = tuple(dn.offset_dims)
-    window = [d for d in range(operand.ndim) if d not in dn.collapsed_slice_dims]
-    batch_pos = [i for i in range(len(out_shape)) if i not in offset_dims]
-    out = np.empty(out_shape, dtype=operand.dtype)
-    for oix in np.ndindex(out_shape):
-        G = tuple(oix[i] for i in batch_pos)
-        start = indices[G]
-        S = [0] * operand.ndim
-        oob = False
-        for kk, d in enumerate(dn.start_index_map):
-            s = int(start[kk])
-            hi = operand.shape[d] - slice_sizes[d]
-            if fill_mode and (s < 0 or s > hi):
-                oob = True
-            S[d] = min(max(s, 0), hi)
-        if oob:
-            out[oix] = fill
-            continue
-        for kk, d in enumerate(window):
-            S[d] += oix[offset_dims[kk]]
-        out[oix] = operand[tuple(S)]
-    return out
-
-
-def _scatter(combine: Callable[[Any, Any], Any] | None) -> Callable[..., Any]:
-    def impl(it: Interpreter, eqn: Any, invals: list, *, dimension_numbers: Any, mode: Any,
-             **_: Any) -> np.ndarray:  # fmt: skip
-        operand, indices, updates = invals
-        dn = dimension_numbers
-        if getattr(dn, "operand_batching_dims", ()):
-            raise Unsupported("scatter with batching dims")
-        if not _concrete(indices):
-            raise Unsupported("scatter at symbolic indices")
-        k = out_kind(eqn)
-        if k == "f":
-            operand, updates = to_float_array(operand), to_float_array(updates)
-        clip = "CLIP" in _mode_name(mode)
-        out = operand.copy()
-        uwd = tuple(dn.update_window_dims)
-        scatter_pos = [i for i in range(updates.ndim) if i not in uwd]
-        window = [d for d in range(operand.ndim) if d not in dn.inserted_window_dims]
-        wsize = [1] * operand.ndim
-        for kk, d in enumerate(window):
-            wsize[d] = updates.shape[uwd[kk]]
-        for uix in np.ndindex(updates.shape):
-            G = tuple(uix[i] for i in scatter_pos)
-            start = indices[G]
-            S = [0] * operand.ndim
-            skip = False
-            for kk, d in enumerate(dn.scatter_dims_to_operand_dims):
-                s = int(start[kk])
-                hi = operand.shape[d] - wsize[d]
-                if clip:
-                    s = min(max(s, 0), hi)
-                elif s < 0 or s > hi:
-                    skip = True  # XLA drops out-of-bounds update windows
-                S[d] = s
-            if skip:
-                continue
-            for kk, d in enumerate(window):
-                S[d] += uix[uwd[kk]]
-            t = tuple(S)
-            out[t] = updates[uix] if combine is None else combine(out[t], updates[uix])
-        return out
-
-    return impl
-
-
-rule("scatter-add")(_scatter(lambda a, b: a + b))
-rule("scatter_add")(PRIMITIVES["scatter-add"].element)
-rule("scatter-mul")(_scatter(lambda a, b: a * b))
-rule("scatter")(_scatter(None))
 
 
 # -- compiled softmax calls (inside the softmax abstraction) -------------------------------------

@@ -10,6 +10,6 @@ inputs and literals, shapes, value helpers) stay in :mod:`verify._jaxpr` and
 modules that run an interpreter import it.
 """
 
-from . import contractions, control, reductions, windows
+from . import contractions, control, indexing, reductions, structure, windows
 
-__all__ = ["contractions", "control", "reductions", "windows"]
+__all__ = ["contractions", "control", "indexing", "reductions", "structure", "windows"]
