@@ -15,28 +15,27 @@ A primitive this interpreter does not know raises :class:`Unsupported`: the chec
 it is then "not verified", never passed. Nested jaxprs (``jit``, ``custom_jvp_call``,
 ``custom_vjp_call``, ``closed_call``, ``remat``, ``cond``, ``scan``, bounded ``while``) are
 interpreted recursively.
+
+This module holds the domain: the interpreter (inputs, literals, shapes) and the value helpers
+the rules use; the rules themselves are written beside their tensor-level twins in
+:mod:`verify.prims`, one module per family of primitives.
 """
 
 from __future__ import annotations
 
 import hashlib
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from fractions import Fraction
-from functools import partial
 from typing import Any
 
 import numpy as np
 import symengine as se
 
-from torchlean_ir.backends import SYM, SymArray, exact
+from torchlean_ir.backends import SymArray, exact
 
-from . import _f32
 from ._abstract import LemmaError, current, explicit, softmax_rows
 from ._decide import decide_equal
-from ._primitives import JaxprInterpreter, Unsupported, out_dtype, supported
-from ._primitives import rule as primitive_rule
+from ._primitives import JaxprInterpreter, Unsupported, supported
 from ._sig import named_symbols
 
 
@@ -195,9 +194,6 @@ class Interpreter(JaxprInterpreter):
         return softmax_call(eqn, invals)  # only inside the softmax abstraction
 
 
-rule = partial(primitive_rule, domain="element")
-
-
 def supported_primitives() -> list[str]:
     """The names of the JAX primitives the element-level interpreter follows."""
     return supported("element")
@@ -207,371 +203,8 @@ def out_kind(eqn: Any, i: int = 0) -> str:
     return _kind(eqn.outvars[i].aval)
 
 
-# -- elementwise -----------------------------------------------------------------------------
-
-
-def _float_unary(fn: Callable[[SymArray], SymArray]) -> Callable[..., Any]:
-    def impl(it: Interpreter, eqn: Any, invals: list, **_: Any) -> np.ndarray:
-        if out_kind(eqn) != "f":
-            raise Unsupported(f"{eqn.primitive.name} on {eqn.outvars[0].aval.dtype}")
-        return fn(_sym(invals[0])).a
-
-    return impl
-
-
-rule("exp")(_float_unary(SYM.exp))
-rule("log")(_float_unary(SYM.log))
-rule("log1p")(_float_unary(SYM.log1p))
-rule("expm1")(_float_unary(SYM.expm1))
-rule("tanh")(_float_unary(SYM.tanh))
-rule("sqrt")(_float_unary(SYM.sqrt))
-rule("rsqrt")(_float_unary(lambda x: 1 / SYM.sqrt(x)))
-rule("cbrt")(_float_unary(lambda x: x ** se.Rational(1, 3)))
-rule("logistic")(_float_unary(lambda x: 1 / (1 + SYM.exp(-x))))
-rule("exp2")(_float_unary(lambda x: 2**x))
-rule("sin")(_float_unary(lambda x: SymArray(_ew(se.sin, x.a))))
-rule("cos")(_float_unary(lambda x: SymArray(_ew(se.cos, x.a))))
-rule("erf")(_float_unary(lambda x: SymArray(_ew(se.erf, x.a))))
-rule("square")(_float_unary(lambda x: x * x))
-
-
-def _rounding(kind: str) -> Callable[..., Any]:
-    def one(x: Any, method: int) -> Any:
-        if isinstance(x, se.Integer | se.Rational):
-            f = Fraction(str(x))
-            if kind == "floor":
-                return se.Integer(math.floor(f))
-            if kind == "ceil":
-                return se.Integer(math.ceil(f))
-            if method == 1:  # to nearest, ties to even
-                return se.Integer(round(f))
-            lo = math.floor(abs(f) + Fraction(1, 2))  # away from zero
-            return se.Integer(lo if f >= 0 else -lo)
-        if kind == "floor":
-            return se.floor(x)
-        if kind == "ceil":
-            return se.ceiling(x)
-        raise Unsupported("round of a symbolic value")
-
-    def impl(it: Interpreter, eqn: Any, invals: list, **p: Any) -> np.ndarray:
-        method = int(getattr(p.get("rounding_method", 0), "value", p.get("rounding_method", 0)))
-        return _ew(lambda x: one(x, method), to_float_array(invals[0]))
-
-    return impl
-
-
-rule("floor")(_rounding("floor"))
-rule("ceil")(_rounding("ceil"))
-rule("round")(_rounding("round"))
-
-
-_INFINITE = (se.oo, -se.oo, se.zoo, se.nan)
-
-
-@rule("is_finite")
-def _is_finite(it: Interpreter, eqn: Any, invals: list, **_: Any) -> np.ndarray:
-    """Symbolic values are finite (inputs are finite reals inside the ops' domains); only the
-    infinities and NaN themselves are not."""
-    (a,) = invals
-    if _concrete(a):
-        return np.isfinite(a)
-    return _ew(lambda x: se.false if any(x == v for v in _INFINITE) else se.true, a)
-
-
-def _binary_int(np_fn: Callable, choice_fn: Callable | None = None) -> Callable:
-    def impl(a: np.ndarray, b: np.ndarray, dtype: np.dtype) -> np.ndarray:
-        if _concrete(a) and _concrete(b):
-            with np.errstate(all="ignore"):
-                return np.asarray(np_fn(a.astype(dtype), b.astype(dtype))).astype(dtype)
-        if choice_fn is None:
-            raise Unsupported("integer arithmetic on symbolic integers")
-
-        def one(x: Any, y: Any) -> Any:
-            if isinstance(x, Choice) and not isinstance(y, Choice):
-                return x.map(lambda v: choice_fn(v, int(y)))
-            if isinstance(y, Choice) and not isinstance(x, Choice):
-                return y.map(lambda v: choice_fn(int(x), v))
-            if not isinstance(x, Choice) and not isinstance(y, Choice):
-                return choice_fn(int(x), int(y))
-            raise Unsupported("arithmetic on two symbolic integers")
-
-        return _ew(one, _obj(a), _obj(b))
-
-    return impl
-
-
-def _c_div(a: Any, b: Any) -> Any:
-    q = np.abs(a) // np.where(b == 0, 1, np.abs(b))
-    return np.where(b == 0, 0, np.sign(a) * np.sign(b) * q)
-
-
-_INT_BIN = {
-    "add": _binary_int(np.add, lambda x, y: x + y),
-    "add_any": _binary_int(np.add, lambda x, y: x + y),
-    "sub": _binary_int(np.subtract, lambda x, y: x - y),
-    "mul": _binary_int(np.multiply, lambda x, y: x * y),
-    "div": _binary_int(_c_div),
-    "rem": _binary_int(np.fmod),
-    "max": _binary_int(np.maximum),
-    "min": _binary_int(np.minimum),
-    "and": _binary_int(np.bitwise_and),
-    "or": _binary_int(np.bitwise_or),
-    "xor": _binary_int(np.bitwise_xor),
-    "shift_left": _binary_int(np.left_shift),
-    "shift_right_arithmetic": _binary_int(np.right_shift),
-    "pow": _binary_int(np.power),
-}
-
-
-def _shift_right_logical(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    ua = a.view(np.dtype(f"u{a.dtype.itemsize}"))
-    return np.right_shift(ua, b.astype(ua.dtype)).view(a.dtype)
-
-
-_INT_BIN["shift_right_logical"] = _binary_int(_shift_right_logical)
-
-_NAN_TYPE = type(se.nan)
-
-
-def _nan_positions(a: np.ndarray) -> np.ndarray | None:
-    hits = [isinstance(x, _NAN_TYPE) for x in a.reshape(-1)]
-    return np.array(hits).reshape(a.shape) if any(hits) else None
-
-
-def _nan_kept(fn: Callable[[SymArray, SymArray], SymArray]) -> Callable[..., SymArray]:
-    """``fn`` (an addition or subtraction) with IEEE's NaN: symengine reads ``oo + nan`` and
-    ``-oo + nan`` as the infinity (``nan + oo`` as NaN), where JAX gives NaN."""
-
-    def go(a: SymArray, b: SymArray) -> SymArray:
-        out = fn(a, b)
-        na, nb = _nan_positions(a.a), _nan_positions(b.a)
-        if na is None and nb is None:
-            return out
-        mask = np.zeros(out.a.shape, dtype=bool)
-        for m in (na, nb):
-            if m is not None:
-                mask |= np.broadcast_to(m, out.a.shape)
-        res = out.a.copy()
-        res[mask] = se.nan
-        return SymArray(res)
-
-    return go
-
-
-_FLOAT_BIN: dict[str, Callable[[SymArray, SymArray], SymArray]] = {
-    "add": _nan_kept(lambda a, b: a + b),
-    "add_any": _nan_kept(lambda a, b: a + b),
-    "sub": _nan_kept(lambda a, b: a - b),
-    "mul": lambda a, b: a * b,
-    "div": lambda a, b: a / b,
-    "max": SYM.maximum,
-    "min": SYM.minimum,
-    "pow": lambda a, b: a**b,
-    "atan2": lambda a, b: SymArray(_ew(se.atan2, a.a, b.a)),
-}
-
-
-@rule(*sorted(set(_INT_BIN) | set(_FLOAT_BIN)))
-def _binary(it: Interpreter, eqn: Any, invals: list, **_: Any) -> np.ndarray:
-    name = eqn.primitive.name
-    a, b = invals
-    k = out_kind(eqn)
-    if k == "f":
-        fn = _FLOAT_BIN.get(name)
-        if fn is None:
-            raise Unsupported(f"{name} on floats")
-        return fn(_sym(to_float_array(a)), _sym(to_float_array(b))).a
-    if k == "b" and name in ("and", "or", "xor"):
-        if _concrete(a) and _concrete(b):
-            return {"and": np.logical_and, "or": np.logical_or, "xor": np.logical_xor}[name](a, b)
-        if name == "xor":
-            return _ew(lambda x, y: se.Xor(x, y), _obj(a), _obj(b))
-        fn2 = SYM.logical_and if name == "and" else SYM.logical_or
-        return fn2(_sym(a), _sym(b)).a
-    fn3 = _INT_BIN.get(name)
-    if fn3 is None:
-        raise Unsupported(f"{name} on integers")
-    return fn3(a, b, out_dtype(eqn))
-
-
-@rule("neg")
-def _neg(it: Interpreter, eqn: Any, invals: list, **_: Any) -> np.ndarray:
-    (a,) = invals
-    if _concrete(a):
-        return np.negative(a)
-    if out_kind(eqn) == "i":
-        return _ew(lambda x: x.map(lambda v: -v) if isinstance(x, Choice) else -x, a)
-    return (-_sym(a)).a
-
-
-@rule("not")
-def _not(it: Interpreter, eqn: Any, invals: list, **_: Any) -> np.ndarray:
-    (a,) = invals
-    if _concrete(a):
-        return np.logical_not(a) if a.dtype == bool else np.invert(a)
-    return SYM.logical_not(_sym(a)).a
-
-
-@rule("abs")
-def _abs(it: Interpreter, eqn: Any, invals: list, **_: Any) -> np.ndarray:
-    (a,) = invals
-    if _concrete(a):
-        return np.abs(a)
-    return SYM.abs(_sym(a)).a
-
-
-@rule("sign")
-def _sign(it: Interpreter, eqn: Any, invals: list, **_: Any) -> np.ndarray:
-    (a,) = invals
-    if _concrete(a):
-        return np.sign(a)
-    return SYM.sign(_sym(a)).a
-
-
-@rule("integer_pow")
-def _integer_pow(it: Interpreter, eqn: Any, invals: list, *, y: int) -> np.ndarray:
-    (a,) = invals
-    if _concrete(a):
-        return np.power(a, y)
-    return _ew(lambda v: v**y, a)
-
-
-@rule("clamp")
-def _clamp(it: Interpreter, eqn: Any, invals: list, **_: Any) -> np.ndarray:
-    lo, x, hi = invals
-    if _concrete(lo) and _concrete(x) and _concrete(hi):
-        return np.clip(x, lo, hi)
-    return SYM.minimum(SYM.maximum(_sym(x), _sym(lo)), _sym(hi)).a
-
-
-_CMP: dict[str, Callable[[Any, Any], Any]] = {
-    "eq": lambda x, y: se.Eq(x, y),
-    "ne": lambda x, y: se.Ne(x, y),
-    "lt": lambda x, y: x < y,
-    "le": lambda x, y: x <= y,
-    "gt": lambda x, y: x > y,
-    "ge": lambda x, y: x >= y,
-}
-_NP_CMP = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal,
-           "gt": np.greater, "ge": np.greater_equal}  # fmt: skip
-_PY_CMP: dict[str, Callable[[int, int], bool]] = {
-    "eq": lambda x, y: x == y,
-    "ne": lambda x, y: x != y,
-    "lt": lambda x, y: x < y,
-    "le": lambda x, y: x <= y,
-    "gt": lambda x, y: x > y,
-    "ge": lambda x, y: x >= y,
-}
-
-
-@rule(*_CMP)
-def _compare(it: Interpreter, eqn: Any, invals: list, **_: Any) -> np.ndarray:
-    name = eqn.primitive.name
-    a, b = invals
-    if _concrete(a) and _concrete(b):
-        return _NP_CMP[name](a, b)
-    in_kind = _kind(eqn.invars[0].aval)
-    if in_kind == "f":
-        fa, fb = _sym(to_float_array(a)), _sym(to_float_array(b))
-        if name == "eq":
-            return (fa == fb).a
-        if name == "ne":
-            return (fa != fb).a
-        return {"lt": fa < fb, "le": fa <= fb, "gt": fa > fb, "ge": fa >= fb}[name].a
-    py = _PY_CMP[name]
-
-    def one(x: Any, y: Any) -> Any:
-        if isinstance(x, Choice) and not isinstance(y, Choice):
-            return x.test(lambda v: py(v, _int_value(y)))
-        if isinstance(y, Choice) and not isinstance(x, Choice):
-            return y.test(lambda v: py(_int_value(x), v))
-        if not isinstance(x, Choice) and not isinstance(y, Choice):
-            if in_kind == "b":
-                return _CMP[name](x, y)
-            return se.true if py(_int_value(x), _int_value(y)) else se.false
-        raise Unsupported("comparison of two symbolic integers")
-
-    return _ew(one, _obj(a), _obj(b))
-
-
-@rule("select_n")
-def _select_n(it: Interpreter, eqn: Any, invals: list, **_: Any) -> np.ndarray:
-    pred, *cases = invals
-    k = out_kind(eqn)
-    if _concrete(pred):
-        idx = pred.astype(np.int64)
-        shape = np.broadcast_shapes(idx.shape, *[c.shape for c in cases])
-        objs = [np.broadcast_to(c if k != "f" else to_float_array(c), shape) for c in cases]
-        if all(_concrete(c) for c in cases):
-            return np.choose(np.broadcast_to(idx, shape), objs)
-        out = np.empty(shape, dtype=object)
-        ib = np.broadcast_to(idx, shape)
-        for ix in np.ndindex(shape):
-            out[ix] = objs[ib[ix]][ix]
-        return out
-    if len(cases) != 2:
-        raise Unsupported("select_n with a symbolic integer predicate")
-    f_case, t_case = cases
-    if pred.dtype == object and any(isinstance(x, Choice) for x in pred.reshape(-1)):
-        raise Unsupported("select_n with a symbolic integer predicate")
-    if k == "f":
-        return SYM.where(_sym(pred), _sym(to_float_array(t_case)), _sym(to_float_array(f_case))).a
-    if k == "b":
-        return _ew(lambda c, t, f: se.Or(se.And(c, t), se.And(se.Not(c), f)), _obj(pred),
-                   _obj(t_case), _obj(f_case))  # fmt: skip
-    raise Unsupported("select_n of integers on a symbolic predicate")
-
-
-@rule("convert_element_type")
-def _convert(it: Interpreter, eqn: Any, invals: list, *, new_dtype: Any, **_: Any) -> np.ndarray:
-    (a,) = invals
-    src = _kind(eqn.invars[0].aval)
-    dst = _kind(eqn.outvars[0].aval)
-    dt = np.dtype(new_dtype)
-    if dst == "f":
-        # a constant converted to a narrower float32 is rounded (verify/_f32.py); rounding
-        # of an expression of the inputs is not modelled
-        narrow = _f32.is_float32(dt) and not _f32.is_float32(eqn.invars[0].aval.dtype)
-        if src == "f":
-            out = to_float_array(a)
-            return _ew(_f32.round_number, out) if narrow else out
-        if _concrete(a):
-            out = to_float_array(a.astype(np.float64) if src == "b" else a)
-            return _ew(_f32.round_number, out) if narrow else out
-        if src == "b":
-            return SYM.to_float(_sym(a)).a
-        return _ew(lambda x: x.as_expr() if isinstance(x, Choice) else exact(int(x)), a)
-    if src == "f":
-
-        def trunc(x: Any) -> Any:
-            if isinstance(x, se.Number):
-                f = float(x)
-                return math.trunc(f) if dst == "i" else f != 0
-            raise Unsupported("float to integer conversion of a symbolic value")
-
-        vals = _ew(trunc, _obj(a))
-        return vals.astype(dt)
-    if _concrete(a):
-        return a.astype(dt)
-    if dst == "b":
-        return _ew(lambda x: x.test(lambda v: v != 0) if isinstance(x, Choice) else x, a)
-    if src == "b":
-        raise Unsupported("bool to integer conversion of a symbolic value")
-    return a
-
-
-@rule("iota")
-def _iota(it: Interpreter, eqn: Any, invals: list, *, dtype: Any, shape: Any, dimension: int,
-          **_: Any) -> np.ndarray:  # fmt: skip
-    dt = np.dtype(dtype)
-    ar = np.arange(shape[dimension]).reshape(
-        [-1 if d == dimension else 1 for d in range(len(shape))]
-    )
-    out = np.broadcast_to(ar, shape).copy()
-    return to_float_array(out.astype(np.float64)) if dt.kind == "f" else out.astype(dt)
-
-
 # -- compiled softmax calls (inside the softmax abstraction) -------------------------------------
+
 
 def call_key(sub: Any, shape: Sequence[int]) -> tuple:
     """A cache key of a closed jaxpr on ``shape``: its text *and its constants' values* (a

@@ -10,6 +10,14 @@ inputs and literals, shapes, value helpers) stay in :mod:`verify._jaxpr` and
 modules that run an interpreter import it.
 """
 
-from . import contractions, control, indexing, reductions, structure, windows
+from . import contractions, control, elementwise, indexing, reductions, structure, windows
 
-__all__ = ["contractions", "control", "indexing", "reductions", "structure", "windows"]
+__all__ = [
+    "contractions",
+    "control",
+    "elementwise",
+    "indexing",
+    "reductions",
+    "structure",
+    "windows",
+]

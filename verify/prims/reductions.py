@@ -19,7 +19,6 @@ import symengine as se
 from .. import _tensor as TT
 from .. import terms as T
 from .._jaxpr import (
-    _INFINITE,
     Choice,
     Interpreter,
     _bool_value,
@@ -31,6 +30,7 @@ from .._jaxpr import (
 from .._primitives import Unsupported, element, out_dtype, tensor
 from .._tensor import TArray
 from .._tjaxpr import TInterpreter, concrete, from_concrete, out_tkind
+from .elementwise import _INFINITE
 
 
 def _reduce(a: np.ndarray, axes: Sequence[int], fn: Callable[[list[Any]], Any]) -> np.ndarray:
