@@ -36,9 +36,6 @@ def _contract(lhs: np.ndarray, rhs: np.ndarray) -> np.ndarray:
     return out
 
 
-# -- dot_general ---------------------------------------------------------------------------------
-
-
 @element("dot_general")
 def _dot_general_e(it: Interpreter, eqn: Any, invals: list, *, dimension_numbers: Any,
                    **_: Any) -> np.ndarray:  # fmt: skip
@@ -94,9 +91,6 @@ def _dot_general_t(it: TInterpreter, eqn: Any, invals: list, *, dimension_number
         return body(0, [])
 
     return TArray(out_shape, fn, "f")
-
-
-# -- conv_general_dilated ------------------------------------------------------------------------
 
 
 @element("conv_general_dilated")

@@ -48,9 +48,6 @@ def _kind(aval: Any) -> str:
     return "f" if dt.kind == "f" else ("c" if dt.kind == "b" else "i")
 
 
-# -- cond ----------------------------------------------------------------------------------------
-
-
 @element("cond")
 def _cond_e(it: Interpreter, eqn: Any, invals: list, *, branches: Any, **_: Any) -> list:
     index, *ops = invals
@@ -107,9 +104,6 @@ def _cond_t(it: TInterpreter, eqn: Any, invals: list, *, branches: Any, **_: Any
     return out
 
 
-# -- while ---------------------------------------------------------------------------------------
-
-
 @element("while")
 def _while_e(it: Interpreter, eqn: Any, invals: list, **p: Any) -> list:
     cj, bj = p["cond_jaxpr"], p["body_jaxpr"]
@@ -143,9 +137,6 @@ def _while_t(it: TInterpreter, eqn: Any, invals: list, *, cond_jaxpr: Any, body_
             return carry
         carry = _body(it, body_jaxpr, [*bconsts, *carry])
     raise Unsupported(f"while loop of more than {MAX_ITERATIONS} iterations")
-
-
-# -- scan ----------------------------------------------------------------------------------------
 
 
 @element("scan")
@@ -204,9 +195,6 @@ def _scan_t(it: TInterpreter, eqn: Any, invals: list, *, jaxpr: Any, length: int
         else:
             stacked.append(TT.stack([y[k] for y in ys], 0))
     return [*carry, *stacked]
-
-
-# -- empty ---------------------------------------------------------------------------------------
 
 
 @tensor("empty", "empty2")

@@ -13,6 +13,7 @@ the comparisons on concrete values) are written once.
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
@@ -116,9 +117,8 @@ def _rounding(kind: str) -> Callable[..., Any]:
     return impl
 
 
-element("floor")(_rounding("floor"))
-element("ceil")(_rounding("ceil"))
-element("round")(_rounding("round"))
+for _how in ("floor", "ceil", "round"):
+    element(_how)(_rounding(_how))
 
 
 # -- abs, sign, neg, not, clz ---------------------------------------------------------------------
@@ -287,14 +287,12 @@ def _binary_int(np_fn: Callable, choice_fn: Callable | None = None) -> Callable:
     return impl
 
 
-#: Element level: the integer operations that also follow a symbolic ``argmax`` (a ``Choice``).
-_ON_CHOICES: dict[str, Callable[[int, int], int]] = {
-    "add": lambda x, y: x + y,
-    "add_any": lambda x, y: x + y,
-    "sub": lambda x, y: x - y,
-    "mul": lambda x, y: x * y,
-}
-_INT_BIN = {n: _binary_int(f, _ON_CHOICES.get(n)) for n, f in _INT_NP.items()}
+#: The integer operations that also follow symbolic integers (an ``argmax`` at element level, a
+#: term at tensor level).
+_RING: dict[str, Callable[[Any, Any], Any]] = {
+    "add": operator.add, "add_any": operator.add, "sub": operator.sub, "mul": operator.mul,
+}  # fmt: skip
+_INT_BIN = {n: _binary_int(f, _RING.get(n)) for n, f in _INT_NP.items()}
 
 
 def _shift_right_logical(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -408,10 +406,7 @@ _FLOAT_BIN_T: dict[str, Callable[[Any, Any], Any]] = {
 
 
 _INT_SYMBOLIC: dict[str, Callable[[Any, Any], Any]] = {
-    "add": lambda a, b: a + b,
-    "add_any": lambda a, b: a + b,
-    "sub": lambda a, b: a - b,
-    "mul": lambda a, b: a * b,
+    **_RING,
     "max": lambda a, b: T.simplify_index(se.Max(a, b)),
     "min": lambda a, b: T.simplify_index(se.Min(a, b)),
 }
@@ -483,28 +478,16 @@ def _cond_kind(*arrays: TArray) -> str:
 # -- comparisons ----------------------------------------------------------------------------------
 
 
-_CMP: dict[str, Callable[[Any, Any], Any]] = {
-    "eq": lambda x, y: se.Eq(x, y),
-    "ne": lambda x, y: se.Ne(x, y),
-    "lt": lambda x, y: x < y,
-    "le": lambda x, y: x <= y,
-    "gt": lambda x, y: x > y,
-    "ge": lambda x, y: x >= y,
-}
-
-
+#: The comparisons of Python values (element level: of concrete integers).
+_PY_CMP: dict[str, Callable[[Any, Any], Any]] = {
+    "eq": operator.eq, "ne": operator.ne, "lt": operator.lt, "le": operator.le,
+    "gt": operator.gt, "ge": operator.ge,
+}  # fmt: skip
+#: Element level: comparisons of symbolic booleans (``==`` of symengine values is structural).
+_CMP = {**_PY_CMP, "eq": se.Eq, "ne": se.Ne}
+#: The comparisons of concrete arrays (both domains).
 _NP_CMP = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal,
            "gt": np.greater, "ge": np.greater_equal}  # fmt: skip
-
-
-_PY_CMP: dict[str, Callable[[int, int], bool]] = {
-    "eq": lambda x, y: x == y,
-    "ne": lambda x, y: x != y,
-    "lt": lambda x, y: x < y,
-    "le": lambda x, y: x <= y,
-    "gt": lambda x, y: x > y,
-    "ge": lambda x, y: x >= y,
-}
 
 
 @element(*_CMP)

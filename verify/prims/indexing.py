@@ -29,9 +29,6 @@ def _mode_name(mode: Any) -> str:
     return str(getattr(mode, "name", mode)).upper()
 
 
-# -- slice ----------------------------------------------------------------------------------------
-
-
 @element("slice")
 def _slice_e(it: Interpreter, eqn: Any, invals: list, *, start_indices: Any, limit_indices: Any,
              strides: Any) -> np.ndarray:  # fmt: skip
@@ -49,9 +46,6 @@ def _slice_t(it: TInterpreter, eqn: Any, invals: list, *, start_indices: Any, li
     key = tuple(slice(s, e, st) for s, e, st in zip(start_indices, limit_indices, strides,
                                                      strict=True))  # fmt: skip
     return TT.getitem(invals[0], key)
-
-
-# -- dynamic_slice, dynamic_update_slice ----------------------------------------------------------
 
 
 def _starts(invals: Sequence[np.ndarray], shape: Sequence[int], sizes: Sequence[int]) -> list[int]:
@@ -110,9 +104,6 @@ def _dynamic_update_slice_t(it: TInterpreter, eqn: Any, invals: list, **_: Any) 
         return inside * upd.at(tuple(src)) + (1 - inside) * a.at(o)
 
     return TArray(a.shape, fn, a.kind)
-
-
-# -- gather ---------------------------------------------------------------------------------------
 
 
 @element("gather")
@@ -219,9 +210,6 @@ def _gather_t(it: TInterpreter, eqn: Any, invals: list, *, dimension_numbers: An
         return ok * val + (1 - ok) * fill
 
     return TArray(out_shape, fn, operand.kind)
-
-
-# -- scatter --------------------------------------------------------------------------------------
 
 
 def _scatter_e(combine: Callable[[Any, Any], Any] | None) -> Callable[..., Any]:

@@ -58,9 +58,6 @@ def _extremum(fn: Any, xs: list[Any]) -> Any:
     return fn(*[x - c for x in xs]) + c
 
 
-# -- reduce_sum, reduce_prod ----------------------------------------------------------------------
-
-
 @element("reduce_sum")
 def _reduce_sum_e(it: Interpreter, eqn: Any, invals: list, *, axes: Any, **_: Any) -> np.ndarray:
     a = invals[0]
@@ -90,9 +87,6 @@ def _reduce_prod_e(it: Interpreter, eqn: Any, invals: list, *, axes: Any, **_: A
     return _reduce(a, axes, lambda xs: se.Mul(*xs) if xs else se.Integer(1))
 
 
-# -- reduce_max, reduce_min -----------------------------------------------------------------------
-
-
 @element("reduce_max", "reduce_min")
 def _reduce_max_e(it: Interpreter, eqn: Any, invals: list, *, axes: Any, **_: Any) -> np.ndarray:
     a = invals[0]
@@ -114,9 +108,6 @@ def _reduce_max_t(it: TInterpreter, eqn: Any, invals: list, *, axes: Any, **_: A
     return TT.reduce(a, tuple(axes), False, "max")
 
 
-# -- reduce_and, reduce_or ------------------------------------------------------------------------
-
-
 @element("reduce_and", "reduce_or")
 def _reduce_bool_e(it: Interpreter, eqn: Any, invals: list, *, axes: Any, **_: Any) -> np.ndarray:
     a = invals[0]
@@ -134,9 +125,6 @@ def _reduce_bool_t(it: TInterpreter, eqn: Any, invals: list, *, axes: Any, **_: 
         raise Unsupported(f"{eqn.primitive.name} of symbolic conditions")
     fn = np.all if eqn.primitive.name == "reduce_and" else np.any
     return from_concrete(fn(c.astype(bool), axis=tuple(axes)))
-
-
-# -- argmax, argmin -------------------------------------------------------------------------------
 
 
 @element("argmax", "argmin")
@@ -197,9 +185,6 @@ def _argmax_t(it: TInterpreter, eqn: Any, invals: list, *, axes: Any, index_dtyp
         return se.Piecewise(*pieces) if len(pieces) > 1 else pieces[0][0]
 
     return TArray(shape, fn, "i")
-
-
-# -- cumulative -----------------------------------------------------------------------------------
 
 
 def _cumulative(fn: Callable[[Any, Any], Any]) -> Callable[..., Any]:

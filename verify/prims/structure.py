@@ -21,8 +21,6 @@ from .._primitives import element, tensor
 from .._tensor import TArray
 from .._tjaxpr import TInterpreter
 
-# -- broadcast_in_dim -----------------------------------------------------------------------------
-
 
 @element("broadcast_in_dim")
 def _broadcast_in_dim_e(it: Interpreter, eqn: Any, invals: list, *, shape: Any,
@@ -49,9 +47,6 @@ def _broadcast_in_dim_t(it: TInterpreter, eqn: Any, invals: list, *, shape: Any,
     return TArray(shape, fn, a.kind)
 
 
-# -- reshape --------------------------------------------------------------------------------------
-
-
 @element("reshape")
 def _reshape_e(it: Interpreter, eqn: Any, invals: list, *, new_sizes: Any, dimensions: Any,
                **_: Any) -> np.ndarray:  # fmt: skip
@@ -70,9 +65,6 @@ def _reshape_t(it: TInterpreter, eqn: Any, invals: list, *, new_sizes: Any, dime
     return TT.reshape(a, tuple(new_sizes))
 
 
-# -- transpose ------------------------------------------------------------------------------------
-
-
 @element("transpose")
 def _transpose_e(it: Interpreter, eqn: Any, invals: list, *, permutation: Any) -> np.ndarray:
     return np.transpose(invals[0], permutation).copy()
@@ -83,9 +75,6 @@ def _transpose_t(it: TInterpreter, eqn: Any, invals: list, *, permutation: Any) 
     return TT.transpose(invals[0], tuple(permutation))
 
 
-# -- squeeze --------------------------------------------------------------------------------------
-
-
 @element("squeeze")
 def _squeeze_e(it: Interpreter, eqn: Any, invals: list, *, dimensions: Any) -> np.ndarray:
     return np.squeeze(invals[0], axis=tuple(dimensions))
@@ -94,9 +83,6 @@ def _squeeze_e(it: Interpreter, eqn: Any, invals: list, *, dimensions: Any) -> n
 @tensor("squeeze")
 def _squeeze_t(it: TInterpreter, eqn: Any, invals: list, *, dimensions: Any) -> TArray:
     return TT.reshape(invals[0], tuple(eqn.outvars[0].aval.shape))
-
-
-# -- expand_dims ----------------------------------------------------------------------------------
 
 
 @element("expand_dims")
@@ -110,9 +96,6 @@ def _expand_dims_e(it: Interpreter, eqn: Any, invals: list, *, dimensions: Any) 
 @tensor("expand_dims")
 def _expand_dims_t(it: TInterpreter, eqn: Any, invals: list, *, dimensions: Any) -> TArray:
     return TT.reshape(invals[0], tuple(eqn.outvars[0].aval.shape))
-
-
-# -- rev ------------------------------------------------------------------------------------------
 
 
 @element("rev")
@@ -130,9 +113,6 @@ def _rev_t(it: TInterpreter, eqn: Any, invals: list, *, dimensions: Any) -> TArr
                           for d, i in enumerate(idx)))  # fmt: skip
 
     return TArray(a.shape, fn, a.kind)
-
-
-# -- concatenate, stack, split --------------------------------------------------------------------
 
 
 @element("concatenate")
@@ -172,9 +152,6 @@ def _split_t(it: TInterpreter, eqn: Any, invals: list, *, sizes: Any, axis: int)
         out.append(TT.getitem(a, tuple(key)))
         start += n
     return out
-
-
-# -- pad ------------------------------------------------------------------------------------------
 
 
 @element("pad")
