@@ -31,21 +31,17 @@ import symengine as se
 from . import _tensor as TT
 from . import _tsoftmax
 from . import terms as T
-from ._jaxpr import LemmaError, call_key, check_softmax_call
+from ._jaxpr import LemmaError, _kind, call_key, check_softmax_call
 from ._primitives import JaxprInterpreter, Unsupported, supported
 from ._tdecide import decide_tensor
 from ._tensor import TArray, leaf
 
 
 def _kind_of_aval(aval: Any) -> str:
-    dt = np.dtype(aval.dtype)
-    if dt.kind == "f":
-        return "f"
-    if dt.kind in "iu":
-        return "i"
-    if dt.kind == "b":
-        return "c"
-    raise Unsupported(f"dtype {dt}")
+    """The element level's kind of an aval (:func:`verify._jaxpr._kind`), a boolean as ``"c"``
+    (a condition)."""
+    k = _kind(aval)
+    return "c" if k == "b" else k
 
 
 def concrete(v: TArray) -> np.ndarray | None:
