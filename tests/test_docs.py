@@ -128,6 +128,11 @@ def test_architecture_names_every_module_of_the_verifier() -> None:
     row = next(line for line in section.splitlines() if line.startswith("| `terms/` |"))
     for name in sorted(terms):
         assert f"`{name}`" in row, name
+    prims = {p.stem for p in (verify_dir / "prims").glob("*.py")} - {"__init__"}
+    row = next(line for line in section.splitlines() if line.startswith("| `prims/` |"))
+    for name in sorted(prims):
+        assert f"`{name}`" in row, name
+        assert re.search(rf"(?<![\w.]){re.escape(name)}\b", section.split("| module |")[0]), name
     named = set(re.findall(r"^\| `(_?[a-z_0-9]+)`", section, re.M)) - {"terms/"}
     assert named <= modules, named - modules
 

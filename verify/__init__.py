@@ -20,6 +20,7 @@ Every result names its method: ``exact``, ``probabilistic`` or ``not verified``;
 ``verified`` only when everything was proved exactly. See ``docs/verification.md``.
 """
 
+from . import prims  # noqa: F401  (registers every primitive's rules)
 from ._decide import Decision, decide_equal
 from ._functions import (
     FunctionSpecError,

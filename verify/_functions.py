@@ -46,8 +46,8 @@ import numpy as np
 import symengine as se
 from jax._src import source_info_util
 
-from . import _tcontrol  # noqa: F401  (registers scan / while / cond at tensor level)
 from . import _tensor as TT
+from . import prims  # noqa: F401  (registers every primitive's rules)
 from . import terms as T
 from ._attempt import TENSOR_BUDGET_S
 from ._f32 import round_f32

@@ -21,7 +21,11 @@ import numpy as np
 import torchlean_ir as tl
 from torchlean_ir.backends import SYM, SymArray
 
-from . import _abstract, _f32
+from . import (
+    _abstract,
+    _f32,
+    prims,  # noqa: F401  (registers every primitive's rules)
+)
 from ._jaxpr import Interpreter
 from ._primitives import Unsupported
 from ._report import Check

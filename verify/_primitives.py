@@ -20,7 +20,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, ClassVar, Literal
+
+import numpy as np
 
 Domain = Literal["element", "tensor"]
 DOMAINS: tuple[Domain, ...] = ("element", "tensor")
@@ -60,6 +63,17 @@ def rule(*names: str, domain: Domain | Sequence[Domain]) -> Callable[[Rule], Rul
         return fn
 
     return deco
+
+
+#: ``@element(*names)`` / ``@tensor(*names)``: a rule of one domain (the family modules of
+#: :mod:`verify.prims` write a primitive's two rules side by side with these).
+element = partial(rule, domain="element")
+tensor = partial(rule, domain="tensor")
+
+
+def out_dtype(eqn: Any, i: int = 0) -> np.dtype:
+    """The dtype of an equation's ``i``-th result."""
+    return np.dtype(eqn.outvars[i].aval.dtype)
 
 
 def supported(domain: Domain) -> list[str]:
@@ -187,6 +201,9 @@ __all__ = [
     "JaxprInterpreter",
     "Primitive",
     "Unsupported",
+    "element",
+    "out_dtype",
     "rule",
     "supported",
+    "tensor",
 ]

@@ -34,7 +34,10 @@ import numpy as np
 import torchlean_ir as tl
 from torchlean_ir.backends import NUMPY
 
-from . import _abstract
+from . import (
+    _abstract,
+    prims,  # noqa: F401  (registers every primitive's rules)
+)
 from ._f32 import constants
 from ._jaxpr import Interpreter
 from ._lowering import Lowered, compare_lowered

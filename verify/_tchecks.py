@@ -33,7 +33,10 @@ import symengine as se
 
 import torchlean_ir as tl
 
-from . import _f32
+from . import (
+    _f32,
+    prims,  # noqa: F401  (registers every primitive's rules)
+)
 from . import terms as T
 from ._dims import SizeDependent
 from ._primitives import Unsupported

@@ -1,0 +1,242 @@
+"""Reductions: ``reduce_*``, ``argmax`` / ``argmin`` and the cumulative ``cum*``.
+
+Element level: every kept position reduced over its values (sums and products of exact
+expressions, maxima with the terms common to every value taken out, :func:`_extremum`; concrete
+integers and booleans by NumPy); ``argmax`` a :class:`verify._jaxpr.Choice` where the comparisons
+are symbolic. Tensor level: a reduction is a sum (a maximum) over a bound variable
+(:func:`verify._tensor.reduce`), a prefix sum a sum under a bracket, ``argmax`` a first-maximum
+``Piecewise`` chain over the (short) axis.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import symengine as se
+
+from .. import _tensor as TT
+from .. import terms as T
+from .._jaxpr import (
+    Choice,
+    Interpreter,
+    _bool_value,
+    _concrete,
+    _ew,
+    out_kind,
+    to_float_array,
+)
+from .._primitives import Unsupported, element, out_dtype, tensor
+from .._tensor import TArray
+from .._tjaxpr import TInterpreter, concrete, from_concrete, out_tkind
+from .elementwise import _INFINITE
+
+
+def _reduce(a: np.ndarray, axes: Sequence[int], fn: Callable[[list[Any]], Any]) -> np.ndarray:
+    axes = tuple(sorted(ax % a.ndim for ax in axes)) if a.ndim else ()
+    keep = [d for d in range(a.ndim) if d not in axes]
+    moved = np.transpose(a, keep + list(axes))
+    kshape = tuple(a.shape[d] for d in keep)
+    flat = moved.reshape(kshape + (-1,))
+    out = np.empty(kshape, dtype=object)
+    for ix in np.ndindex(kshape):
+        out[ix] = fn(list(flat[ix]))
+    return out
+
+
+def _extremum(fn: Any, xs: list[Any]) -> Any:
+    """``fn(*xs)`` (``se.Max`` or ``se.Min``) with the terms added to every value taken out,
+    ``max_i (a_i + c) = max_i a_i + c``: the maximum of values already shifted by their maximum
+    (the JAX backend's second shift of softmax-like forms) is then exactly 0."""
+    if len(xs) == 1:
+        return xs[0]
+    terms = [set(x.args) if isinstance(x, se.Add) else {x} for x in xs]
+    # an infinite common value is not taken out: max(-oo, -oo) is -oo, not nan + -oo
+    common = {t for t in terms[0].intersection(*terms[1:]) if t not in _INFINITE}
+    c = se.Add(*common) if common else se.Integer(0)
+    return fn(*[x - c for x in xs]) + c
+
+
+@element("reduce_sum")
+def _reduce_sum_e(it: Interpreter, eqn: Any, invals: list, *, axes: Any, **_: Any) -> np.ndarray:
+    a = invals[0]
+    if out_kind(eqn) != "f":
+        if not _concrete(a):
+            raise Unsupported("reduce_sum of symbolic integers")
+        return np.sum(a, axis=tuple(axes)).astype(out_dtype(eqn))
+    return _reduce(to_float_array(a), axes, lambda xs: se.Add(*xs) if xs else se.Integer(0))
+
+
+@tensor("reduce_sum")
+def _reduce_sum_t(it: TInterpreter, eqn: Any, invals: list, *, axes: Any, **_: Any) -> TArray:
+    a = invals[0]
+    if out_tkind(eqn) != "f":
+        c = concrete(a)
+        if c is None:
+            raise Unsupported("reduce_sum of symbolic integers")
+        return from_concrete(np.sum(c, axis=tuple(axes)).astype(out_dtype(eqn)))
+    return TT.reduce(a, tuple(axes), False, "sum")
+
+
+@element("reduce_prod")
+def _reduce_prod_e(it: Interpreter, eqn: Any, invals: list, *, axes: Any, **_: Any) -> np.ndarray:
+    a = invals[0]
+    if _concrete(a):
+        return np.prod(a, axis=tuple(axes)).astype(out_dtype(eqn))
+    return _reduce(a, axes, lambda xs: se.Mul(*xs) if xs else se.Integer(1))
+
+
+@element("reduce_max", "reduce_min")
+def _reduce_max_e(it: Interpreter, eqn: Any, invals: list, *, axes: Any, **_: Any) -> np.ndarray:
+    a = invals[0]
+    big = eqn.primitive.name == "reduce_max"
+    if _concrete(a):
+        return (np.max if big else np.min)(a, axis=tuple(axes))
+    if any(a.shape[d] == 0 for d in axes):
+        raise Unsupported("max over an empty axis")
+    fn = se.Max if big else se.Min
+    return _reduce(a, axes, lambda xs: _extremum(fn, xs))
+
+
+@tensor("reduce_max", "reduce_min")
+def _reduce_max_t(it: TInterpreter, eqn: Any, invals: list, *, axes: Any, **_: Any) -> TArray:
+    a = invals[0]
+    if eqn.primitive.name == "reduce_min":
+        return TT.unary(TT.reduce(TT.unary(a, lambda v: -v, a.kind), tuple(axes), False, "max"),
+                        lambda v: -v, a.kind)  # fmt: skip
+    return TT.reduce(a, tuple(axes), False, "max")
+
+
+@element("reduce_and", "reduce_or")
+def _reduce_bool_e(it: Interpreter, eqn: Any, invals: list, *, axes: Any, **_: Any) -> np.ndarray:
+    a = invals[0]
+    is_and = eqn.primitive.name == "reduce_and"
+    if _concrete(a):
+        return (np.all if is_and else np.any)(a, axis=tuple(axes))
+    return _reduce(a, axes, lambda xs: (se.And if is_and else se.Or)(*xs))
+
+
+@tensor("reduce_and", "reduce_or")
+def _reduce_bool_t(it: TInterpreter, eqn: Any, invals: list, *, axes: Any, **_: Any) -> TArray:
+    a = invals[0]
+    c = concrete(a) if a.kind in "ic" else None
+    if c is None:
+        raise Unsupported(f"{eqn.primitive.name} of symbolic conditions")
+    fn = np.all if eqn.primitive.name == "reduce_and" else np.any
+    return from_concrete(fn(c.astype(bool), axis=tuple(axes)))
+
+
+@element("argmax", "argmin")
+def _argmax_e(
+    it: Interpreter, eqn: Any, invals: list, *, axes: Any, index_dtype: Any
+) -> np.ndarray:
+    a = to_float_array(invals[0])
+    (axis,) = axes
+    big = eqn.primitive.name == "argmax"
+    moved = np.moveaxis(a, axis, -1)
+    out = np.empty(moved.shape[:-1], dtype=object)
+    for ix in np.ndindex(out.shape):
+        row = list(moved[ix])
+        conds = []
+        for k, x in enumerate(row):
+            c = [(x > y if big else x < y) for y in row[:k]]
+            c += [(x >= y if big else x <= y) for y in row[k + 1 :]]
+            conds.append(se.And(*c) if c else se.true)
+        decided = [_bool_value(c) for c in conds]
+        if all(d is not None for d in decided):
+            out[ix] = next(k for k, d in enumerate(decided) if d)
+        else:
+            out[ix] = Choice(tuple(range(len(row))), tuple(conds))
+    if all(not isinstance(x, Choice) for x in out.reshape(-1)):
+        return out.astype(np.dtype(index_dtype))
+    return out
+
+
+@tensor("argmax", "argmin")
+def _argmax_t(it: TInterpreter, eqn: Any, invals: list, *, axes: Any, index_dtype: Any) -> TArray:
+    a = invals[0]
+    (axis,) = axes
+    n = a.shape[axis]
+    big = eqn.primitive.name == "argmax"
+    if n > T.UNROLL_MAX * 8:
+        raise Unsupported(f"{eqn.primitive.name} over {n} entries")
+    shape = tuple(d for i, d in enumerate(a.shape) if i != axis)
+
+    def fn(idx: tuple) -> Any:
+        def cell(j: int) -> tuple:
+            return (*idx[:axis], se.Integer(j), *idx[axis:])
+
+        vals = [a.at(cell(j)) for j in range(n)]
+        pieces = []
+        for k in range(n):
+            conds = []
+            for j in range(n):
+                if j == k:
+                    continue
+                x, y = vals[k], vals[j]
+                if big:
+                    conds.append(se.Lt(y, x) if j < k else se.Le(y, x))
+                else:
+                    conds.append(se.Lt(x, y) if j < k else se.Le(x, y))
+            cond = se.And(*conds) if len(conds) > 1 else (conds[0] if conds else se.true)
+            pieces.append((se.Integer(k), cond))
+        pieces[-1] = (pieces[-1][0], se.true)
+        return se.Piecewise(*pieces) if len(pieces) > 1 else pieces[0][0]
+
+    return TArray(shape, fn, "i")
+
+
+def _cumulative(fn: Callable[[Any, Any], Any]) -> Callable[..., Any]:
+    def impl(it: Interpreter, eqn: Any, invals: list, *, axis: int, reverse: bool) -> np.ndarray:
+        a = invals[0]
+        if out_kind(eqn) == "f":
+            a = to_float_array(a)
+        elif not _concrete(a):
+            raise Unsupported("cumulative op on symbolic integers")
+        moved = np.moveaxis(a, axis, 0).copy()
+        order = range(moved.shape[0] - 1, -1, -1) if reverse else range(moved.shape[0])
+        acc = None
+        for i in order:
+            acc = moved[i] if acc is None else _ew(fn, acc, moved[i])
+            moved[i] = acc
+        return np.moveaxis(moved, 0, axis)
+
+    return impl
+
+
+def _prefix_sum(a: TArray, axis: int, reverse: bool, term: Callable[[Any], Any]) -> TArray:
+    """``out[..., i, ...] = sum over k <= i (k >= i when reversed) of term(a[..., k, ...])``."""
+    n = a.shape[axis]
+
+    def fn(idx: tuple[Any, ...]) -> Any:
+        i = idx[axis]
+
+        def body(k: Any) -> Any:
+            at = list(idx)
+            at[axis] = k
+            return term(a.at(tuple(at))) * T.ge(k - i if reverse else i - k)
+
+        return T.ssum(body, 0, n)
+
+    return TArray(a.shape, fn, a.kind)
+
+
+element("cumsum")(_cumulative(lambda x, y: x + y))
+element("cumprod")(_cumulative(lambda x, y: x * y))
+element("cummax")(_cumulative(lambda x, y: se.Max(x, y)))
+element("cummin")(_cumulative(lambda x, y: se.Min(x, y)))
+
+
+@tensor("cumsum")
+def _cumsum_t(it: TInterpreter, eqn: Any, invals: list, *, axis: int, reverse: bool,
+              **_: Any) -> TArray:  # fmt: skip
+    return _prefix_sum(invals[0], axis, reverse, lambda v: v)
+
+
+@tensor("cumlogsumexp")
+def _cumlogsumexp_t(it: TInterpreter, eqn: Any, invals: list, *, axis: int, reverse: bool,
+                    **_: Any) -> TArray:  # fmt: skip
+    if out_tkind(eqn) != "f":
+        raise Unsupported(f"cumlogsumexp on {eqn.outvars[0].aval.dtype}")
+    return TT.unary(_prefix_sum(invals[0], axis, reverse, se.exp), se.log, "f")
