@@ -14,7 +14,6 @@ included), as our importer reads it. Checked: the backward those ops compute, th
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
@@ -29,7 +28,6 @@ from ._functions import (
     F32_PROVISO,
     FunctionSpecError,
     _flatten_args,
-    _not_verified,
     verify_gradient_outputs,
 )
 from ._report import Check, Report
@@ -67,15 +65,6 @@ def verify_autograd(
         raise FunctionSpecError(f"{len(argnames)} argument names for {len(inputs)} inputs")
     joint = joint_from_torch(model, *inputs, seed=seed, argnames=argnames)
     label = name or _label(model)
-    hidden = _step_of_detached(joint.graph)
-    if hidden is not None:
-        why = (f"the joint graph compares a value computed from a detached tensor (node "
-               f"{hidden}, a step): not decided yet (a stopped value is proved neutral by its "
-               "derivative, which is 0 through a comparison whatever the value)")  # fmt: skip
-        check = _not_verified("function", "gradient outputs = derivative of the loss", why,
-                              time.perf_counter())  # fmt: skip
-        return Report(graph=label, dtype="", nodes=(), graph_checks=(check,), seconds=0.0,
-                      notes=(why,), subject="function")  # fmt: skip
     cg = compiler.compile(joint.graph)
     leaves = [e.name for e in joint.graph.leaves]
     index = [e.name for e in joint.graph.index_inputs]
@@ -128,29 +117,6 @@ def verify_autograd(
         )
     checks = tuple(_renamed(c, held.index(c)) if c in held else c for c in report.graph_checks)
     return replace(report, graph_checks=checks, notes=(*report.notes, *notes))
-
-
-def _step_of_detached(graph: Any) -> int | None:
-    """The first ``step`` node whose argument is computed from a ``detach`` (through other
-    ops): the verifier sets a stopped value that the gradients do not depend on to 0, and
-    judges that by the derivative, which is 0 through a step whatever the value. The importer
-    compares a detached tensor itself (``step(detach(v))`` is ``step(v)``), so only a
-    computation on a detached value is left here."""
-    n_leaves = graph.num_leaves
-    for k, node in enumerate(graph.nodes):
-        if node.op != "step":
-            continue
-        todo, seen = list(node.args), set()
-        while todo:
-            v = todo.pop()
-            if v < n_leaves or v in seen:
-                continue
-            seen.add(v)
-            m = graph.nodes[v - n_leaves]
-            if m.op == "detach":
-                return k
-            todo.extend(m.args)
-    return None
 
 
 #: verify_gradient_outputs' name for the check of one stopped value: its JAX source line is

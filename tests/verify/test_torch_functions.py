@@ -227,14 +227,32 @@ def test_where_of_a_non_finite_constant_is_refused() -> None:
         joint_from_torch(lambda x: torch.where(x > 0, x, float("-inf")).exp().sum(), x)
 
 
-def test_comparison_of_a_computed_detached_value_is_not_verified() -> None:
-    """``where(2 x.detach() > 0, x, 0)``: the step reads a detached value through another op;
-    the verifier would judge the stopped value by its derivative (0 through a step), so the
-    check is not verified, never VERIFIED."""
+class _DetachedMask(torch.autograd.Function):
+    """``where(2 x.detach() > 0, x, 0)`` with a backward that masks the other side."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Any) -> Any:
+        ctx.save_for_backward(x)
+        return torch.where(x.detach() * 2 > 0, x, 0)
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> Any:
+        (x,) = ctx.saved_tensors
+        return torch.where(x * 2 < 0, g, 0)
+
+
+def test_comparison_of_a_computed_detached_value() -> None:
+    """``where(2 x.detach() > 0, x, 0)``: the step reads a detached value through another op.
+    Its derivative there is 0, but the mask changes the value: the stopped value keeps it
+    (never set to 0, which made both sides 0), so PyTorch's gradient is proved and a backward
+    masking the wrong side is refuted with the element named."""
     x = torch.randn(2, 3, requires_grad=True)
     report = verify.verify_autograd(lambda x: torch.where(x.detach() * 2 > 0, x, 0).sum(), x)
-    assert report.verdict != "verified"
-    assert "detached" in str(report)
+    assert report.verdict == "verified", str(report)
+    bad = verify.verify_autograd(lambda x: _DetachedMask.apply(x).sum(), x)
+    assert bad.verdict == "mismatch", str(bad)
+    (failed,) = [c for c in bad.all_checks if c.result == "fail"]
+    assert failed.counterexample is not None and "grad x[" in failed.counterexample.element
 
 
 class _Mse(torch.autograd.Function):
