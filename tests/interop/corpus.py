@@ -160,3 +160,21 @@ class PerSampleLoss(nn.Module):
 
     def forward(self, pixel_values: Any, labels: Any) -> Any:
         return F.cross_entropy(self.model(pixel_values).logits, labels, reduction="none")
+
+
+def assert_verified_exactly(graph: Any, saved: Any = None, capsys: Any = None) -> None:
+    """``graph`` verified, every check exact: through the command line when it was saved as
+    ``saved`` (exit code 0 and the summary line, read with pytest's ``capsys``), else through
+    :func:`verify.verify_graph`."""
+    if saved is not None:
+        from verify import cli as verify_cli
+
+        assert verify_cli.main([str(saved), "-q"]) == 0
+        out = capsys.readouterr().out
+        assert "VERIFIED" in out and "0 probabilistic, 0 not verified" in out
+        return
+    import verify
+
+    report = verify.verify_graph(graph)
+    assert report.verdict == "verified"
+    assert all(c.method == "exact" for c in report.all_checks), report.summary()

@@ -45,6 +45,7 @@ import torchlean_ir as tl  # noqa: E402
 from torchlean_ir import cli  # noqa: E402
 from torchlean_ir.interop._files import read_params  # noqa: E402
 
+from .corpus import assert_verified_exactly  # noqa: E402
 from .test_transformers import MODELS, N  # noqa: E402
 
 _FOLDED = "pkg.onnxscript.optimizer.folded_from"
@@ -143,17 +144,8 @@ def test_language_model_through_onnx(
     for k, g in ours.items():
         assert _rel(g, theirs[k].numpy(), 1e-3 * top) < 1e-4, k
 
-    # verified, every check exact
-    if name == "gpt2":
-        from verify import cli as verify_cli
-
-        assert verify_cli.main([str(tmp_path / "g.json"), "-q"]) == 0
-        report = capsys.readouterr().out
-        assert "VERIFIED" in report and "0 probabilistic, 0 not verified" in report
-    else:
-        report = verify.verify_graph(graph)
-        assert report.verdict == "verified"
-        assert all(c.method == "exact" for c in report.all_checks), report.summary()
+    # verified, every check exact (GPT-2's through the command line)
+    assert_verified_exactly(graph, tmp_path / "g.json" if name == "gpt2" else None, capsys)
 
 
 def test_an_index_input_as_float_data_through_onnx(tmp_path: Path) -> None:
@@ -161,7 +153,7 @@ def test_an_index_input_as_float_data_through_onnx(tmp_path: Path) -> None:
     ``nat_to_float`` / ``nat_vec_to_float``: forward and gradient match PyTorch, verified."""
     from torchlean_ir import interop
 
-    from .test_torch_lm import _AsFloat
+    from .test_torch_lm import _AsFloat, check_index_as_float
 
     torch.manual_seed(0)
     model = _AsFloat().eval()
@@ -172,21 +164,7 @@ def test_an_index_input_as_float_data_through_onnx(tmp_path: Path) -> None:
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         torch.onnx.export(model, (x, y, mask), str(path), dynamo=True,
                           input_names=["x", "y", "mask"])  # fmt: skip
-    imported = interop.from_onnx(path)
-    graph = imported.graph
-    assert {"nat_to_float", "nat_vec_to_float"} <= {node.op for node in graph.nodes}
-    cg = compiler.compile(graph).batched(over=imported.batched, grads="sum")
-    params = {**imported.params, "x": x.numpy()}
-    index = {"y": y.numpy(), "mask": mask.numpy()}
-    ref = model(x, y, mask)
-    assert _rel(cg.forward(params, index), ref.detach().numpy()) < 1e-5
-    ct = np.ones(ref.shape, np.float32)
-    grads = cg.vjp_with_seed(params, ct, index)
-    (gb,) = torch.autograd.grad(ref, model.fc.bias, torch.from_numpy(ct))
-    assert _rel(grads["fc.bias"], gb.numpy()) < 1e-4
-    report = verify.verify_graph(graph)
-    assert report.verdict == "verified"
-    assert all(c.method == "exact" for c in report.all_checks), report.summary()
+    check_index_as_float(interop.from_onnx(path), model, (x, y, mask), "bias")
 
 
 def _masked_softmax_model(reader: str) -> Any:

@@ -336,8 +336,15 @@ def test_an_index_input_as_float_data() -> None:
     y = torch.tensor([0, 3, 1])
     mask = torch.tensor([[1, 1, 1, 1, 0, 0], [1] * L, [1, 1, 0, 1, 1, 1]])
     imported = interop.from_torch(torch.export.export(model, (x, y, mask)))
-    ops = {node.op for node in imported.graph.nodes}
-    assert {"nat_to_float", "nat_vec_to_float"} <= ops
+    check_index_as_float(imported, model, (x, y, mask), "weight")
+
+
+def check_index_as_float(imported: Any, model: Any, inputs: tuple, param: str) -> None:
+    """``_AsFloat`` imported (from ``torch.export`` or ONNX): its integer inputs read as float
+    data by ``nat_to_float`` / ``nat_vec_to_float``; forward and the gradient of ``fc.<param>``
+    match PyTorch; verified, every check exact."""
+    x, y, mask = inputs
+    assert {"nat_to_float", "nat_vec_to_float"} <= {node.op for node in imported.graph.nodes}
     cg = compiler.compile(imported.graph).batched(over=imported.batched, grads="sum")
     params = {**imported.params, "x": x.numpy()}
     index = {"y": y.numpy(), "mask": mask.numpy()}
@@ -345,8 +352,8 @@ def test_an_index_input_as_float_data() -> None:
     assert _rel(cg.forward(params, index), ref.detach().numpy()) < 1e-5
     ct = np.ones(ref.shape, np.float32)
     grads = cg.vjp_with_seed(params, ct, index)
-    (gw,) = torch.autograd.grad(ref, model.fc.weight, torch.from_numpy(ct))
-    assert _rel(grads["fc.weight"], gw.numpy()) < 1e-4
+    (g,) = torch.autograd.grad(ref, getattr(model.fc, param), torch.from_numpy(ct))
+    assert _rel(grads[f"fc.{param}"], g.numpy()) < 1e-4
     verify = pytest.importorskip("verify")
     report = verify.verify_graph(imported.graph)
     assert report.verdict == "verified"

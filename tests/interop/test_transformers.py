@@ -37,7 +37,7 @@ import torchlean_ir as tl  # noqa: E402
 from torchlean_ir import cli  # noqa: E402
 from torchlean_ir.interop._files import read_params  # noqa: E402
 
-from .corpus import LANGUAGE_MODELS, N  # noqa: E402  (the models, built from configs)
+from .corpus import LANGUAGE_MODELS, N, assert_verified_exactly  # noqa: E402  (the models, built from configs)
 
 MODELS = LANGUAGE_MODELS
 
@@ -97,17 +97,8 @@ def test_model_imports_matches_torch_verifies_and_trains(
     for k, g in grads.items():
         assert _rel(g, theirs[k].numpy(), 1e-3 * top) < 1e-4, k
 
-    # verified, every check exact
-    if name == "gpt2":
-        from verify import cli as verify_cli
-
-        assert verify_cli.main([str(tmp_path / "g.json"), "-q"]) == 0
-        report = capsys.readouterr().out
-        assert "VERIFIED" in report and "0 probabilistic, 0 not verified" in report
-    else:
-        report = verify.verify_graph(graph)
-        assert report.verdict == "verified"
-        assert all(c.method == "exact" for c in report.all_checks), report.summary()
+    # verified, every check exact (GPT-2's through the command line)
+    assert_verified_exactly(graph, tmp_path / "g.json" if name == "gpt2" else None, capsys)
 
     # 20 Adam steps on the loss alone, against torch.optim.Adam
     b, outs = tl.GraphBuilder.from_graph(graph)
