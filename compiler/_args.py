@@ -212,17 +212,18 @@ class PendingCheck:
 
 
 def device_index(
-    v: jax.Array, shape: Shape, batch: int | None, where: str
+    v: jax.Array, shape: Shape, batch: int | None, where: str, *, check: bool = True
 ) -> tuple[jax.Array, PendingCheck | None]:
     """:func:`convert_index` of a ``jax.Array`` on an accelerator, without a round trip: the
     dtype and shape are checked on the host (they are known without the values); the int32
     cast and the check for negative values run on the device, and the check's result comes
-    back with a :class:`PendingCheck` (``None`` for unsigned values), read by a later call."""
+    back with a :class:`PendingCheck` (``None`` for unsigned values), read by a later call.
+    ``check=False``: the caller's own program computes the lowest value (no pending check)."""
     if v.dtype.kind not in "iu":
         raise ArgumentError(f"{where}: expected non-negative integers, got dtype {v.dtype}")
     _check_shape(tuple(v.shape), shape, batch, where)
     pending = None
-    if v.dtype.kind == "i" and v.size:
+    if check and v.dtype.kind == "i" and v.size:
         low = _lowest(v)
         low.copy_to_host_async()
         pending = PendingCheck(where, low)

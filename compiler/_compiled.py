@@ -680,6 +680,17 @@ class CompiledGraph:
         checked before the call."""
         self._read_checks(wait=True)
 
+    def _defer_check(self, where: str, lowest: jax.Array) -> None:
+        """Register the lowest value of an index array, computed by the caller's program (see
+        ``deferred`` in :meth:`_index_args`), as a pending check read by a later call."""
+        lowest.copy_to_host_async()
+        self._pending.append(PendingCheck(where, lowest))
+
+    def _forget_index(self) -> None:
+        """The last index arrays are checked again next time (their deferred check was never
+        registered: the call that deferred it failed)."""
+        self._last_index = None
+
     def _read_checks(self, wait: bool) -> None:
         pending, self._pending = self._pending, []
         # a device far behind: wait for the oldest checks rather than keep a growing list
@@ -695,7 +706,13 @@ class CompiledGraph:
             self._last_index = None  # the same arrays again are checked again
             raise
 
-    def _index_args(self, index: Index, batch: list[int] | None) -> list[Any]:
+    def _index_args(
+        self, index: Index, batch: list[int] | None, deferred: list[tuple[int, str]] | None = None
+    ) -> list[Any]:
+        """The index arguments, converted and checked. With ``deferred``, an index array on an
+        accelerator is not checked by a program of its own: ``(position, label)`` is appended
+        and the caller's program computes its lowest value (``jnp.min``), to be registered with
+        :meth:`_defer_check`."""
         if self._pending:
             self._read_checks(wait=False)
         g = self._index
@@ -723,21 +740,26 @@ class CompiledGraph:
             if batch is not None:
                 batch[0] = last[3]
             return list(last[2])
-        checked = self._check_index(vals, batch)
+        checked = self._check_index(vals, batch, deferred)
         if set(map(type, given)) <= _ARRAY_TYPE:
             b_out = batch[0] if batch is not None else None
             self._last_index = (b_in, given, tuple(checked), b_out)
         return checked
 
-    def _check_index(self, vals: list[Any], batch: list[int] | None) -> list[Any]:
+    def _check_index(
+        self, vals: list[Any], batch: list[int] | None, deferred: list[tuple[int, str]] | None
+    ) -> list[Any]:
         g = self._index
         labels, shapes = g.labels, g.shapes
         for k, v in enumerate(vals):
             b = batch[0] if batch is not None and g.batched[k] else None
             if on_accelerator(v):
-                a, pending = device_index(v, shapes[k], b, labels[k])
+                in_program = deferred is not None and v.dtype.kind == "i" and v.size > 0
+                a, pending = device_index(v, shapes[k], b, labels[k], check=not in_program)
                 if pending is not None:
                     self._pending.append(pending)
+                if in_program:
+                    deferred.append((k, labels[k]))  # type: ignore[union-attr]
                 if b is not None:
                     batch[0] = a.shape[0]  # type: ignore[index]
                 vals[k] = a

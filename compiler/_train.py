@@ -18,6 +18,7 @@ CPU, several GPUs, or several hosts after ``jax.distributed.initialize()``.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -57,21 +58,29 @@ def optimizer(name: str, learning_rate: Any, **kwargs: Any) -> optax.GradientTra
 @jax.tree_util.register_pytree_node_class
 @dataclass(frozen=True)
 class TrainState:
-    """Parameters (by name), optimizer state and the number of steps taken."""
+    """Parameters (by name), optimizer state and the number of steps taken; for a step built
+    with ``hyperparams``, also the hyperparameter vector the next step runs with (see
+    :meth:`TrainStep.hyperparams`)."""
 
     params: dict[str, Any]
     opt_state: Any
     step: int = 0
     names: tuple[str, ...] = field(default=(), repr=False)
+    hyper: Any = None
 
     def tree_flatten(self) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
-        return (tuple(self.params[n] for n in self.names), self.opt_state), (self.step, self.names)
+        values = tuple(self.params[n] for n in self.names)
+        return (values, self.opt_state, self.hyper), (self.step, self.names)
 
     @classmethod
     def tree_unflatten(cls, aux: tuple[Any, ...], children: tuple[Any, ...]) -> TrainState:
-        values, opt_state = children
+        values, opt_state, hyper = children
         step, names = aux
-        return cls(dict(zip(names, values, strict=True)), opt_state, step, names)
+        return cls(dict(zip(names, values, strict=True)), opt_state, step, names, hyper)
+
+    def replace(self, **changes: Any) -> TrainState:
+        """A copy with some fields replaced (``state.replace(hyper=step.hyperparams(...))``)."""
+        return dataclasses.replace(self, **changes)
 
 
 class TrainStep:
@@ -89,16 +98,27 @@ class TrainStep:
     split along their batch axis over the mesh axis ``data_axis`` (default: the mesh's only
     axis, else ``"data"``), parameters and optimizer state are replicated, and XLA reduces the
     gradients across devices. The graph must be batched; a batch size that does not split
-    evenly over the data axis is refused with an :class:`ArgumentError`."""
+    evenly over the data axis is refused with an :class:`ArgumentError`.
+
+    ``hyperparams`` (a mapping of names to floats) makes the hyperparameters runtime values:
+    ``optimizer`` is then an optax factory (``optax.adam``), called inside the step with the
+    hyperparameters as traced scalars (``optax.adam(learning_rate=..., b1=..., ...)``). They
+    travel in the :class:`TrainState` as one small vector on the device, an argument of the
+    step that is neither donated nor returned, so a new learning rate at every step never
+    recompiles and costs one upload: ``state = state.replace(hyper=step.hyperparams(
+    learning_rate=5e-4))``. Unlike ``optax.inject_hyperparams`` they are not optimizer state
+    (no copy in and out at every step). The factory's state must not depend on the values (true
+    of optax's ``sgd``, ``adam``, ``adamw``)."""
 
     def __init__(
         self,
         compiled: CompiledGraph,
-        optimizer: optax.GradientTransformation,
+        optimizer: optax.GradientTransformation | Callable[..., optax.GradientTransformation],
         *,
         params: Sequence[str] | None = None,
         mesh: Mesh | None = None,
         data_axis: str | None = None,
+        hyperparams: Mapping[str, float] | None = None,
     ) -> None:
         if not isinstance(compiled, CompiledGraph):
             raise CompileError(f"TrainStep: expected a CompiledGraph, got {type(compiled)}")
@@ -126,6 +146,22 @@ class TrainStep:
         if not params:
             raise CompileError("TrainStep: no parameters to train")
         self.compiled = compiled
+        self.hyper_names: tuple[str, ...] = ()
+        self._hyper_default = np.zeros((0,), compiled.dtype)
+        make: Callable[..., optax.GradientTransformation] | None = None
+        if hyperparams is not None:
+            if isinstance(optimizer, optax.GradientTransformation) or not callable(optimizer):
+                raise CompileError(
+                    "TrainStep: with hyperparams, optimizer must be an optax factory such as "
+                    f"optax.adam (called with them), got {type(optimizer).__name__}"
+                )
+            self.hyper_names = tuple(hyperparams)
+            self._hyper_default = self._hyper_vector(hyperparams, np.zeros((0,)))
+            make = optimizer
+            try:
+                optimizer = make(**dict(hyperparams))
+            except TypeError as exc:
+                raise CompileError(f"TrainStep: hyperparams: {exc}") from None
         self.optimizer = optimizer
         self.param_names: tuple[str, ...] = tuple(n for n in compiled.leaf_names if n in params)
         self.data_names: tuple[str, ...] = tuple(
@@ -160,7 +196,14 @@ class TrainStep:
         n_leaves = len(compiled.leaf_names)
         dtype = compiled.dtype
 
-        def step(params: tuple[Any, ...], opt_state: Any, *rest: Any) -> tuple[Any, ...]:
+        hyper_names = self.hyper_names
+        # index arrays on an accelerator are checked by the step itself: it returns the lowest
+        # value of each index argument, read by a later call (no program of its own per call;
+        # host data is checked before the call and its lowest value is not read)
+
+        def step(
+            params: tuple[Any, ...], opt_state: Any, hyper: Any, *rest: Any
+        ) -> tuple[Any, ...]:
             self.trace_count += 1
             data, index = rest[: len(self._data_pos)], rest[len(self._data_pos) :]
             leaves_: list[Any] = [None] * n_leaves
@@ -175,8 +218,12 @@ class TrainStep:
             (out,), grads = vjp(*leaves_, seed, *index)
             loss = out if batching is None else (jnp.mean(out) if mean else jnp.sum(out))
             g = tuple(grads[k] for k in self._grad_pos)
-            updates, opt_state = optimizer.update(g, opt_state, params)
-            return optax.apply_updates(params, updates), opt_state, loss
+            tx = optimizer
+            if make is not None:
+                tx = make(**{n: hyper[k] for k, n in enumerate(hyper_names)})
+            updates, opt_state = tx.update(g, opt_state, params)
+            lows = tuple(jnp.min(ix, initial=0) for ix in index)
+            return optax.apply_updates(params, updates), opt_state, loss, lows
 
         step.__name__ = step.__qualname__ = "tl_train_step"
         if mesh is None:
@@ -196,8 +243,18 @@ class TrainStep:
             self._step = jax.jit(
                 step,
                 donate_argnums=(0, 1),
-                in_shardings=(self._replicated, self._replicated, *self._arg_shardings),
-                out_shardings=(self._replicated, self._replicated, self._replicated),
+                in_shardings=(
+                    self._replicated,
+                    self._replicated,
+                    self._replicated,
+                    *self._arg_shardings,
+                ),
+                out_shardings=(
+                    self._replicated,
+                    self._replicated,
+                    self._replicated,
+                    self._replicated,
+                ),
             )
         self._init = jax.jit(optimizer.init, out_shardings=self._replicated)
         self._fn = step
@@ -213,7 +270,41 @@ class TrainStep:
             self._init(values),
             0,
             self.param_names,
+            self._upload(self._hyper_default) if self.hyper_names else None,
         )
+
+    def hyperparams(self, **values: float) -> Any:
+        """The hyperparameter vector for :attr:`TrainState.hyper`, on the step's device: the
+        given values, the others as given at construction (a step built with
+        ``hyperparams``)."""
+        if not self.hyper_names:
+            raise ArgumentError("hyperparams: this step was built without hyperparams=")
+        return self._upload(self._hyper_vector(values, self._hyper_default))
+
+    def _hyper_vector(self, values: Mapping[str, Any], default: np.ndarray) -> np.ndarray:
+        """``values`` over ``default`` as a host vector in the hyperparameters' order; names and
+        values checked (finite floats)."""
+        names = self.hyper_names
+        unknown = [n for n in values if n not in names]
+        if unknown:
+            raise ArgumentError(
+                f"hyperparams: unknown name {unknown[0]!r} (this step's: {', '.join(names)})"
+            )
+        vec = np.array(default, dtype=self.compiled.dtype, copy=True)
+        if vec.shape != (len(names),):
+            vec = np.zeros((len(names),), dtype=self.compiled.dtype)
+        for k, n in enumerate(names):
+            if n in values:
+                v = values[n]
+                if isinstance(v, bool) or not isinstance(v, int | float | np.floating | np.integer):
+                    raise ArgumentError(f"hyperparams: {n} must be a number, got {v!r}")
+                if not np.isfinite(v):
+                    raise ArgumentError(f"hyperparams: {n} must be finite, got {v!r}")
+                vec[k] = v
+        return vec
+
+    def _upload(self, vec: np.ndarray) -> Any:
+        return jax.device_put(vec, self._replicated)
 
     def __call__(
         self, state: TrainState, data: Mapping[str, Any] | Sequence[Any], index: Index = None
@@ -223,23 +314,42 @@ class TrainStep:
         (no synchronisation)."""
         if not isinstance(state, TrainState) or state.names != self.param_names:
             raise ArgumentError("state: expected a TrainState from this step's init()")
-        args = self._args(data, index)
+        deferred: list[tuple[int, str]] = []
+        args = self._args(data, index, deferred)
         params = tuple(state.params[n] for n in self.param_names)
-        new_params, opt_state, loss = self._step(params, state.opt_state, *args)
+        hyper = self._hyper_arg(state)
+        try:
+            new_params, opt_state, loss, lows = self._step(params, state.opt_state, hyper, *args)
+        except BaseException:
+            if deferred:
+                self.compiled._forget_index()
+            raise
+        for k, where in deferred:
+            self.compiled._defer_check(where, lows[k])
         new = TrainState(
             dict(zip(self.param_names, new_params, strict=True)),
             opt_state,
             state.step + 1,
             self.param_names,
+            state.hyper,
         )
         return new, loss
+
+    def _hyper_arg(self, state: TrainState) -> Any:
+        """The step's hyperparameter argument: the state's vector (a step with hyperparams),
+        else an empty tuple (no argument buffers)."""
+        if not self.hyper_names:
+            return ()
+        if state.hyper is None:
+            raise ArgumentError("state: no hyperparameter vector (use this step's init())")
+        return state.hyper
 
     def lower(self, state: TrainState, data: Any, index: Index = None) -> Any:
         """The ``jax.stages.Lowered`` step for these argument types (for ``.compile()``,
         ``.as_text()`` or ``memory_analysis()``)."""
         args = self._args(data, index)
         params = tuple(state.params[n] for n in self.param_names)
-        return self._step.lower(params, state.opt_state, *args)
+        return self._step.lower(params, state.opt_state, self._hyper_arg(state), *args)
 
     @property
     def param_sharding(self) -> Any:
@@ -256,14 +366,17 @@ class TrainStep:
             return None
         return NamedSharding(self.mesh, PartitionSpec(self.data_axis))
 
-    def _args(self, data: Any, index: Index) -> list[Any]:
+    def _args(
+        self, data: Any, index: Index, deferred: list[tuple[int, str]] | None = None
+    ) -> list[Any]:
         """The data and index arguments, checked (and, with a mesh, the batch checked to split
-        evenly over the data axis)."""
+        evenly over the data axis); ``deferred`` collects the index arrays the step checks
+        itself (see ``CompiledGraph._index_args``)."""
         cg = self.compiled
         batch = [-1] if cg.is_batched else None
         args = cg._floats(self._data, data, batch) if self.data_names else []
         if cg.index_names or index is not None:
-            args += cg._index_args(index, batch)
+            args += cg._index_args(index, batch, deferred)
         if self.mesh is not None and batch is not None:
             devices = self.mesh.shape[self.data_axis]
             if batch[0] % devices:

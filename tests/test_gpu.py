@@ -119,6 +119,44 @@ def test_device_labels_are_checked_on_the_device() -> None:
         cg.value_and_grad(leaves, {"label": good})
 
 
+def test_training_steps_check_device_labels_in_the_step(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A TrainStep on the GPU checks device labels inside its own program (no check program
+    per call) and reports a negative one at a later call, its state trained as on the CPU."""
+    import optax
+
+    from compiler import _args
+
+    def no_program(v: object) -> None:
+        raise AssertionError("a separate check program ran")
+
+    monkeypatch.setattr(_args, "_lowest", no_program)
+    leaves, _ = classifier_sample(np.random.default_rng(0))
+    leaves = {k: np.asarray(v, np.float32) for k, v in leaves.items()}
+    x = np.random.default_rng(1).normal(size=(4, CLS_FEATURES)).astype(np.float32)
+    gpu = jax.devices("gpu")[0]
+    losses = {}
+    for device in ("gpu", "cpu"):
+        cg = compiler.compile(classifier_build("f32"), device=device).batched(
+            over=("x", "label"), grads="mean"
+        )
+        step = compiler.TrainStep(cg, optax.adam(1e-2))
+        state = step.init(leaves)
+        got = []
+        for k in range(3):
+            y = np.array([k % CLS_CLASSES, 1, 2, CLS_CLASSES - 1], np.int32)
+            label = jax.device_put(y, gpu) if device == "gpu" else y
+            state, loss = step(state, {"x": x}, {"label": label})
+            got.append(loss)
+        losses[device] = np.asarray(jax.device_get(got))
+        if device == "gpu":
+            bad = jax.device_put(np.array([0, 1, -7, 2], np.int32), gpu)
+            state, loss = step(state, {"x": x}, {"label": bad})
+            jax.block_until_ready(loss)
+            with pytest.raises(ArgumentError, match=r"\(in an earlier call\).*got -7"):
+                step.compiled.check_index()
+    np.testing.assert_allclose(losses["gpu"], losses["cpu"], rtol=1e-5)
+
+
 def _mlp_trainer(backend: str, device: str) -> tuple[Any, Any]:
     opts = tlf.Options(backend=backend, device=device, dtype="f32")
     rng = opts.rng("init")

@@ -36,7 +36,8 @@ from ._plot import plot_losses
 from ._tensor import NatRef, Tensor
 
 LossFn = Callable[..., Tensor]
-_STEPS: dict[tuple[int, str], Any] = {}  # (id of the compiled graph, optimizer) -> TrainStep
+# (id of the compiled graph, optimizer, id of the mesh, data axis) -> TrainStep
+_STEPS: dict[tuple[int, str, int, str | None], Any] = {}
 
 
 def _batch_size(specs: Sequence[Any], inputs: Sequence[Any]) -> int:
@@ -238,12 +239,12 @@ class ScalarTrainer(_Runner):
         self.data_axis = None if mesh is None else _check_mesh(mesh, data_axis, self.options)
         self._optimizer = Optimizer()
         self._opt_states: dict[str, Any] = {}
-        # per optimizer kind: the hyperparameters its state holds (a new value is put in the
-        # state; the same values again cost nothing)
-        self._hyper: dict[str, tuple[tuple[str, float], ...]] = {}
-        # per optimizer kind: (the step, (param, its new device value) pairs, the new params):
-        # while the params still hold those values, the next step takes them as they are
-        self._last_step: dict[str, tuple[Any, tuple[tuple[Param, Any], ...], dict]] = {}
+        # per optimizer kind: the hyperparameter values of the last step's state vector (new
+        # values are uploaded; the same values again cost nothing)
+        self._hyper: dict[str, tuple[float, ...]] = {}
+        # per optimizer kind: (the step, (param, its new device value) pairs, the new state):
+        # while the params still hold those values, the next step takes the state as it is
+        self._last_step: dict[str, tuple[Any, tuple[tuple[Param, Any], ...], Any]] = {}
         # the loss of every step, as returned: floats, or 0-d device arrays until read
         self._losses: list[Any] = []
         if self._graph is not None and self._graph.output_types[0].shape != ():
@@ -311,10 +312,10 @@ class ScalarTrainer(_Runner):
     def _fused_step(self, kind: str, inputs: Sequence[Any], batched: bool, **hyper: float) -> Any:
         """Compiled backend: one jitted call (``compiler.TrainStep``): forward, tape VJP and
         the optax update, params and moments donated and kept on the device; the loss comes
-        back as a 0-d device array (nothing waits for the device). Hyperparameters live in the
-        optimizer state (``optax.inject_hyperparams``), so changing them between steps never
-        recompiles; they are uploaded only when they change."""
-        import compiler
+        back as a 0-d device array (nothing waits for the device). Hyperparameters are the
+        step's runtime vector (``TrainStep(..., hyperparams=...)``), so changing them between
+        steps never recompiles; they are uploaded only when they change. While the params
+        still hold the last step's outputs, the last step's state goes in as it is."""
 
         if self.mesh is not None and not batched:
             raise TorchleanError(
@@ -322,62 +323,69 @@ class ScalarTrainer(_Runner):
                 "call it with batched=True"
             )
         cg = self._graph_for(inputs, batched)
+        last = self._last_step.get(kind)
+        if last is not None and last[0].compiled is cg and all(p._device is a for p, a in last[1]):
+            step, _, state = last
+        else:
+            step = self._train_step(kind, cg, hyper)
+            state = self._fresh_state(kind, step, cg)
+        values = tuple(hyper.values())
+        if self._hyper.get(kind) != values:
+            state = state.replace(hyper=step.hyperparams(**hyper))
+            self._hyper[kind] = values
+        data, index = self._input_args(inputs, cg, step.param_names)
+        new, loss = step(state, data, index or None)
+        self._opt_states[kind] = new.opt_state
+        trained = tuple((p, new.params[p.name]) for p in self._trained_by(step, last))
+        for p, arr in trained:
+            p._set_device(arr)
+        self._last_step[kind] = (step, trained, new)
+        self._losses.append(loss)
+        return loss
+
+    def _train_step(self, kind: str, cg: Any, hyper: Mapping[str, float]) -> Any:
+        """The ``compiler.TrainStep`` of this compiled graph, optimizer and mesh, shared by
+        every trainer of them (the hyperparameters are a runtime argument, so one jitted step
+        serves all their values)."""
+        import compiler
+
         key = (id(cg), kind, id(self.mesh), self.data_axis)
         step = _STEPS.get(key)
         if step is None or step.compiled is not cg or step.mesh is not self.mesh:
-            # Shared by every trainer of this compiled graph (and mesh): the hyperparameters
-            # live in the optimizer state, so one jitted step serves them all.
-            import jax.numpy as jnp
             import optax
 
             make = {"sgd": optax.sgd, "adam": optax.adam, "adamw": optax.adamw}[kind]
-            init = {k: jnp.asarray(v, dtype=cg.dtype) for k, v in hyper.items()}
-            tx = optax.inject_hyperparams(make)(**init)
             step = _STEPS[key] = compiler.TrainStep(
-                cg, tx, mesh=self.mesh, data_axis=self.data_axis
+                cg, make, mesh=self.mesh, data_axis=self.data_axis, hyperparams=dict(hyper)
             )
-        leaves, index = self._input_args(inputs, cg, step.param_names)
-        last = self._last_step.get(kind)
-        if last is not None and last[0] is step and all(p._device is a for p, a in last[1]):
-            params = last[2]  # the last step's outputs, untouched since: in as they are
-        else:
-            params = {
-                p.name: p.device_value(cg.device, cg.dtype)
-                for p in self.params
-                if p.name in step.param_names
-            }
-            if self.mesh is not None:  # replicated over the mesh (a no-op once they are)
-                import jax
+        return step
 
-                params = {n: jax.device_put(v, step.param_sharding) for n, v in params.items()}
+    def _fresh_state(self, kind: str, step: Any, cg: Any) -> Any:
+        """A ``TrainState`` from the params' current values (device mirrors, replicated over the
+        mesh) and this trainer's optimizer state of ``kind`` (a fresh one the first time)."""
+        import compiler
+
+        params = {
+            p.name: p.device_value(cg.device, cg.dtype)
+            for p in self.params
+            if p.name in step.param_names
+        }
+        if self.mesh is not None:  # replicated over the mesh (a no-op once they are)
+            import jax
+
+            params = {n: jax.device_put(v, step.param_sharding) for n, v in params.items()}
         opt_state = self._opt_states.get(kind)
         if opt_state is None:
             opt_state = step.init(params).opt_state
-            self._hyper.pop(kind, None)
-        values = tuple(hyper.items())
-        if self._hyper.get(kind) != values:
-            import jax
+        self._hyper.pop(kind, None)  # the vector is uploaded again for this state
+        return compiler.TrainState(params, opt_state, 0, step.param_names)
 
-            hp = opt_state.hyperparams
-            opt_state = opt_state._replace(  # uploaded explicitly, where the state lives
-                hyperparams={
-                    k: jax.device_put(np.asarray(hyper.get(k, v), dtype=v.dtype), v.sharding)
-                    for k, v in hp.items()
-                }
-            )
-            self._hyper[kind] = values
-        state = compiler.TrainState(params, opt_state, 0, step.param_names)
-        new, loss = step(state, leaves, index or None)
-        self._opt_states[kind] = new.opt_state
-        trained = []
-        for p in self.params:
-            arr = new.params.get(p.name)  # type: ignore[arg-type]
-            if arr is not None:
-                p._set_device(arr)
-                trained.append((p, arr))
-        self._last_step[kind] = (step, tuple(trained), new.params)
-        self._losses.append(loss)
-        return loss
+    def _trained_by(self, step: Any, last: Any) -> tuple[Param, ...]:
+        """The params ``step`` trains, in order (the last step's, when it is the same step)."""
+        if last is not None and last[0] is step:
+            return tuple(p for p, _ in last[1])
+        names = set(step.param_names)
+        return tuple(p for p in self.params if p.name in names)
 
     def step(self, *inputs: Any, lr: float, batched: bool = False) -> Any:
         """One SGD step; returns the loss before it (see :meth:`adam_step`)."""

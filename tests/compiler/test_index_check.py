@@ -105,6 +105,48 @@ def test_training_steps_check_on_the_device(on_device: list) -> None:
         step(state, {"x": leaves["x"]}, {"label": y})
 
 
+def test_a_training_step_checks_in_its_own_program(
+    on_device: list, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A TrainStep computes the lowest label inside the step (an output of the same program):
+    no check program of its own per call, the same one-line error at a later call."""
+
+    def no_program(v: object) -> None:
+        raise AssertionError("a separate check program ran")
+
+    monkeypatch.setattr(_args, "_lowest", no_program)
+    step = compiler.TrainStep(_cg(), optax.sgd(0.1))
+    leaves = _leaves(4)
+    state = step.init({k: v for k, v in leaves.items() if k != "x"})
+    good = jax.device_put(np.array([0, 1, 2, CLS_CLASSES - 1], np.int32))
+    state, _ = step(state, {"x": leaves["x"]}, {"label": good})
+    assert not step.compiled._pending or step.compiled._pending[0].where == "index['label']"
+    bad = jax.device_put(np.array([0, 1, -5, 2], np.int32))
+    state, loss = step(state, {"x": leaves["x"]}, {"label": bad})
+    jax.block_until_ready(loss)
+    with pytest.raises(ArgumentError, match=r"index\['label'\] \(in an earlier call\).*got -5"):
+        step(state, {"x": leaves["x"]}, {"label": good})
+    step.compiled.check_index()  # nothing left pending
+
+
+def test_a_failed_step_checks_its_labels_again(on_device: list) -> None:
+    """A step that fails after its labels were taken (its deferred check never registered)
+    leaves them to be checked again, not taken as checked."""
+    step = compiler.TrainStep(_cg(), optax.sgd(0.1))
+    leaves = _leaves(4)
+    state = step.init({k: v for k, v in leaves.items() if k != "x"})
+    bad = jax.device_put(np.array([0, 1, -5, 2], np.int32))
+    stale = state
+    state, _ = step(state, {"x": leaves["x"]}, {"label": jax.device_put(np.zeros(4, np.int32))})
+    with pytest.raises((RuntimeError, ValueError)):  # the old state's buffers were donated
+        step(stale, {"x": leaves["x"]}, {"label": bad})
+    assert step.compiled._last_index is None
+    state, loss = step(state, {"x": leaves["x"]}, {"label": bad})
+    jax.block_until_ready(loss)
+    with pytest.raises(ArgumentError, match="got -5"):
+        step.compiled.check_index()
+
+
 def test_shape_and_dtype_are_checked_at_once(on_device: list) -> None:
     cg = _cg()
     with pytest.raises(ArgumentError, match="expected non-negative integers, got dtype float32"):
@@ -144,7 +186,9 @@ def test_a_call_never_waits_for_a_check(on_device: list, monkeypatch: pytest.Mon
             waited.append(int(self.lowest))
             super().raise_if_bad()
 
-    def slow_index(v: object, shape: object, batch: object, where: str) -> object:
+    def slow_index(
+        v: object, shape: object, batch: object, where: str, *, check: bool = True
+    ) -> object:
         a, pending = _args.device_index(v, shape, batch, where)  # type: ignore[arg-type]
         assert pending is not None
         return a, Slow(pending.where, pending.lowest)

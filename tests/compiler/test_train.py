@@ -116,3 +116,75 @@ def test_unbatched_step_and_errors() -> None:
         compiler.TrainStep(cg.batched(over=("x",), grads="per_sample"), optax.sgd(0.1))
     with pytest.raises(CompileError, match="unknown name 'rmsprop'"):
         compiler.optimizer("rmsprop", learning_rate=0.1)
+
+
+@pytest.mark.parametrize("name", ["sgd", "adam", "adamw"])
+def test_hyperparams_are_a_runtime_vector(name: str) -> None:
+    """``hyperparams=``: the optimizer's hyperparameters are one vector argument of the jitted
+    step, not optimizer state: each step equals the plain optax step with those values, a new
+    learning rate at every step recompiles nothing, and the vector is neither donated nor
+    copied into the state's optimizer leaves."""
+    rng = np.random.default_rng(4)
+    bg = compiler.compile(classifier_build("f64")).batched(over=("x", "label"), grads="mean")
+    make = {"sgd": optax.sgd, "adam": optax.adam, "adamw": optax.adamw}[name]
+    hyper = {"learning_rate": 0.1, **({"momentum": 0.9} if name == "sgd" else {"b1": 0.8})}
+    step = compiler.TrainStep(bg, make, hyperparams=hyper)
+    assert step.hyper_names == tuple(hyper)
+    params = {
+        "hidden.weight": rng.normal(size=(12, 8)) / 3,
+        "hidden.bias": np.zeros(12),
+        "out.weight": rng.normal(size=(5, 12)) / 3,
+        "out.bias": np.zeros(5),
+    }
+    state = step.init(params)
+    assert len(jax.tree_util.tree_leaves(state.opt_state)) == len(
+        jax.tree_util.tree_leaves(make(**hyper).init(tuple(state.params.values())))
+    )
+    p = {k: jnp.asarray(v) for k, v in params.items()}
+    opt_state = make(**hyper).init(tuple(p[n] for n in step.param_names))
+    for k, lr in enumerate([0.1, 0.05, 0.025]):
+        if k:
+            state = state.replace(hyper=step.hyperparams(learning_rate=lr))
+        vector = state.hyper
+        d, i = {"x": rng.normal(size=(16, 8))}, {"label": rng.integers(0, 5, 16)}
+        state, loss = step(state, d, i)
+        assert not vector.is_deleted() and state.hyper is vector
+        tx = make(**{**hyper, "learning_rate": lr})
+        vals, grads = bg.value_and_grad({**p, **d}, i)
+        pt = tuple(p[n] for n in step.param_names)
+        updates, opt_state = tx.update(tuple(grads[n] for n in step.param_names), opt_state, pt)
+        p = dict(zip(step.param_names, optax.apply_updates(pt, updates), strict=True))
+        np.testing.assert_allclose(float(loss), float(jnp.mean(vals)), rtol=1e-13)
+        for n in step.param_names:
+            np.testing.assert_allclose(state.params[n], p[n], rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(np.asarray(state.hyper)[0], 0.025)
+    np.testing.assert_allclose(np.asarray(state.hyper)[1], list(hyper.values())[1])
+    assert step.trace_count == 1
+
+
+def test_hyperparams_errors() -> None:
+    bg = compiler.compile(classifier_build("f64")).batched(over=("x", "label"), grads="mean")
+    with pytest.raises(CompileError, match=r"an optax factory such as optax\.adam"):
+        compiler.TrainStep(bg, optax.adam(0.1), hyperparams={"learning_rate": 0.1})
+    with pytest.raises(CompileError, match=r"hyperparams: .*unexpected keyword argument 'beta'"):
+        compiler.TrainStep(bg, optax.adam, hyperparams={"learning_rate": 0.1, "beta": 0.9})
+    step = compiler.TrainStep(bg, optax.adam, hyperparams={"learning_rate": 0.1})
+    with pytest.raises(ArgumentError, match="hyperparams: unknown name 'lr'"):
+        step.hyperparams(lr=0.1)
+    with pytest.raises(ArgumentError, match="hyperparams: learning_rate must be finite"):
+        step.hyperparams(learning_rate=float("nan"))
+    with pytest.raises(ArgumentError, match="hyperparams: learning_rate must be a number"):
+        step.hyperparams(learning_rate="0.1")  # type: ignore[arg-type]
+    plain = compiler.TrainStep(bg, optax.adam(0.1))
+    with pytest.raises(ArgumentError, match="built without hyperparams"):
+        plain.hyperparams(learning_rate=0.1)
+    rng = np.random.default_rng(5)
+    params = {
+        "hidden.weight": rng.normal(size=(12, 8)),
+        "hidden.bias": np.zeros(12),
+        "out.weight": rng.normal(size=(5, 12)),
+        "out.bias": np.zeros(5),
+    }
+    no_vector = plain.init(params)
+    with pytest.raises(ArgumentError, match="state: no hyperparameter vector"):
+        step(no_vector, {"x": np.zeros((2, 8))}, {"label": np.zeros(2, np.int32)})
