@@ -36,8 +36,9 @@ from ._plot import plot_losses
 from ._tensor import NatRef, Tensor
 
 LossFn = Callable[..., Tensor]
-# (id of the compiled graph, optimizer, id of the mesh, data axis) -> TrainStep
-_STEPS: dict[tuple[int, str, int, str | None], Any] = {}
+# (id of the compiled graph, optimizer, id of the mesh, data axis, the hyperparameters where
+# they are the step's constants, else None) -> TrainStep
+_STEPS: dict[tuple[Any, ...], Any] = {}
 
 
 def _batch_size(specs: Sequence[Any], inputs: Sequence[Any]) -> int:
@@ -239,9 +240,10 @@ class ScalarTrainer(_Runner):
         self.data_axis = None if mesh is None else _check_mesh(mesh, data_axis, self.options)
         self._optimizer = Optimizer()
         self._opt_states: dict[str, Any] = {}
-        # per optimizer kind: the hyperparameter values of the last step's state vector (new
-        # values are uploaded; the same values again cost nothing)
+        # per optimizer kind: the hyperparameter values of the last step, and the kinds whose
+        # values have changed once (their steps take them as a runtime vector from then on)
         self._hyper: dict[str, tuple[float, ...]] = {}
+        self._varying: set[str] = set()
         # per optimizer kind: (the step, (param, its new device value) pairs, the new state):
         # while the params still hold those values, the next step takes the state as it is
         self._last_step: dict[str, tuple[Any, tuple[tuple[Param, Any], ...], Any]] = {}
@@ -312,27 +314,30 @@ class ScalarTrainer(_Runner):
     def _fused_step(self, kind: str, inputs: Sequence[Any], batched: bool, **hyper: float) -> Any:
         """Compiled backend: one jitted call (``compiler.TrainStep``): forward, tape VJP and
         the optax update, params and moments donated and kept on the device; the loss comes
-        back as a 0-d device array (nothing waits for the device). Hyperparameters are the
-        step's runtime vector (``TrainStep(..., hyperparams=...)``), so changing them between
-        steps never recompiles; they are uploaded only when they change. While the params
-        still hold the last step's outputs, the last step's state goes in as it is."""
-
+        back as a 0-d device array (nothing waits for the device). Hyperparameters are
+        constants of the step while they stay the same (as in a hand-written step); once they
+        change (a schedule), the step takes them as a runtime vector (``TrainStep(...,
+        hyperparams=...)``), so further changes never recompile and cost one upload. While the
+        params still hold the last step's outputs, the last step's state goes in as it is."""
         if self.mesh is not None and not batched:
             raise TorchleanError(
                 "ScalarTrainer: with a mesh, a training step splits the batch over the devices: "
                 "call it with batched=True"
             )
         cg = self._graph_for(inputs, batched)
-        last = self._last_step.get(kind)
-        if last is not None and last[0].compiled is cg and all(p._device is a for p, a in last[1]):
-            step, _, state = last
-        else:
-            step = self._train_step(kind, cg, hyper)
-            state = self._fresh_state(kind, step, cg)
         values = tuple(hyper.values())
-        if self._hyper.get(kind) != values:
+        seen = self._hyper.get(kind)
+        if seen is not None and seen != values:
+            self._varying.add(kind)
+        self._hyper[kind] = values
+        step = self._train_step(kind, cg, hyper, values)
+        last = self._last_step.get(kind)
+        if last is not None and last[0] is step and all(p._device is a for p, a in last[1]):
+            state = last[2]
+        else:
+            state = self._fresh_state(kind, step, cg)
+        if step.hyper_names and (state.hyper is None or seen != values):
             state = state.replace(hyper=step.hyperparams(**hyper))
-            self._hyper[kind] = values
         data, index = self._input_args(inputs, cg, step.param_names)
         new, loss = step(state, data, index or None)
         self._opt_states[kind] = new.opt_state
@@ -343,20 +348,27 @@ class ScalarTrainer(_Runner):
         self._losses.append(loss)
         return loss
 
-    def _train_step(self, kind: str, cg: Any, hyper: Mapping[str, float]) -> Any:
+    def _train_step(
+        self, kind: str, cg: Any, hyper: Mapping[str, float], values: tuple[float, ...]
+    ) -> Any:
         """The ``compiler.TrainStep`` of this compiled graph, optimizer and mesh, shared by
-        every trainer of them (the hyperparameters are a runtime argument, so one jitted step
-        serves all their values)."""
+        every trainer of them: with these hyperparameters as constants, or (once this trainer
+        changed them) with a runtime hyperparameter vector, one jitted step for all values."""
         import compiler
 
-        key = (id(cg), kind, id(self.mesh), self.data_axis)
+        varying = kind in self._varying
+        key = (id(cg), kind, id(self.mesh), self.data_axis, None if varying else values)
         step = _STEPS.get(key)
         if step is None or step.compiled is not cg or step.mesh is not self.mesh:
             import optax
 
             make = {"sgd": optax.sgd, "adam": optax.adam, "adamw": optax.adamw}[kind]
             step = _STEPS[key] = compiler.TrainStep(
-                cg, make, mesh=self.mesh, data_axis=self.data_axis, hyperparams=dict(hyper)
+                cg,
+                make if varying else make(**hyper),
+                mesh=self.mesh,
+                data_axis=self.data_axis,
+                hyperparams=dict(hyper) if varying else None,
             )
         return step
 
@@ -377,7 +389,6 @@ class ScalarTrainer(_Runner):
         opt_state = self._opt_states.get(kind)
         if opt_state is None:
             opt_state = step.init(params).opt_state
-        self._hyper.pop(kind, None)  # the vector is uploaded again for this state
         return compiler.TrainState(params, opt_state, 0, step.param_names)
 
     def _trained_by(self, step: Any, last: Any) -> tuple[Param, ...]:

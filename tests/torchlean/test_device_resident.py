@@ -147,3 +147,27 @@ def test_gpu_kernel_options_path(monkeypatch: pytest.MonkeyPatch) -> None:
     assert compiles.n == 0
     ref.adam_step(np.asarray(x), y, lr=1e-2, batched=True)
     np.testing.assert_allclose(got.losses, ref.losses, rtol=1e-5)
+
+
+def test_a_learning_rate_schedule_compiles_the_step_twice_at_most() -> None:
+    """Constant hyperparameters are constants of the compiled step (as in a hand-written
+    one); the first change switches the trainer to a step taking them as a runtime vector, so a
+    schedule compiles one more step and never again. The losses follow the eager path's."""
+    x, y = _data()
+    labels = jax.device_put(y.astype(np.int32))
+    compiled, _ = _trainer("compiled")
+    eager, _ = _trainer("eager")
+    rates = [1e-2, 1e-2, 5e-3, 2e-3, 1e-3, 1e-3, 4e-4]
+    compiled.adam_step(x, labels, lr=rates[0], batched=True)
+    first = compiled._last_step["adam"][0]
+    assert first.hyper_names == ()  # the constant step
+    with _Compiles() as c:
+        for lr in rates[1:]:
+            compiled.adam_step(x, labels, lr=lr, batched=True)
+    assert c.n <= 1, c.n  # the vector step once, or nothing when it was already cached
+    step = compiled._last_step["adam"][0]
+    assert step.hyper_names == ("learning_rate", "b1", "b2", "eps") and step.trace_count == 1
+    np.testing.assert_allclose(np.asarray(compiled._last_step["adam"][2].hyper)[0], 4e-4)
+    for lr in rates:
+        eager.adam_step(x, y, lr=lr, batched=True)
+    np.testing.assert_allclose(compiled.losses, eager.losses, rtol=1e-5)
