@@ -19,6 +19,7 @@ data axis, parameters and optimizer moments replicated, gradients reduced by XLA
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
@@ -39,6 +40,19 @@ LossFn = Callable[..., Tensor]
 # (id of the compiled graph, optimizer, id of the mesh, data axis, the hyperparameters where
 # they are the step's constants, else None) -> TrainStep
 _STEPS: dict[tuple[Any, ...], Any] = {}
+
+
+#: device losses in a row that ScalarTrainer stacks into one device array
+_LOSS_RUN = 64
+
+
+@functools.cache
+def _stack_losses() -> Callable[..., Any]:
+    """A jitted ``jnp.stack`` of 0-d losses (JAX imported when first needed)."""
+    import jax
+    import jax.numpy as jnp
+
+    return jax.jit(lambda *xs: jnp.stack(xs))
 
 
 def _batch_size(specs: Sequence[Any], inputs: Sequence[Any]) -> int:
@@ -247,8 +261,10 @@ class ScalarTrainer(_Runner):
         # per optimizer kind: (the step, (param, its new device value) pairs, the new state):
         # while the params still hold those values, the next step takes the state as it is
         self._last_step: dict[str, tuple[Any, tuple[tuple[Param, Any], ...], Any]] = {}
-        # the loss of every step, as returned: floats, or 0-d device arrays until read
+        # the loss of every step: floats, 0-d device arrays until read, and runs of _LOSS_RUN
+        # device losses stacked into one 1-d device array (so a long loop keeps few buffers)
         self._losses: list[Any] = []
+        self._device_run = 0  # 0-d device losses at the end of _losses
         if self._graph is not None and self._graph.output_types[0].shape != ():
             raise TorchleanError(
                 f"ScalarTrainer: the loss must be a scalar, got {self._graph.output_types[0]}"
@@ -263,14 +279,34 @@ class ScalarTrainer(_Runner):
         if pending:
             import jax
 
-            got = jax.device_get([self._losses[k] for k in pending])
-            for k, v in zip(pending, got, strict=True):
-                self._losses[k] = float(v)
+            got = iter(jax.device_get([self._losses[k] for k in pending]))
+            self._losses = [
+                float(v)
+                for entry in self._losses
+                for v in ((entry,) if isinstance(entry, float) else np.ravel(next(got)))
+            ]
+            self._device_run = 0
         return list(self._losses)
 
     @losses.setter
     def losses(self, values: Sequence[float]) -> None:
         self._losses = [float(v) for v in values]
+        self._device_run = 0
+
+    def _record(self, loss: Any) -> None:
+        """Keep a step's loss: a float, or a 0-d device array left on the device; every
+        ``_LOSS_RUN`` device losses in a row become one stacked device array (one dispatch),
+        so a training loop of a million steps holds thousands of buffers, not a million."""
+        self._losses.append(loss)
+        if isinstance(loss, float):
+            self._device_run = 0
+            return
+        self._device_run += 1
+        if self._device_run == _LOSS_RUN:
+            run = self._losses[-_LOSS_RUN:]
+            del self._losses[-_LOSS_RUN:]
+            self._losses.append(_stack_losses()(*run))
+            self._device_run = 0
 
     def _eager_loss(self, inputs: Sequence[Any], batched: bool) -> tuple[Tensor, Any]:
         """The loss tensor (per sample when batched) and its value (the mean over the batch):
@@ -345,7 +381,7 @@ class ScalarTrainer(_Runner):
         for p, arr in trained:
             p._set_device(arr)
         self._last_step[kind] = (step, trained, new)
-        self._losses.append(loss)
+        self._record(loss)
         return loss
 
     def _train_step(
@@ -405,7 +441,7 @@ class ScalarTrainer(_Runner):
             return self._fused_step("sgd", inputs, batched, learning_rate=lr)
         loss, pairs = self._value_and_grads(inputs, batched)
         self._optimizer.sgd(pairs, lr, on_device=self._on_device)
-        self._losses.append(loss)
+        self._record(loss)
         return loss
 
     def adam_step(
@@ -427,7 +463,7 @@ class ScalarTrainer(_Runner):
             )
         loss, pairs = self._value_and_grads(inputs, batched)
         self._optimizer.adam("adam", pairs, lr=lr, b1=b1, b2=b2, eps=eps, on_device=self._on_device)
-        self._losses.append(loss)
+        self._record(loss)
         return loss
 
     def adamw_step(
@@ -465,7 +501,7 @@ class ScalarTrainer(_Runner):
             weight_decay=weight_decay,
             on_device=self._on_device,
         )
-        self._losses.append(loss)
+        self._record(loss)
         return loss
 
     def save_loss_curve(

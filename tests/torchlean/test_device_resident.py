@@ -171,3 +171,26 @@ def test_a_learning_rate_schedule_compiles_the_step_twice_at_most() -> None:
     for lr in rates:
         eager.adam_step(x, y, lr=lr, batched=True)
     np.testing.assert_allclose(compiled.losses, eager.losses, rtol=1e-5)
+
+
+@pytest.mark.parametrize("backend", ["compiled", "eager"])
+def test_a_long_loop_keeps_its_losses_in_few_device_buffers(backend: str) -> None:
+    """Every 64 device losses in a row are stacked into one device array (no transfer), so a
+    long loop holds a buffer per 64 steps; reading them gives every step's loss in order."""
+    from torchlean._trainer import _LOSS_RUN
+
+    trainer, _ = _trainer(backend)
+    x, y = _data()
+    labels = jax.device_put(y.astype(np.int32)) if backend == "compiled" else y
+    run = _LOSS_RUN
+    each = []
+    trainer.adam_step(x, labels, lr=1e-2, batched=True)
+    with jax.transfer_guard("disallow"):
+        for _ in range(2 * run + 2):
+            each.append(trainer.adam_step(x, labels, lr=1e-2, batched=True))
+    held = trainer._losses
+    assert [np.shape(v) for v in held] == [(run,), (run,), (), (), ()]
+    losses = trainer.losses
+    assert len(losses) == 2 * run + 3 and all(type(v) is float for v in losses)
+    assert losses[1:] == [float(v) for v in each]
+    assert losses[-1] < losses[0]
