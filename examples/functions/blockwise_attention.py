@@ -16,8 +16,9 @@ second one's running maximum and sum rescaled across two key blocks), in about 1
 twin refuted with the element named. Each running maximum is held as a free leaf; the normal
 form takes it out of the exponentials as a factor, splits the saved log-sum-exp (a
 concatenation over query blocks) by block, and the rescalings cancel. Not yet decided: a head
-dimension of 2 or more, and 8 x 2 with blocks of 4 (the term layer runs out of its budget or
-meets a derivative it does not write out: "not verified", never VERIFIED).
+dimension of 2 or more, and 8 x 2 with blocks of 4 (the term layer runs out of its budget:
+"not verified", never VERIFIED; at 4 x 2 every running maximum is proved not to matter, but
+that proof takes minutes for the last one on the side of JAX's VJP).
 ``tests/verify/test_functions.py`` pins both.
 """
 

@@ -78,7 +78,9 @@ def test_blockwise_attention_verifies_and_its_twin_is_refuted():
 
 def test_blockwise_attention_with_a_wider_head_is_not_yet_decided():
     """A known gap, pinned: a head dimension of 2 (scores a sum over it) is read entirely but not
-    decided. This fails when the gap closes (VERIFIED) or widens (a construct no longer read)."""
+    decided (the held running maxima are now proved not to matter, but one of them takes
+    minutes on JAX's VJP side). This fails when the gap closes (VERIFIED) or widens (a
+    construct no longer read)."""
     mod = _example("blockwise_attention")
     r = verify_function(mod.attention, *parse_arg_specs("f32[4,2] f32[4,2] f32[4,2]"),
                         budget_s=2.0)  # fmt: skip

@@ -102,3 +102,18 @@ def test_a_stopped_mask_keeps_its_value() -> None:
     assert bad.verdict == "mismatch", str(bad)
     failed = [c for c in bad.all_checks if c.result == "fail"]
     assert failed and all(c.counterexample is not None for c in failed)
+
+
+def test_a_masked_sum_beside_a_moving_read_has_no_opaque_derivative() -> None:
+    """``x(i) * sum_k exp([mask] y(k) or -oo)``: the sum does not move with ``x``, but symengine
+    differentiates its Piecewise branch by branch (zeros it does not write as 0) and keeps a
+    ``Subs(Derivative(_SUM ...))`` beside them; the derivative is ``dx(i)`` times the sum, with
+    no opaque factor (this is what a head dimension of 2 in blockwise attention met)."""
+    from verify._rules import conventional
+
+    k, i = se.symbols("_k0 _q0")
+    body = se.exp(se.Piecewise((T.fn("yy")(k), se.Eq(T.fn("_Tab")(i, k), 1)), (-se.oo, True)))
+    s = T.SUM(body * T.fn("_GE")(k) * T.fn("_GE")(3 - k), k)
+    d = T.jvp_term(T.fn("xx")(i) * s, {"xx": "dxx"}, conventional)
+    assert d == T.fn("dxx")(i) * s
+    assert not d.atoms(se.Subs)

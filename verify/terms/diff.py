@@ -56,7 +56,7 @@ def _jvp(e: Any, tangent: Mapping[str, str], conv: Callable[[Any], Any], memo: d
     unstep = {t: b for b, t in steps.items()}
     out = ZERO
     for a, t in temps.items():
-        d = flat.diff(t)
+        d = _without_zero_branches(flat.diff(t))
         if d == 0:
             continue
         n = name_of(a)
@@ -77,6 +77,19 @@ def _jvp(e: Any, tangent: Mapping[str, str], conv: Callable[[Any], Any], memo: d
         out = out + (d.xreplace(unstep) if unstep else d) * da
     memo[e] = out
     return out
+
+
+def _without_zero_branches(d: Any) -> Any:
+    """``d`` with every Piecewise whose branches are all 0 written as 0. symengine
+    differentiates a Piecewise branch by branch without asking whether it moves at all, and its
+    chain rule through a sum (an opaque function) keeps a ``Subs(Derivative(_SUM(...)))``
+    factor beside such a zero: with the zero written as 0, the product is 0."""
+    zeros = {
+        p: ZERO
+        for p in d.atoms(se.Piecewise)
+        if all(v == 0 for v in p.args[0::2])
+    }
+    return d.xreplace(zeros) if zeros else d
 
 
 def _moving_atoms(e: Any, tangent: Mapping[str, str]) -> list[Any]:
