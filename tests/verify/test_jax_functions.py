@@ -52,3 +52,47 @@ def test_var_whose_known_condition_selects_nan_is_not_verified():
     r = verify_function(lambda x: jnp.var(x, -1, ddof=4), _arg(3, 4))
     assert r.verdict == "undecided", str(r)
     assert "NaN" in " ".join(c.how for c in r.graph_checks)
+
+
+# -- maximum / minimum / clip / relu6: JAX tests which argument equals the maximum -------------
+
+
+def test_maximum_minimum_clip_verify():
+    two = (_arg(4, 5), _arg(4, 5))
+    assert verify_function(jnp.maximum, *two).verdict == "verified"
+    assert verify_function(jnp.minimum, *two).verdict == "verified"
+    r = verify_function(lambda x: jnp.clip(x, -0.5, 0.5), _arg(2, 3, 4))
+    assert r.verdict == "verified", str(r)
+    assert all(c.method == "exact" for c in r.all_checks)
+
+
+def test_wrong_maximum_and_clip_rules_are_refuted():
+    @jax.custom_vjp
+    def mx(x, y):
+        return jnp.maximum(x, y)
+
+    def bwd(res, g):  # the masks swapped
+        x, y = res
+        return g * (x < y), g * (x > y)
+
+    mx.defvjp(lambda x, y: (mx(x, y), (x, y)), bwd)
+    r = verify_function(mx, _arg(3, 4), _arg(3, 4))
+    assert r.verdict == "mismatch", str(r)
+
+    def clip(x):
+        return jnp.clip(x, -0.5, 0.5)
+
+    # the upper bound of the mask off: wrong on (0.4, 0.5), away from any kink
+    wrong = _with_vjp(clip, lambda x, g: g * ((x > -0.5) & (x < 0.4)))
+    r = verify_function(wrong, _arg(3, 4))
+    assert r.verdict == "mismatch", str(r)
+
+
+def test_relu6_differs_from_jax_only_at_its_kinks():
+    """JAX's relu6 takes derivative 0 at x = 0 and x = 6; the reference (ops.md: a tie splits
+    half) takes 1/2: a kink convention, the counterexample at the kink."""
+    r = verify_function(jax.nn.relu6, _arg(2, 3))
+    assert r.verdict == "mismatch" and r.counterexamples
+    for ce in r.counterexamples:
+        (value,) = (v for k, v in ce.inputs.items() if not k.startswith(("ct", "d")))
+        assert value in ("0", "6"), ce.describe()
