@@ -96,3 +96,39 @@ def test_relu6_differs_from_jax_only_at_its_kinks():
     for ce in r.counterexamples:
         (value,) = (v for k, v in ce.inputs.items() if not k.startswith(("ct", "d")))
         assert value in ("0", "6"), ce.describe()
+
+
+# -- reduce_prod and unstack: new primitives -------------------------------------------------
+
+
+def test_prod_verifies_and_a_wrong_rule_is_refuted():
+    r = verify_function(lambda x: jnp.prod(x, -1), _arg(4, 8, 16))
+    assert r.verdict == "verified", str(r)
+    assert verify_function(lambda x: jnp.prod(x), _arg(2, 3)).verdict == "verified"
+
+    def prod(x):
+        return jnp.prod(x, -1)
+
+    def bwd(x, g):  # the product of the others, except that position 0's is taken everywhere
+        return g[:, None] * jnp.prod(x[:, 1:], -1, keepdims=True) * jnp.ones_like(x)
+
+    r = verify_function(_with_vjp(prod, bwd), _arg(3, 4))
+    assert r.verdict == "mismatch", str(r)
+    assert not r.counterexamples[0].element.endswith(",0]"), r.counterexamples[0].element
+
+
+def test_prod_over_a_long_axis_is_not_verified():
+    r = verify_function(lambda x: jnp.prod(x, -1), _arg(2, 65))
+    assert r.verdict == "undecided"
+    assert "reduce_prod over 65 entries" in " ".join(c.how for c in r.graph_checks)
+
+
+def test_stack_verifies_and_a_wrong_rule_is_refuted():
+    def stack(x, y):
+        return jnp.stack([x, y * y], 0)
+
+    r = verify_function(stack, _arg(4, 8, 16), _arg(4, 8, 16))
+    assert r.verdict == "verified", str(r)
+    wrong = jax.custom_vjp(stack)  # the two pieces of the cotangent swapped
+    wrong.defvjp(lambda x, y: (stack(x, y), y), lambda y, g: (g[1], 2 * y * g[0]))
+    assert verify_function(wrong, _arg(3, 4), _arg(3, 4)).verdict == "mismatch"
