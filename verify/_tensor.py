@@ -342,7 +342,7 @@ def compare(a: Any, b: Any, how: str) -> TArray:
     rel = _RELATIONS[how]
     if A.kind in "ic" and Bv.kind in "ic":
         return binary(A, Bv, lambda x, y: T.bracket(rel(x, y))).retype("c")
-    return binary(A, Bv, lambda x, y: T.fold_extrema(rel(x, y))).retype("b")
+    return binary(A, Bv, lambda x, y: T.known_relation(T.fold_extrema(rel(x, y)))).retype("b")
 
 
 def _retype(self: TArray, kind: str) -> TArray:

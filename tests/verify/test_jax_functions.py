@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import symengine as se
 
 from verify import verify_function
 
@@ -132,3 +133,41 @@ def test_stack_verifies_and_a_wrong_rule_is_refuted():
     wrong = jax.custom_vjp(stack)  # the two pieces of the cotangent swapped
     wrong.defvjp(lambda x, y: (stack(x, y), y), lambda y, g: (g[1], 2 * y * g[0]))
     assert verify_function(wrong, _arg(3, 4), _arg(3, 4)).verdict == "mismatch"
+
+
+# -- logsumexp: the sign of a sum of exponentials is known ------------------------------------
+
+
+def test_logsumexp_over_a_long_axis_verifies_and_a_wrong_rule_is_refuted():
+    r = verify_function(lambda x: jax.nn.logsumexp(x, -1), _arg(8, 16))
+    assert r.verdict == "verified", str(r)
+
+    def lse(x):
+        return jax.nn.logsumexp(x, -1)
+
+    def bwd(x, g):  # the softmax of 2 x
+        return g[:, None] * jax.nn.softmax(2 * x, -1)
+
+    r = verify_function(_with_vjp(lse, bwd), _arg(3, 12))
+    assert r.verdict == "mismatch", str(r)
+
+
+def test_signs_known_to_the_terms():
+    """``positive`` / ``known_relation`` decide only what holds for every value."""
+    from verify import terms as T
+
+    q = se.Symbol("q")
+    x, b = se.Function("x")(q), T.ge(q - 2)  # a read (any real), a bracket (0 or 1)
+    k = T.fresh("_k", 0, 16)
+    body = se.exp(se.Function("x")(k)) * T.ge(k) * T.ge(15 - k)
+    s = T.SUM(body, k)
+    assert T.positive(s) and T.positive(se.exp(x)) and T.positive(s + b)
+    assert not T.positive(x) and not T.positive(se.exp(x - se.oo))
+    empty = T.SUM(se.exp(se.Function("x")(k)) * T.ge(k - 3) * T.ge(2 - k), k)
+    assert not T.positive(empty)  # an empty range: the sum is 0
+    assert not T.positive(T.SUM(se.exp(se.Function("x")(k)) * T.ge(q - k), k))
+    assert T.known_relation(se.Lt(0, s)) == se.true
+    assert T.known_relation(se.Lt(s, 0)) == se.false
+    assert T.known_relation(se.Le(0, b)) == se.true
+    assert T.known_relation(se.Lt(0, b)) == se.Lt(0, b)  # b may be 0
+    assert T.known_relation(se.Lt(0, x)) == se.Lt(0, x)
