@@ -171,3 +171,32 @@ def test_signs_known_to_the_terms():
     assert T.known_relation(se.Le(0, b)) == se.true
     assert T.known_relation(se.Lt(0, b)) == se.Lt(0, b)  # b may be 0
     assert T.known_relation(se.Lt(0, x)) == se.Lt(0, x)
+
+
+# -- maxima over an axis: JAX splits a tie evenly, the reference gives it to one maximum ---------
+
+
+def test_max_over_an_axis_differs_from_jax_only_at_a_tie():
+    """A kink convention, decided: the counterexample is a row whose values all tie (a tie
+    point of the probe); away from ties the two agree (no random point differs)."""
+    for shape in ((8, 16), (2, 3, 4, 6)):
+        r = verify_function(lambda x: jnp.max(x, -1), _arg(*shape))
+        assert r.verdict == "mismatch", str(r)
+        ce = r.counterexamples[0]
+        row = {v for k, v in ce.inputs.items() if k.startswith("x[")}
+        assert len(row) == 1, ce.describe()  # every value of the row the same
+
+
+def test_min_over_two_values_verifies_and_a_wrong_rule_is_refuted():
+    """Over two values both split a tie in halves (ops.md's ``min``): verified."""
+    r = verify_function(lambda x: jnp.min(x, 0), _arg(2, 3, 4, 6))
+    assert r.verdict == "verified", str(r)
+
+    def mn(x):
+        return jnp.min(x, 0)
+
+    def bwd(x, g):  # the cotangent sent to the maximum
+        return g[None, :] * (x == x.max(0, keepdims=True))
+
+    r = verify_function(_with_vjp(mn, bwd), _arg(2, 3))
+    assert r.verdict == "mismatch", str(r)

@@ -25,7 +25,7 @@ def fold_extrema(r: Any) -> Any:
     ``x <= y`` (``!=`` their negation); ``max(a...) <= c`` is ``a <= c`` for every ``a``,
     ``c <= max(a...)`` for some ``a``, and the same for ``<`` and, swapped, for ``min``."""
     if isinstance(r, (se.Equality, se.Unequality)):
-        a, b = r.args
+        a, b = (_unnegated(v) for v in r.args)
         for x, m in ((a, b), (b, a)):
             if isinstance(m, (se.Max, se.Min)) and x in m.args:
                 others = [y for y in m.args if y != x]
@@ -35,7 +35,7 @@ def fold_extrema(r: Any) -> Any:
                 return both if isinstance(r, se.Equality) else se.Not(both)
         return r
     if isinstance(r, (se.LessThan, se.StrictLessThan)):
-        lo, hi = r.args
+        lo, hi = (_unnegated(v) for v in r.args)
         rel = type(r)
         if isinstance(lo, se.Max):  # max(a...) <= hi: every a <= hi
             return se.And(*[fold_extrema(rel(a, hi)) for a in lo.args])
@@ -46,6 +46,18 @@ def fold_extrema(r: Any) -> Any:
         if isinstance(hi, se.Min):  # lo <= min(a...): every a
             return se.And(*[fold_extrema(rel(lo, a)) for a in hi.args])
     return r
+
+
+def _unnegated(v: Any) -> Any:
+    """``-max(a, b)`` as ``min(-a, -b)``, ``-min(a, b)`` as ``max(-a, -b)`` (a minimum read as
+    the negated maximum of negated values), else ``v``."""
+    if isinstance(v, se.Mul) and len(v.args) == 2 and v.args[0] == -1:
+        m = v.args[1]
+        if isinstance(m, se.Max):
+            return se.Min(*[-a for a in m.args])
+        if isinstance(m, se.Min):
+            return se.Max(*[-a for a in m.args])
+    return v
 
 
 # -- atoms -----------------------------------------------------------------------------------

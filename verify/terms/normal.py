@@ -29,6 +29,7 @@ from .core import (
     _subterms,
     exact_scalar,
     fn_atoms,
+    fold_extrema,
     fresh,
     has_floor,
     has_infinity,
@@ -215,6 +216,9 @@ def _solve(e: Any, k: Any) -> tuple[Any, Any] | None:
 _NORM: tuple[dict[Any, Any], dict[Any, Any]] = ({}, {})
 
 
+_RELATIONAL = (se.Equality, se.Unequality, se.LessThan, se.StrictLessThan)
+
+
 def normalize(e: Any, unroll: bool = False) -> Any:
     """The normal form of a term (see the module doc); memoised. ``unroll`` also writes the
     sums over short constant ranges term by term (the form compared by the decision
@@ -271,6 +275,8 @@ def _normalize(e: Any, unroll: bool) -> Any:
         if folded is not None:
             return folded
     out = rebuild(e, args)
+    if isinstance(out, _RELATIONAL):  # its indices simplified: x(0) == max(x(0), x(1))
+        out = fold_extrema(out)
     if isinstance(out, se.Pow) and out.args[0] == se.E:
         out = _exp_of_logs(out.args[1])
     if isinstance(out, se.log):
