@@ -19,6 +19,7 @@ another convention states it with ``B.where`` in a ``sym`` rule.
 
 from __future__ import annotations
 
+import functools
 import time
 import zlib
 from collections.abc import Callable, Sequence
@@ -64,6 +65,13 @@ def conventional(e: Any) -> Any:
     ``1/2 < x``), only the values are the conventional Piecewise of the arguments."""
     if not isinstance(e, se.Basic):
         return e
+    return _conventional(e)
+
+
+@functools.lru_cache(maxsize=4096)
+def _conventional(e: Any) -> Any:
+    """:func:`conventional`, memoised: a condition and a value read the same arguments, so a
+    nested maximum is rewritten once, not once per place it is read."""
     while True:  # each found again in the term as rewritten so far
         atoms = e.atoms(se.Max, se.Min)
         if not atoms:
