@@ -131,8 +131,8 @@ def _decide(got: Any, expected: Any, free_all: Sequence[Any], domains: Mapping[s
 
 
 def _kinked(e: Any) -> bool:
-    """Whether ``e`` branches on a relation of values (a Piecewise whose condition is not an
-    index bracket)."""
+    """Whether ``e`` branches on a relation of values: it holds a Piecewise (index conditions
+    are brackets, not Piecewise)."""
     return isinstance(e, se.Basic) and bool(e.atoms(se.Piecewise))
 
 
