@@ -536,14 +536,41 @@ def decide_equal(
 def _probe(
     got: se.Basic, expected: se.Basic, domains: Mapping[str, Domain], rng: random.Random
 ) -> Decision:
-    """Two random exact points: a mismatch found there, else ``not verified``."""
+    """Two random exact points, then tie points (:func:`_tie_points`): a mismatch found there,
+    else ``not verified``."""
     free = sorted(s.name for s in (got.free_symbols | expected.free_symbols))
-    for _ in range(2):
-        point = _random_point(free, domains, rng)
+    points = [_random_point(free, domains, rng) for _ in range(2)]
+    for point in [*points, *_tie_points(points[1])]:
         differ, g, x, ev = evaluate_at(got, expected, point)
         if differ:
             return Decision(False, _mismatch_method(ev), "random point", point, g, x, ev)
-    return Decision(None, "not verified", "no mismatch at two random points")
+    return Decision(None, "not verified", "no mismatch at two random points and tie points")
+
+
+#: Tie points per probe, at most.
+TIE_POINTS = 3
+
+
+def _tie_points(point: dict[str, Fraction]) -> list[dict[str, Fraction]]:
+    """``point`` with every element of one tensor (the symbols of one base name, ``x[0,1]``,
+    ``x[0,2]``) at one value, its first's, the others as they are: one point per such tensor
+    (at most :data:`TIE_POINTS`). Every maximum over its elements is then a tie, where the
+    conventions of a reduction's derivative differ (JAX splits a tie evenly; the reference
+    gives it to one maximum), and random points never meet a tie."""
+    by_base: dict[str, list[str]] = {}
+    for n in sorted(point):
+        by_base.setdefault(parse_name(n)[0], []).append(n)
+    out = []
+    for names in by_base.values():
+        if len(names) < 2:
+            continue
+        tied = dict(point)
+        for n in names:
+            tied[n] = point[names[0]]
+        out.append(tied)
+        if len(out) == TIE_POINTS:
+            break
+    return out
 
 
 def _leaf_zero(e: se.Basic) -> bool:

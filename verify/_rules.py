@@ -19,6 +19,7 @@ another convention states it with ``B.where`` in a ``sym`` rule.
 
 from __future__ import annotations
 
+import functools
 import time
 import zlib
 from collections.abc import Callable, Sequence
@@ -37,7 +38,7 @@ from ._cases import flat_pieces
 from ._decide import Decision, decide_memo
 from ._report import Check, Counterexample, Link, Method
 from ._sig import IndexPlan, Signature, index_plan, iter_elements, named_symbols, rule_params
-from .terms import OutOfTime
+from .terms import OutOfTime, fold_extrema
 
 #: Per check, at most this many elements are compared; beyond, a deterministic sample (first,
 #: last and random elements) is, and the check is marked probabilistic with that coverage.
@@ -58,31 +59,44 @@ def as_sym(v: Any) -> SymArray:
 
 
 def conventional(e: Any) -> Any:
-    """``Max`` / ``Min`` atoms replaced by Piecewise with the documented tie conventions."""
+    """``Max`` / ``Min`` atoms replaced by Piecewise with the documented tie conventions,
+    outermost first: a condition compares the arguments as written, its maxima folded away
+    where that is exact (:func:`verify.terms.fold_extrema`: ``1/2 < max(-1/2, x)`` is
+    ``1/2 < x``), only the values are the conventional Piecewise of the arguments."""
     if not isinstance(e, se.Basic):
         return e
-    while True:  # innermost first, each found again in the term as rewritten so far
+    return _conventional(e)
+
+
+@functools.lru_cache(maxsize=4096)
+def _conventional(e: Any) -> Any:
+    """:func:`conventional`, memoised: a condition and a value read the same arguments, so a
+    nested maximum is rewritten once, not once per place it is read."""
+    while True:  # each found again in the term as rewritten so far
         atoms = e.atoms(se.Max, se.Min)
         if not atoms:
             return e
-        a = min(atoms, key=lambda x: (len(str(x)), str(x)))
-        args = [conventional(x) for x in a.args]
-        e = e.xreplace({a: _pick_convention(args, isinstance(a, se.Max))})
+        a = max(atoms, key=lambda x: (len(str(x)), str(x)))
+        e = e.xreplace({a: _pick_convention(a.args, isinstance(a, se.Max))})
 
 
 def _pick_convention(args: Sequence[Any], greater: bool) -> Any:
     def beats(x: Any, y: Any, strict: bool) -> Any:
         if greater:
-            return x > y if strict else x >= y
-        return x < y if strict else x <= y
+            r = se.Lt(y, x) if strict else se.Le(y, x)
+        else:
+            r = se.Lt(x, y) if strict else se.Le(x, y)
+        return conventional(fold_extrema(r))
 
+    vals = [conventional(x) for x in args]
     if len(args) == 2:
         a, b = args
-        return se.Piecewise((a, beats(a, b, True)), (b, beats(b, a, True)), ((a + b) / 2, True))
+        va, vb = vals
+        return se.Piecewise((va, beats(a, b, True)), (vb, beats(b, a, True)), ((va + vb) / 2, True))
     pieces = []
     for k, x in enumerate(args):
         conds = [beats(x, y, True) for y in args[:k]] + [beats(x, y, False) for y in args[k + 1 :]]
-        pieces.append((x, se.And(*conds) if len(conds) > 1 else conds[0]))
+        pieces.append((vals[k], se.And(*conds) if len(conds) > 1 else conds[0]))
     pieces[-1] = (pieces[-1][0], se.true)
     return se.Piecewise(*pieces)
 

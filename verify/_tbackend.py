@@ -48,6 +48,11 @@ from ._tensor import (
 # -- the backend -------------------------------------------------------------------------------
 
 
+def _gt0(v: Any) -> Any:
+    """``v > 0``, decided where the sign of ``v`` is known (a sum of exponentials)."""
+    return T.known_relation(se.Lt(T.ZERO, v))
+
+
 class TensorBackend:
     """The backend functions on :class:`TArray` (meanings as in ``NumpyBackend``)."""
 
@@ -106,11 +111,11 @@ class TensorBackend:
 
     def abs(self, x: Any) -> TArray:
         z = T.ZERO
-        return unary(x, lambda v: _piecewise(v > 0, v, _piecewise(v < 0, -v, z)), "f")
+        return unary(x, lambda v: _piecewise(_gt0(v), v, _piecewise(_gt0(-v), -v, z)), "f")
 
     def sign(self, x: Any) -> TArray:
         one, z = T.ONE, T.ZERO
-        return unary(x, lambda v: _piecewise(v > 0, one, _piecewise(v < 0, -one, z)), "f")
+        return unary(x, lambda v: _piecewise(_gt0(v), one, _piecewise(_gt0(-v), -one, z)), "f")
 
     def maximum(self, a: Any, b: Any) -> TArray:
         return binary(a, b, lambda x, y: se.Max(x, y))

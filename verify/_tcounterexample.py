@@ -33,7 +33,10 @@ def _search(
     region_point: dict | None,
     domains: Mapping[str, str],
     seed: int,
+    probe_only: bool = False,
 ) -> TDecision:
+    """With ``probe_only``, the elements are only probed at a few points (the quick look
+    before a proof attempt, :func:`verify._tdecide.decide_tensor`)."""
     free_all = list(free)
     free = [v for v in free if isinstance(v, se.Symbol)]
     rng = random.Random(seed)
@@ -61,10 +64,10 @@ def _search(
             pairs.append((values, nat, ge, xe))
     # every element probed at random points first (cheap), then decided in full (a proof
     # attempt on one large true element must not keep a false one from being looked at)
-    for probe_only in (True, False):
+    for probing in (True,) if probe_only else (True, False):
         for values, nat, ge, xe in pairs:
             d = decide_memo(ge, xe, dict(domains_for_elements(ge, xe, domains)), seed,
-                            probe_only=probe_only)  # fmt: skip
+                            probe_only=probing)  # fmt: skip
             if d.equal is False:
                 element = tuple(
                     int(values[v]) if isinstance(v, se.Symbol) else int(v) for v in free_all
@@ -73,6 +76,8 @@ def _search(
                 return TDecision(False, "counterexample at a concrete element", element, d,
                                  scalars, method=d.method,
                                  inputs=_tnatvec.shown(nat, vectors) or None)  # fmt: skip
+    if probe_only:
+        return TDecision(None, "no counterexample at the probed points")
     if not nat_symbols:
         m = _tnumeric.find_mismatch(got, expected, free, domains, points, seed)
         if m is not None:

@@ -342,11 +342,7 @@ def compare(a: Any, b: Any, how: str) -> TArray:
     rel = _RELATIONS[how]
     if A.kind in "ic" and Bv.kind in "ic":
         return binary(A, Bv, lambda x, y: T.bracket(rel(x, y))).retype("c")
-    return binary(A, Bv, lambda x, y: _fold(rel(x, y))).retype("b")
-
-
-def _fold(r: Any) -> Any:
-    return r
+    return binary(A, Bv, lambda x, y: T.known_relation(T.fold_extrema(rel(x, y)))).retype("b")
 
 
 def _retype(self: TArray, kind: str) -> TArray:
@@ -922,6 +918,7 @@ def scatter_add(x: Any, idx: Any, updates: Any, axis: int = 0) -> TArray:
 
     return TArray(X.shape, fn, X.kind)
 
+
 def _mask(valid: Any, shape: tuple[Any, ...]) -> TArray:
     """A static mask (NumPy, or built by :data:`STATIC`) broadcast to ``shape``, as a condition."""
     if isinstance(valid, TArray):
@@ -929,7 +926,6 @@ def _mask(valid: Any, shape: tuple[Any, ...]) -> TArray:
             raise T.TermError(f"a mask of kind {valid.kind!r}, not an index condition")
         return broadcast_to(valid, shape)
     return broadcast_to(asarray(np.asarray(valid, bool)), shape)
-
 
 
 def _any(c: TArray, axis: int) -> TArray:

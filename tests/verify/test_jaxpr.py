@@ -32,6 +32,12 @@ P = np.abs(R.normal(size=(3, 4))) + 0.1
 I3 = np.array([2, 0, 5])
 
 
+def _unstack(x: Any) -> Any:
+    """``unstack`` (the transpose of ``stack``, which JAX writes in the VJP of ``jnp.stack``)."""
+    _, pull = jax.vjp(lambda a, b: jnp.stack([a, b], 1), x, x)
+    return pull(jnp.stack([x, 2 * x], 1))
+
+
 def _conv(x: Any, w: Any) -> Any:
     return lax.conv_general_dilated(x, w, (2,), [(1, 2)], lhs_dilation=(1,), rhs_dilation=(2,))
 
@@ -120,6 +126,8 @@ CASES: list[tuple[str, Callable[..., Any], tuple[Any, ...]]] = [
         lambda x: (jnp.cumsum(x, 1), lax.cumsum(x, 0, reverse=True), lax.cummax(x, 1)),
         (V,),
     ),
+    ("prod", lambda x: (jnp.prod(x, 1), jnp.prod(x[:2, :3], (0, 1))), (V,)),
+    ("unstack", _unstack, (V,)),
     ("conv", _conv, (R.normal(size=(1, 2, 7)), R.normal(size=(3, 2, 2)))),
     ("conv_groups", _conv_groups, (R.normal(size=(1, 4, 3, 3)), R.normal(size=(2, 2, 2, 2)))),
     ("conv_transposed", _conv_transposed, (R.normal(size=(1, 1, 3)), R.normal(size=(2, 1, 3)))),

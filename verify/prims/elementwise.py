@@ -606,6 +606,9 @@ def _select_n_t(it: TInterpreter, eqn: Any, invals: list, **_: Any) -> TArray:
     cp = concrete(pred) if pred.kind in "ic" else None
     if cp is not None and np.all(cp == cp.reshape(-1)[0]):
         return TT.broadcast_to(cases[int(cp.reshape(-1)[0])], eqn.outvars[0].aval.shape)
+    known = _known_relation(pred) if pred.kind == "b" else None
+    if known is not None:  # a relation of constants (``jnp.var``'s ``n - ddof > 0``)
+        return TT.broadcast_to(cases[int(known)], eqn.outvars[0].aval.shape)
     if len(cases) == 2:
         f_case, t_case = cases
         if pred.kind == "b":
@@ -621,6 +624,20 @@ def _select_n_t(it: TInterpreter, eqn: Any, invals: list, **_: Any) -> TArray:
         return se.Add(*[T.eq(p - j) * v for j, v in enumerate(vals)])
 
     return TT.nary([pred, *cases], pick, kind)
+
+
+def _known_relation(pred: TArray) -> bool | None:
+    """The value of a relation that holds or fails for every element (a comparison of
+    constants), else ``None``: the case it does not select is never read (it may hold NaN)."""
+    try:
+        v = pred.at(T.free_vars(pred.shape))
+    except T.TermError:
+        return None
+    if v == se.true:
+        return True
+    if v == se.false:
+        return False
+    return None
 
 
 # -- convert_element_type -------------------------------------------------------------------------

@@ -4,12 +4,14 @@ Element level: every kept position reduced over its values (sums and products of
 expressions, maxima with the terms common to every value taken out, :func:`_extremum`; concrete
 integers and booleans by NumPy); ``argmax`` a :class:`verify._jaxpr.Choice` where the comparisons
 are symbolic. Tensor level: a reduction is a sum (a maximum) over a bound variable
-(:func:`verify._tensor.reduce`), a prefix sum a sum under a bracket, ``argmax`` a first-maximum
-``Piecewise`` chain over the (short) axis.
+(:func:`verify._tensor.reduce`), a product over a short axis written out factor by factor, a
+prefix sum a sum under a bracket, ``argmax`` a first-maximum ``Piecewise`` chain over the
+(short) axis.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -85,6 +87,43 @@ def _reduce_prod_e(it: Interpreter, eqn: Any, invals: list, *, axes: Any, **_: A
     if _concrete(a):
         return np.prod(a, axis=tuple(axes)).astype(out_dtype(eqn))
     return _reduce(a, axes, lambda xs: se.Mul(*xs) if xs else se.Integer(1))
+
+
+#: A product is written out factor by factor up to this many factors per element.
+PROD_MAX = 64
+
+
+@tensor("reduce_prod")
+def _reduce_prod_t(it: TInterpreter, eqn: Any, invals: list, *, axes: Any, **_: Any) -> TArray:
+    """The product of the values over ``axes``, written out (no bound variable: a product over
+    a symbolic range has no term); at most :data:`PROD_MAX` factors."""
+    a = invals[0]
+    axes = tuple(sorted(ax % a.ndim for ax in axes))
+    if out_tkind(eqn) != "f":
+        c = concrete(a)
+        if c is None:
+            raise Unsupported("reduce_prod of symbolic integers")
+        return from_concrete(np.prod(c, axis=axes).astype(out_dtype(eqn)))
+    sizes = [a.shape[d] for d in axes]
+    if not all(isinstance(n, int | np.integer) for n in sizes):
+        raise Unsupported("reduce_prod over an axis of symbolic size")
+    count = int(np.prod(sizes, dtype=np.int64))
+    if count > PROD_MAX:
+        raise Unsupported(f"reduce_prod over {count} entries (at most {PROD_MAX})")
+    keep = [d for d in range(a.ndim) if d not in axes]
+
+    def fn(idx: tuple) -> Any:
+        factors = []
+        for combo in itertools.product(*[range(n) for n in sizes]):
+            at: list[Any] = [None] * a.ndim
+            for d, i in zip(keep, idx, strict=True):
+                at[d] = i
+            for d, j in zip(axes, combo, strict=True):
+                at[d] = se.Integer(j)
+            factors.append(a.at(tuple(at)))
+        return se.Mul(*factors) if factors else T.ONE
+
+    return TArray(tuple(a.shape[d] for d in keep), fn, "f")
 
 
 @element("reduce_max", "reduce_min")

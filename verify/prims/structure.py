@@ -1,5 +1,6 @@
 """Structure: shapes and layouts (``broadcast_in_dim``, ``reshape``, ``transpose``,
-``squeeze``, ``expand_dims``, ``rev``, ``concatenate``, ``stack``, ``split``, ``pad``).
+``squeeze``, ``expand_dims``, ``rev``, ``concatenate``, ``stack``, ``unstack``, ``split``,
+``pad``).
 
 Element level: NumPy's own operations on the object arrays (values of different kinds brought
 to one kind first, :func:`_same_kind`; padding with exact zeros, interior padding first).
@@ -133,6 +134,23 @@ def _stack_e(it: Interpreter, eqn: Any, invals: list, *, axis: int, **_: Any) ->
 @tensor("stack")
 def _stack_t(it: TInterpreter, eqn: Any, invals: list, *, axis: int, **_: Any) -> TArray:
     return TT.stack(invals, axis)
+
+
+@element("unstack")
+def _unstack_e(it: Interpreter, eqn: Any, invals: list, *, axis: int, **_: Any) -> list:
+    a = invals[0]
+    return [np.take(a, k, axis=axis) for k in range(a.shape[axis])]
+
+
+@tensor("unstack")
+def _unstack_t(it: TInterpreter, eqn: Any, invals: list, *, axis: int, **_: Any) -> list:
+    a = invals[0]
+    out = []
+    for k in range(a.shape[axis]):
+        key: list[Any] = [slice(None)] * a.ndim
+        key[axis] = k
+        out.append(TT.getitem(a, tuple(key)))
+    return out
 
 
 @element("split")

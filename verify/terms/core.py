@@ -15,6 +15,51 @@ import symengine as se
 from .._dims import is_one, size_expr
 from .._dims import register as register_size
 
+# -- relations of extrema ---------------------------------------------------------------------
+
+
+def fold_extrema(r: Any) -> Any:
+    """A relation with a maximum or minimum written without it where that is exact (JAX's
+    derivative of ``max`` tests which argument equals it; ``clip`` compares a maximum with a
+    bound): ``x == max(x, y...)`` is ``y <= x`` for every ``y``, ``x == min(x, y...)`` is
+    ``x <= y`` (``!=`` their negation); ``max(a...) <= c`` is ``a <= c`` for every ``a``,
+    ``c <= max(a...)`` for some ``a``, and the same for ``<`` and, swapped, for ``min``."""
+    if isinstance(r, (se.Equality, se.Unequality)):
+        a, b = (_unnegated(v) for v in r.args)
+        for x, m in ((a, b), (b, a)):
+            if isinstance(m, (se.Max, se.Min)) and x in m.args:
+                others = [y for y in m.args if y != x]
+                le = [fold_extrema(se.Le(y, x) if isinstance(m, se.Max) else se.Le(x, y))
+                      for y in others]  # fmt: skip
+                both = se.And(*le) if le else se.true
+                return both if isinstance(r, se.Equality) else se.Not(both)
+        return r
+    if isinstance(r, (se.LessThan, se.StrictLessThan)):
+        lo, hi = (_unnegated(v) for v in r.args)
+        rel = type(r)
+        if isinstance(lo, se.Max):  # max(a...) <= hi: every a <= hi
+            return se.And(*[fold_extrema(rel(a, hi)) for a in lo.args])
+        if isinstance(lo, se.Min):  # min(a...) <= hi: some a <= hi
+            return se.Or(*[fold_extrema(rel(a, hi)) for a in lo.args])
+        if isinstance(hi, se.Max):  # lo <= max(a...): some a
+            return se.Or(*[fold_extrema(rel(lo, a)) for a in hi.args])
+        if isinstance(hi, se.Min):  # lo <= min(a...): every a
+            return se.And(*[fold_extrema(rel(lo, a)) for a in hi.args])
+    return r
+
+
+def _unnegated(v: Any) -> Any:
+    """``-max(a, b)`` as ``min(-a, -b)``, ``-min(a, b)`` as ``max(-a, -b)`` (a minimum read as
+    the negated maximum of negated values), else ``v``."""
+    if isinstance(v, se.Mul) and len(v.args) == 2 and v.args[0] == -1:
+        m = v.args[1]
+        if isinstance(m, se.Max):
+            return se.Min(*[-a for a in m.args])
+        if isinstance(m, se.Min):
+            return se.Max(*[-a for a in m.args])
+    return v
+
+
 # -- atoms -----------------------------------------------------------------------------------
 
 SUM = se.Function("_SUM")

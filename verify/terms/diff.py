@@ -64,7 +64,7 @@ def _jvp(e: Any, tangent: Mapping[str, str], conv: Callable[[Any], Any], memo: d
             body, k = a.args
             da = SUM(_jvp(conv(body), tangent, conv, memo), k)
         elif n == "_MAXR":
-            raise TermError("the derivative of a maximum over a long axis is not defined here")
+            da = _maxr_jvp(a, lambda v: _jvp(conv(v), tangent, conv, memo))
         elif n in DERIVED:
             da = DERIVED[n].jvp(a.args, lambda v: _jvp(conv(v), tangent, conv, memo))
         else:
@@ -86,6 +86,33 @@ def _without_zero_branches(d: Any) -> Any:
     factor beside such a zero: with the zero written as 0, the product is 0."""
     zeros = {p: ZERO for p in d.atoms(se.Piecewise) if all(v == 0 for v in p.args[0::2])}
     return d.xreplace(zeros) if zeros else d
+
+
+#: The derivative of a maximum over at most this many values is written out (one first-max
+#: indicator per value).
+MAXR_JVP_MAX = 64
+
+
+def _maxr_jvp(m: Any, d: Callable[[Any], Any]) -> Any:
+    """The derivative of ``_MAXR(body, k, lo, hi)`` with the convention of ``max_pool`` (ops.md:
+    at a tie the first maximum, in index order, takes the whole derivative): the sum over
+    ``k`` of ``d body(k)`` times the indicator that ``body(k)`` is the first maximum (greater
+    than every value before it, at least every value after it). Only over a concrete range of
+    at most :data:`MAXR_JVP_MAX` finite values."""
+    body, k, lo, hi = m.args
+    if not (isinstance(lo, se.Integer) and isinstance(hi, se.Integer)) or not (
+            0 < int(hi) - int(lo) <= MAXR_JVP_MAX):  # fmt: skip
+        raise TermError("the derivative of a maximum over a long or symbolic axis is not "
+                        "written out")  # fmt: skip
+    values = [body.xreplace({k: se.Integer(v)}) for v in range(int(lo), int(hi))]
+    if any(v.has(se.oo, -se.oo, se.zoo, se.nan) for v in values):
+        raise TermError("the derivative of a maximum over masked values is not written out")
+    out = ZERO
+    for i, v in enumerate(values):
+        conds = [se.Lt(u, v) for u in values[:i]] + [se.Le(u, v) for u in values[i + 1 :]]
+        first = se.And(*conds) if conds else se.true
+        out = out + d(v) * se.Piecewise((ONE, first), (ZERO, True))
+    return out
 
 
 def _moving_atoms(e: Any, tangent: Mapping[str, str]) -> list[Any]:

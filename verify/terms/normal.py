@@ -29,6 +29,7 @@ from .core import (
     _subterms,
     exact_scalar,
     fn_atoms,
+    fold_extrema,
     fresh,
     has_floor,
     has_infinity,
@@ -215,6 +216,9 @@ def _solve(e: Any, k: Any) -> tuple[Any, Any] | None:
 _NORM: tuple[dict[Any, Any], dict[Any, Any]] = ({}, {})
 
 
+_RELATIONAL = (se.Equality, se.Unequality, se.LessThan, se.StrictLessThan)
+
+
 def normalize(e: Any, unroll: bool = False) -> Any:
     """The normal form of a term (see the module doc); memoised. ``unroll`` also writes the
     sums over short constant ranges term by term (the form compared by the decision
@@ -271,6 +275,8 @@ def _normalize(e: Any, unroll: bool) -> Any:
         if folded is not None:
             return folded
     out = rebuild(e, args)
+    if isinstance(out, _RELATIONAL):  # its indices simplified: x(0) == max(x(0), x(1))
+        out = fold_extrema(out)
     if isinstance(out, se.Pow) and out.args[0] == se.E:
         out = _exp_of_logs(out.args[1])
     if isinstance(out, se.log):
@@ -476,6 +482,66 @@ def nonnegative(e: Any) -> bool:
     if isinstance(e, se.Pow) and e.args[0] == se.E:
         return _real(e.args[1])
     return False
+
+
+def positive(e: Any) -> bool:
+    """Whether ``e`` is ``> 0`` (or ``+oo``) for every real value of the leaves and every index
+    value: a sufficient syntactic test. Positive numbers, ``exp`` of a real term, products of
+    positive terms, sums of nonnegative terms one of which is positive, and a sum over a
+    nonempty range of a positive body (:func:`_positive_sum`)."""
+    if isinstance(e, se.Number):
+        return e == se.oo or (bool(e.is_real) and e > 0)
+    if name_of(e) == "_SUM":
+        return _positive_sum(*e.args)
+    if isinstance(e, se.Mul):
+        return all(positive(a) for a in e.args)
+    if isinstance(e, se.Add):
+        return all(nonnegative(a) for a in e.args) and any(positive(a) for a in e.args)
+    if isinstance(e, se.Pow) and e.args[0] == se.E:  # exp(-oo) is 0
+        return _real(e.args[1]) and not has_infinity(e.args[1])
+    return False
+
+
+def _positive_sum(body: Any, k: Any) -> bool:
+    """Whether ``sum_k body`` is positive: ``body`` a positive term times brackets that bound
+    ``k`` alone (``[k - lo >= 0] [hi - k >= 0]``, its range) and that range holds a value."""
+    lo, hi = RANGES.get(k, (None, None))
+    rest = []
+    for f in _factors(body):
+        if name_of(f) != "_GE":
+            rest.append(f)
+            continue
+        form = _integer_form(f.args[0])
+        if form is None or set(form[0]) != {k} or form[0][k] not in (1, -1):
+            return False  # a bracket on anything but k alone: maybe 0 for some element
+        c = form[1]
+        if form[0][k] == 1:  # k + c >= 0
+            lo = -c if lo is None else max(lo, -c)
+        else:  # -k + c >= 0
+            hi = c + 1 if hi is None else min(hi, c + 1)
+    if lo is None or hi is None or lo >= hi:
+        return False
+    return all(positive(f) for f in rest)
+
+
+def known_relation(r: Any) -> Any:
+    """A relation ``a < b`` / ``a <= b`` (``==``, ``!=`` against 0) decided by the sign of
+    ``b - a`` where :func:`positive` / :func:`nonnegative` know it (``0 < sum_k exp(x_k)``:
+    ``logsumexp``'s ``abs`` and ``sign`` of its sum), else ``r``."""
+    if isinstance(r, se.StrictLessThan | se.LessThan):
+        a, b = r.args
+        d = se.expand(b - a)
+        strict = isinstance(r, se.StrictLessThan)
+        if positive(d) or (not strict and nonnegative(d)):
+            return se.true
+        if positive(-d) or (strict and nonnegative(-d)):
+            return se.false
+    elif isinstance(r, se.Equality | se.Unequality):
+        a, b = r.args
+        d = se.expand(b - a)
+        if positive(d) or positive(-d):
+            return se.false if isinstance(r, se.Equality) else se.true
+    return r
 
 
 def _real(e: Any) -> bool:

@@ -1,0 +1,202 @@
+"""JAX's own functions (``benchmarks/jax_functions.py``'s rows) decided by verify_function: each
+row that verifies is pinned here, with a wrong custom rule for the same function refuted."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import symengine as se
+
+from verify import verify_function
+
+F32 = jnp.float32
+
+
+def _arg(*shape: int) -> jax.ShapeDtypeStruct:
+    return jax.ShapeDtypeStruct(shape, F32)
+
+
+def _with_vjp(f, bwd):
+    """``f`` with the custom VJP ``bwd(x, g)`` (residual: the input)."""
+    c = jax.custom_vjp(f)
+    c.defvjp(lambda x: (f(x), x), lambda x, g: (bwd(x, g),))
+    return c
+
+
+# -- var / std: a select on a known condition never reads the case it does not take ----------
+
+
+def test_var_and_std_verify():
+    for f in (lambda x: jnp.var(x, -1), lambda x: jnp.std(x, -1)):
+        for shape in ((8, 16), (2, 3, 4, 6)):
+            r = verify_function(f, _arg(*shape))
+            assert r.verdict == "verified", str(r)
+
+
+def test_var_with_a_wrong_rule_is_refuted():
+    n = 6
+
+    def var(x):
+        return jnp.var(x, -1)
+
+    def bwd(x, g):  # 2 (x - mean) / (n - 1): the unbiased estimator's factor
+        return g[:, None] * 2 * (x - x.mean(-1, keepdims=True)) / (n - 1)
+
+    assert verify_function(_with_vjp(var, lambda x, g: g[:, None] * 2 * (
+        x - x.mean(-1, keepdims=True)) / n), _arg(3, n)).verdict == "verified"  # fmt: skip
+    r = verify_function(_with_vjp(var, bwd), _arg(3, n))
+    assert r.verdict == "mismatch", str(r)
+
+
+def test_var_whose_known_condition_selects_nan_is_not_verified():
+    """ddof = n: ``n - ddof > 0`` is known false, so the NaN case is selected: never a pass."""
+    r = verify_function(lambda x: jnp.var(x, -1, ddof=4), _arg(3, 4))
+    assert r.verdict == "undecided", str(r)
+    assert "NaN" in " ".join(c.how for c in r.graph_checks)
+
+
+# -- maximum / minimum / clip / relu6: JAX tests which argument equals the maximum -------------
+
+
+def test_maximum_minimum_clip_verify():
+    two = (_arg(4, 5), _arg(4, 5))
+    assert verify_function(jnp.maximum, *two).verdict == "verified"
+    assert verify_function(jnp.minimum, *two).verdict == "verified"
+    r = verify_function(lambda x: jnp.clip(x, -0.5, 0.5), _arg(2, 3, 4))
+    assert r.verdict == "verified", str(r)
+    assert all(c.method == "exact" for c in r.all_checks)
+
+
+def test_wrong_maximum_and_clip_rules_are_refuted():
+    @jax.custom_vjp
+    def mx(x, y):
+        return jnp.maximum(x, y)
+
+    def bwd(res, g):  # the masks swapped
+        x, y = res
+        return g * (x < y), g * (x > y)
+
+    mx.defvjp(lambda x, y: (mx(x, y), (x, y)), bwd)
+    r = verify_function(mx, _arg(3, 4), _arg(3, 4))
+    assert r.verdict == "mismatch", str(r)
+
+    def clip(x):
+        return jnp.clip(x, -0.5, 0.5)
+
+    # the upper bound of the mask off: wrong on (0.4, 0.5), away from any kink
+    wrong = _with_vjp(clip, lambda x, g: g * ((x > -0.5) & (x < 0.4)))
+    r = verify_function(wrong, _arg(3, 4))
+    assert r.verdict == "mismatch", str(r)
+
+
+def test_relu6_differs_from_jax_only_at_its_kinks():
+    """JAX's relu6 takes derivative 0 at x = 0 and x = 6; the reference (ops.md: a tie splits
+    half) takes 1/2: a kink convention, the counterexample at the kink."""
+    r = verify_function(jax.nn.relu6, _arg(2, 3))
+    assert r.verdict == "mismatch" and r.counterexamples
+    for ce in r.counterexamples:
+        (value,) = (v for k, v in ce.inputs.items() if not k.startswith(("ct", "d")))
+        assert value in ("0", "6"), ce.describe()
+
+
+# -- reduce_prod and unstack: new primitives -------------------------------------------------
+
+
+def test_prod_verifies_and_a_wrong_rule_is_refuted():
+    r = verify_function(lambda x: jnp.prod(x, -1), _arg(4, 8, 16))
+    assert r.verdict == "verified", str(r)
+    assert verify_function(lambda x: jnp.prod(x), _arg(2, 3)).verdict == "verified"
+
+    def prod(x):
+        return jnp.prod(x, -1)
+
+    def bwd(x, g):  # the product of the others, except that position 0's is taken everywhere
+        return g[:, None] * jnp.prod(x[:, 1:], -1, keepdims=True) * jnp.ones_like(x)
+
+    r = verify_function(_with_vjp(prod, bwd), _arg(3, 4))
+    assert r.verdict == "mismatch", str(r)
+    assert not r.counterexamples[0].element.endswith(",0]"), r.counterexamples[0].element
+
+
+def test_prod_over_a_long_axis_is_not_verified():
+    r = verify_function(lambda x: jnp.prod(x, -1), _arg(2, 65))
+    assert r.verdict == "undecided"
+    assert "reduce_prod over 65 entries" in " ".join(c.how for c in r.graph_checks)
+
+
+def test_stack_verifies_and_a_wrong_rule_is_refuted():
+    def stack(x, y):
+        return jnp.stack([x, y * y], 0)
+
+    r = verify_function(stack, _arg(4, 8, 16), _arg(4, 8, 16))
+    assert r.verdict == "verified", str(r)
+    wrong = jax.custom_vjp(stack)  # the two pieces of the cotangent swapped
+    wrong.defvjp(lambda x, y: (stack(x, y), y), lambda y, g: (g[1], 2 * y * g[0]))
+    assert verify_function(wrong, _arg(3, 4), _arg(3, 4)).verdict == "mismatch"
+
+
+# -- logsumexp: the sign of a sum of exponentials is known ------------------------------------
+
+
+def test_logsumexp_over_a_long_axis_verifies_and_a_wrong_rule_is_refuted():
+    r = verify_function(lambda x: jax.nn.logsumexp(x, -1), _arg(8, 16))
+    assert r.verdict == "verified", str(r)
+
+    def lse(x):
+        return jax.nn.logsumexp(x, -1)
+
+    def bwd(x, g):  # the softmax of 2 x
+        return g[:, None] * jax.nn.softmax(2 * x, -1)
+
+    r = verify_function(_with_vjp(lse, bwd), _arg(3, 12))
+    assert r.verdict == "mismatch", str(r)
+
+
+def test_signs_known_to_the_terms():
+    """``positive`` / ``known_relation`` decide only what holds for every value."""
+    from verify import terms as T
+
+    q = se.Symbol("q")
+    x, b = se.Function("x")(q), T.ge(q - 2)  # a read (any real), a bracket (0 or 1)
+    k = T.fresh("_k", 0, 16)
+    body = se.exp(se.Function("x")(k)) * T.ge(k) * T.ge(15 - k)
+    s = T.SUM(body, k)
+    assert T.positive(s) and T.positive(se.exp(x)) and T.positive(s + b)
+    assert not T.positive(x) and not T.positive(se.exp(x - se.oo))
+    empty = T.SUM(se.exp(se.Function("x")(k)) * T.ge(k - 3) * T.ge(2 - k), k)
+    assert not T.positive(empty)  # an empty range: the sum is 0
+    assert not T.positive(T.SUM(se.exp(se.Function("x")(k)) * T.ge(q - k), k))
+    assert T.known_relation(se.Lt(0, s)) == se.true
+    assert T.known_relation(se.Lt(s, 0)) == se.false
+    assert T.known_relation(se.Le(0, b)) == se.true
+    assert T.known_relation(se.Lt(0, b)) == se.Lt(0, b)  # b may be 0
+    assert T.known_relation(se.Lt(0, x)) == se.Lt(0, x)
+
+
+# -- maxima over an axis: JAX splits a tie evenly, the reference gives it to one maximum ---------
+
+
+def test_max_over_an_axis_differs_from_jax_only_at_a_tie():
+    """A kink convention, decided: the counterexample is a row whose values all tie (a tie
+    point of the probe); away from ties the two agree (no random point differs)."""
+    for shape in ((8, 16), (2, 3, 4, 6)):
+        r = verify_function(lambda x: jnp.max(x, -1), _arg(*shape))
+        assert r.verdict == "mismatch", str(r)
+        ce = r.counterexamples[0]
+        row = {v for k, v in ce.inputs.items() if k.startswith("x[")}
+        assert len(row) == 1, ce.describe()  # every value of the row the same
+
+
+def test_min_over_two_values_verifies_and_a_wrong_rule_is_refuted():
+    """Over two values both split a tie in halves (ops.md's ``min``): verified."""
+    r = verify_function(lambda x: jnp.min(x, 0), _arg(2, 3, 4, 6))
+    assert r.verdict == "verified", str(r)
+
+    def mn(x):
+        return jnp.min(x, 0)
+
+    def bwd(x, g):  # the cotangent sent to the maximum
+        return g[None, :] * (x == x.max(0, keepdims=True))
+
+    r = verify_function(_with_vjp(mn, bwd), _arg(2, 3))
+    assert r.verdict == "mismatch", str(r)
