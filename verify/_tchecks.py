@@ -213,8 +213,10 @@ def counterexample(check: str, label: str, d: TDecision, st: TSetup,
 
 
 def compare(out: TOutcome, label: str, got: Any, expected: Any, st: TSetup,
-            fixed: dict[str, str] | None = None, seed: int = 0) -> None:  # fmt: skip
-    """``got == expected`` for every element (two arrays of the same shape)."""
+            fixed: dict[str, str] | None = None, seed: int = 0,
+            search: bool = True) -> None:  # fmt: skip
+    """``got == expected`` for every element (two arrays of the same shape); ``search=False``:
+    a proof or nothing (no counterexample search where it is not proved)."""
     g, x = as_t(got), as_t(expected)
     if g.shape != x.shape:
         out.error = f"{label}: shape {list(g.shape)}, expected {list(x.shape)}"
@@ -227,7 +229,7 @@ def compare(out: TOutcome, label: str, got: Any, expected: Any, st: TSetup,
     try:
         d = decide_tensor(ge, xe, [*q, *st.sizes], domains=st.domains,
                           nat_symbols=st.nat_symbols, seed=seed,
-                          counterexamples=not st.sizes)  # fmt: skip
+                          counterexamples=search and not st.sizes)  # fmt: skip
     except T.TermError as e:
         d = TDecision(None, f"term error: {e}")
     out.add(label, d, st, fixed)
