@@ -37,6 +37,8 @@ from .core import (
     SUM,
     TABLES,
     UNROLL_MAX,
+    UNROLL_WIDE,
+    UNROLL_WIDE_MAX,
     UPPER,
     XS,
     ZERO,
@@ -88,6 +90,7 @@ from .normal import (
     smax,
     split_shifts,
     ssum,
+    wide_sums,
 )
 from .signs import _SIGN_CACHE, _sign_facts, bracket, eq, ge, leaf_read, range_brackets, table_read
 from .smt import Z3
@@ -107,6 +110,8 @@ __all__ = [
     "SUM",
     "TABLES",
     "UNROLL_MAX",
+    "UNROLL_WIDE",
+    "UNROLL_WIDE_MAX",
     "UPPER",
     "XS",
     "Z3",
@@ -170,4 +175,5 @@ __all__ = [
     "ssum",
     "table_read",
     "tick",
+    "wide_sums",
 ]
