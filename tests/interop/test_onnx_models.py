@@ -186,7 +186,7 @@ def test_light_model_logits_and_gradients_with_random_weights(name: str) -> None
 
 
 #: Verification of the light models (``verify.verify_graph``, 2 cores, 2026-11-27): VGG-19 6 s,
-#: SqueezeNet 11 s, ResNet-50 34 s, ZFNet-512 40 s, Inception v1 61 s, DenseNet-121 72 s (on a
+#: SqueezeNet 11 s, ResNet-50 34 s, ZFNet-512 40 s, Inception v1 61 s, DenseNet-121 72 to 92 s (on a
 #: loaded machine; its 2x2 / stride 2 average pools' compiled forward is proved at tensor level
 #: since a power of a bracket inside a sum reads as the bracket), ShuffleNet 76 s, Inception v2
 #: 275 s, every check exact. AlexNet's 11x11 / stride 4 convolution of a 224x224 image is proved
