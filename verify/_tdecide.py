@@ -89,7 +89,7 @@ def decide_tensor(
 
 def _decide(got: Any, expected: Any, free_all: Sequence[Any], domains: Mapping[str, str] | None,
             nat_symbols: Sequence[Any], seed: int, counterexamples: bool,
-            unrolls: tuple[bool, ...] = (False, True)) -> TDecision:  # fmt: skip
+            unrolls: tuple[int, ...] = (False, True)) -> TDecision:  # fmt: skip
     domains = dict(domains or {})
     free = [v for v in free_all if isinstance(v, se.Symbol)]
     point = None
@@ -101,8 +101,12 @@ def _decide(got: Any, expected: Any, free_all: Sequence[Any], domains: Mapping[s
         if quick.equal is False:
             return quick
     # sums kept as sums first (cheap when both sides contract alike), then short ranges unrolled
-    # (a window written as a sum on one side and term by term on the other)
-    for unroll, shifted in itertools.product(unrolls, (True, False)):
+    # (a window written as a sum on one side and term by term on the other), then, where a sum
+    # ranges over UNROLL_MAX + 1 to UNROLL_WIDE_MAX values (an 11x11 kernel), those too
+    levels = list(unrolls)
+    if True in levels and (T.wide_sums(got) or T.wide_sums(expected)):
+        levels.append(T.UNROLL_WIDE)
+    for unroll, shifted in itertools.product(levels, (True, False)):
         T.tick()
         g = _tables(T.normalize(got, unroll=unroll))
         x = _tables(T.normalize(expected, unroll=unroll))
@@ -112,17 +116,18 @@ def _decide(got: Any, expected: Any, free_all: Sequence[Any], domains: Mapping[s
             if gs == g and xs == x:
                 continue  # no shift to split off: the plain pass below
             g, x = gs, xs
+        wide = (f", ranges of up to {T.UNROLL_WIDE_MAX} unrolled"
+                if unroll == T.UNROLL_WIDE else "")  # fmt: skip
         cg, cx = canonical(g), canonical(x)
         if cg == cx:
-            return TDecision(True, "identical normal forms")
+            return TDecision(True, "identical normal forms" + wide)
         if se.expand(cg - cx) == 0:
-            return TDecision(True, "normal forms expand to the same")
+            return TDecision(True, "normal forms expand to the same" + wide)
         split = _Splitter(list(free) + list(nat_symbols), domains, seed, unroll)
         ok, point = split.prove(g, x, [], 0)
         if ok:
             how = "atoms as symbols" if split.cases == 0 else f"{split.cases} index cases"
-            if unroll:
-                how += ", short ranges unrolled"
+            how += wide or (", short ranges unrolled" if unroll else "")
             method = "probabilistic" if split.probabilistic else "exact"
             return TDecision(True, how, method=method)
     if not counterexamples:

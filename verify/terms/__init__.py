@@ -37,6 +37,8 @@ from .core import (
     SUM,
     TABLES,
     UNROLL_MAX,
+    UNROLL_WIDE,
+    UNROLL_WIDE_MAX,
     UPPER,
     XS,
     ZERO,
@@ -91,6 +93,7 @@ from .normal import (
     smax,
     split_shifts,
     ssum,
+    wide_sums,
 )
 from .signs import _SIGN_CACHE, _sign_facts, bracket, eq, ge, leaf_read, range_brackets, table_read
 from .smt import Z3
@@ -110,6 +113,8 @@ __all__ = [
     "SUM",
     "TABLES",
     "UNROLL_MAX",
+    "UNROLL_WIDE",
+    "UNROLL_WIDE_MAX",
     "UPPER",
     "XS",
     "Z3",
@@ -176,4 +181,5 @@ __all__ = [
     "ssum",
     "table_read",
     "tick",
+    "wide_sums",
 ]

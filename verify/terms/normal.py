@@ -20,6 +20,8 @@ from .core import (
     SUM,
     TABLES,
     UNROLL_MAX,
+    UNROLL_WIDE,
+    UNROLL_WIDE_MAX,
     UPPER,
     XS,
     ZERO,
@@ -92,16 +94,35 @@ def smax(body: Callable[[Any], Any], lo: int, hi: int) -> Any:
                 else se.Integer(hi)) + c  # fmt: skip
 
 
-def sum_over(k: Any, body: Any, unroll: bool = False) -> Any:
+def sum_over(k: Any, body: Any, unroll: int = False) -> Any:
     """The normal form of ``sum_k body`` (``body`` carries ``k``'s range as brackets); with
-    ``unroll``, a range of at most :data:`UNROLL_MAX` values is written term by term."""
-    body = se.expand(body)
+    ``unroll``, a range of at most :data:`UNROLL_MAX` values is written term by term (at most
+    :data:`UNROLL_WIDE_MAX` at level :data:`UNROLL_WIDE`). Brackets are 0/1, so a power of one
+    is the bracket (``[c] [c]``, made where a short range is unrolled, states ``c`` once)."""
+    body = _idempotent_brackets(se.expand(body))
     terms = body.args if isinstance(body, se.Add) else (body,)
     out = [_sum_term(k, t, unroll) for t in terms]
     return se.Add(*out) if out else ZERO
 
 
-def _sum_term(k: Any, t: Any, unroll: bool) -> Any:
+def _unroll_limit(unroll: int) -> int:
+    """The longest range :func:`normalize` writes term by term at level ``unroll``."""
+    return UNROLL_WIDE_MAX if unroll == UNROLL_WIDE else UNROLL_MAX if unroll else 1
+
+
+def wide_sums(e: Any) -> bool:
+    """Whether ``e`` holds a sum whose variable ranges over more than :data:`UNROLL_MAX` and at
+    most :data:`UNROLL_WIDE_MAX` values (its registered range): the sums that only the level
+    :data:`UNROLL_WIDE` writes term by term."""
+    for f in fn_atoms(e):
+        if name_of(f) == "_SUM":
+            lo, hi = RANGES.get(f.args[1], (None, None))
+            if lo is not None and hi is not None and UNROLL_MAX < hi - lo <= UNROLL_WIDE_MAX:
+                return True
+    return False
+
+
+def _sum_term(k: Any, t: Any, unroll: int) -> Any:
     """``sum_k t`` for one monomial ``t``."""
     if t == 0:
         return ZERO
@@ -141,7 +162,7 @@ def _sum_term(k: Any, t: Any, unroll: bool) -> Any:
                 n = int(width) + 1
                 if n <= 0:
                     return ZERO
-                if n == 1 or (unroll and n <= UNROLL_MAX):
+                if n <= _unroll_limit(unroll):
                     terms = []
                     for c in range(n):
                         val = se.expand(L + c)
@@ -160,7 +181,7 @@ def _sum_term(k: Any, t: Any, unroll: bool) -> Any:
     return outside * SUM(se.Mul(*dep), k)
 
 
-def _split_residues(k: Any, dep: Sequence[Any], split: tuple[int, int], unroll: bool) -> Any:
+def _split_residues(k: Any, dep: Sequence[Any], split: tuple[int, int], unroll: int) -> Any:
     """``sum_k prod(dep)`` as ``sum_r sum_u prod(dep)[k := m u + r]`` with ``r0 <= r < r0 + m``
     (``split = (m, r0)``): every ``k`` is ``m u + r`` for exactly one such pair, so the sum is
     the same; every ``floor((a k + c) / d)`` with ``m | d / gcd(a, d)`` becomes affine in ``u``
@@ -184,7 +205,7 @@ def _split_residues(k: Any, dep: Sequence[Any], split: tuple[int, int], unroll: 
     return sum_over(r, inner, unroll)
 
 
-def _subs_one(e: Any, k: Any, v: Any, unroll: bool) -> Any:
+def _subs_one(e: Any, k: Any, v: Any, unroll: int) -> Any:
     return normalize(e.xreplace({k: v}), unroll)
 
 
@@ -213,13 +234,13 @@ def _solve(e: Any, k: Any) -> tuple[Any, Any] | None:
 # -- normal form -------------------------------------------------------------------------------
 
 
-_NORM: tuple[dict[Any, Any], dict[Any, Any]] = ({}, {})
+_NORM: tuple[dict[Any, Any], dict[Any, Any], dict[Any, Any]] = ({}, {}, {})
 
 
 _RELATIONAL = (se.Equality, se.Unequality, se.LessThan, se.StrictLessThan)
 
 
-def normalize(e: Any, unroll: bool = False) -> Any:
+def normalize(e: Any, unroll: int = False) -> Any:
     """The normal form of a term (see the module doc); memoised. ``unroll`` also writes the
     sums over short constant ranges term by term (the form compared by the decision
     procedure; building terms keeps them as sums, so that Kronecker deltas are eliminated
@@ -239,7 +260,7 @@ def normalize(e: Any, unroll: bool = False) -> Any:
     return out
 
 
-def _normalize(e: Any, unroll: bool) -> Any:
+def _normalize(e: Any, unroll: int) -> Any:
     n = name_of(e)
     if n == "_SUM":
         body, k = e.args
@@ -289,11 +310,11 @@ def _normalize(e: Any, unroll: bool) -> Any:
             out = se.Add(*[_refine(t) for t in terms])
         if unroll:
             terms = out.args if isinstance(out, se.Add) else (out,)
-            out = se.Add(*[_lift(t) for t in terms])
+            out = se.Add(*[_lift(t, unroll) for t in terms])
     return out
 
 
-def _selected_off(factors: Sequence[Any], unroll: bool) -> bool:
+def _selected_off(factors: Sequence[Any], unroll: int) -> bool:
     """Whether a product is 0 because one of its brackets is: a bracket 0 here while no other
     factor holds an infinity literal. A bracket there is a selection (a concatenation's piece,
     a slice's range, an index mask): the other factors may read a table or leaf outside its
@@ -737,7 +758,7 @@ def _bound_inside(t: Any) -> set:
     return out
 
 
-def _lift(t: Any) -> Any:
+def _lift(t: Any, unroll: int = True) -> Any:
     """A monomial with brackets nested inside index expressions (a clamped or selected index)
     split on them: ``t = [c] t[c := 1] + (1 - [c]) t[c := 0]``. A nested bracket that the
     ranges decide is replaced by its value instead: a split made inside another one leaves
@@ -751,9 +772,9 @@ def _lift(t: Any) -> Any:
         return t
     nb = normalize(b)
     if isinstance(nb, se.Integer):  # decided by the ranges: the same value wherever it occurs
-        return normalize(t.xreplace({b: nb}), True)
-    on = normalize(t.xreplace({b: ONE}), True)
-    off = normalize(t.xreplace({b: ZERO}), True)
+        return normalize(t.xreplace({b: nb}), unroll)
+    on = normalize(t.xreplace({b: ONE}), unroll)
+    off = normalize(t.xreplace({b: ZERO}), unroll)
     if _may_be_infinite(on) or _may_be_infinite(off):
         # 0 * -oo is nan, not 0: keep the choice a Piecewise
         return se.Piecewise((on, se.Eq(b, 1)), (off, True))
