@@ -156,7 +156,8 @@ class TrainStep:
                     f"optax.adam (called with them), got {type(optimizer).__name__}"
                 )
             self.hyper_names = tuple(hyperparams)
-            self._hyper_default = self._hyper_vector(hyperparams, np.zeros((0,)))
+            zeros = np.zeros((len(self.hyper_names),), compiled.dtype)
+            self._hyper_default = self._hyper_vector(hyperparams, zeros)
             make = optimizer
             try:
                 optimizer = make(**dict(hyperparams))
@@ -290,9 +291,7 @@ class TrainStep:
             raise ArgumentError(
                 f"hyperparams: unknown name {unknown[0]!r} (this step's: {', '.join(names)})"
             )
-        vec = np.array(default, dtype=self.compiled.dtype, copy=True)
-        if vec.shape != (len(names),):
-            vec = np.zeros((len(names),), dtype=self.compiled.dtype)
+        vec = default.copy()
         for k, n in enumerate(names):
             if n in values:
                 v = values[n]
