@@ -363,25 +363,17 @@ class ScalarTrainer(_Runner):
         cg = self._graph_for(inputs, batched)
         values = tuple(hyper.values())
         seen = self._hyper.get(kind)
+        if seen is not None and seen != values:
+            self._varying.add(kind)
+        self._hyper[kind] = values
+        step = self._train_step(kind, cg, hyper, values)
         last = self._last_step.get(kind)
-        if (
-            last is not None
-            and seen == values
-            and last[0].compiled is cg
-            and all(p._device is a for p, a in last[1])
-        ):
-            step, state = last[0], last[2]  # nothing changed since the last step: its state
+        if last is not None and last[0] is step and all(p._device is a for p, a in last[1]):
+            state = last[2]  # the params still hold the last step's outputs: its state
         else:
-            if seen is not None and seen != values:
-                self._varying.add(kind)
-            self._hyper[kind] = values
-            step = self._train_step(kind, cg, hyper, values)
-            if last is not None and last[0] is step and all(p._device is a for p, a in last[1]):
-                state = last[2]
-            else:
-                state = self._fresh_state(kind, step, cg)
-            if step.hyper_names and (state.hyper is None or seen != values):
-                state = state.replace(hyper=step.hyperparams(**hyper))
+            state = self._fresh_state(kind, step, cg)
+        if step.hyper_names and (state.hyper is None or seen != values):
+            state = state.replace(hyper=step.hyperparams(**hyper))
         data, index = self._input_args(inputs, cg, step.param_names)
         new, loss = step(state, data, index or None)
         self._opt_states[kind] = new.opt_state
