@@ -16,7 +16,7 @@ import numpy as np
 from jax.sharding import SingleDeviceSharding
 
 from torchlean_ir import DType, GraphData, check
-from torchlean_ir._types import as_dtype
+from torchlean_ir.extend import as_dtype
 
 from . import _slices
 from ._args import (

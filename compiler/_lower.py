@@ -25,8 +25,7 @@ changes. Graphs of fewer nodes have no boundary.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -36,8 +35,8 @@ import numpy as np
 from jax import lax
 from jax.experimental.xla_metadata import set_xla_metadata
 
-from torchlean_ir import GraphData, TorchleanError, format_node
-from torchlean_ir._util import clip
+from torchlean_ir import GraphData
+from torchlean_ir.extend import at_node
 
 from ._errors import CompileError
 from ._precision import traced_at
@@ -71,18 +70,6 @@ class Program:
     @property
     def n_leaves(self) -> int:
         return self.graph.num_leaves
-
-
-@contextmanager
-def _at_node(graph: GraphData, j: int, what: str) -> Iterator[None]:
-    try:
-        yield
-    except TorchleanError as e:
-        raise type(e)(f"while {what} node {j} (`{clip(format_node(graph, j), 160)}`): {e}") from e
-    except Exception as e:
-        raise CompileError(
-            f"while {what} node {j} (`{clip(format_node(graph, j), 160)}`): {type(e).__name__}: {e}"
-        ) from e
 
 
 def boundary_nodes(tape: Sequence[TapeEntry]) -> frozenset[int]:
@@ -138,7 +125,7 @@ def _per_sample(p: Program, x: Any, v: int, batch: Any) -> Any:
 
 
 def _forward_node(p: Program, e: TapeEntry, vals: list[Any], idx: list[Any]) -> None:
-    with _at_node(p.graph, e.node, "lowering"):
+    with at_node(p.graph, e.node, "lowering", error=CompileError):
         vals[e.value] = _call(
             p, e, e.forward, *(vals[a] for a in e.parents), *(idx[i] for i in e.index_args)
         )
@@ -181,7 +168,7 @@ def tape_jvp(p: Program) -> Callable[..., tuple[Any, ...]]:
             _forward_node(p, e, vals, idx)
             if e.jvp is None:
                 continue
-            with _at_node(p.graph, e.node, "differentiating (jvp)"):
+            with at_node(p.graph, e.node, "differentiating (jvp)", error=CompileError):
                 tans[e.value] = _call(
                     p,
                     e,
@@ -222,7 +209,7 @@ def tape_vjp(p: Program) -> Callable[..., tuple[Any, ...]]:
         for e in reversed(p.tape):
             if e.vjp is None:
                 continue
-            with _at_node(p.graph, e.node, "back-propagating through"):
+            with at_node(p.graph, e.node, "back-propagating through", error=CompileError):
                 gs = _call(
                     p,
                     e,

@@ -234,3 +234,51 @@ def test_verify_imports_its_modules_at_the_top() -> None:
 def test_the_circle_finder_finds_circles() -> None:
     assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == ["a", "b", "c", "a"]
     assert _cycle({"a": {"b"}, "b": set()}) is None
+
+
+def _private_names(source: str, package: str) -> list[tuple[int, str]]:
+    """``(line, name)`` of every import in ``source`` (a module of ``package``) of another of
+    the project's packages' private modules or private names (``torchlean_ir._types``,
+    ``from compiler import _rules``, ``from torchlean_ir import _REGISTRY``)."""
+    others = set(LAYERS) - {package}
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            names = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+        elif isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        else:
+            continue
+        for name in names:
+            parts = name.split(".")
+            if parts[0] in others and any(p.startswith("_") for p in parts[1:]):
+                found.append((node.lineno, name))
+    return found
+
+
+@pytest.mark.parametrize("package", LAYERS)
+def test_a_package_uses_only_the_public_names_of_the_others(package: str) -> None:
+    """The layers above take what they need from the public modules below (the user API,
+    ``torchlean_ir.extend``, ``torchlean_ir.backends``, ``torchlean_ir.interop``,
+    ``compiler.extend``), never from a private module, so that each package may reorganise its
+    private modules freely."""
+    bad = [
+        f"{path.relative_to(ROOT)}:{line} imports {name}"
+        for path in _modules(package).values()
+        for line, name in _private_names(path.read_text(encoding="utf-8"), package)
+    ]
+    assert not bad, "\n".join(bad)
+
+
+def test_the_private_name_finder_finds_them() -> None:
+    def found(source: str) -> list[str]:
+        return [name for _, name in _private_names(source, "torchlean")]
+
+    assert found("from torchlean_ir._types import as_shape") == [
+        "torchlean_ir._types",
+        "torchlean_ir._types.as_shape",
+    ]
+    assert found("import compiler._rules") == ["compiler._rules"]
+    assert found("def f():\n    from torchlean_ir import _REGISTRY") == ["torchlean_ir._REGISTRY"]
+    assert found("from torchlean_ir.extend import as_shape") == []
+    assert found("from torchlean import _ops") == []  # its own package

@@ -15,7 +15,7 @@
 See ``docs/tutorial.md``.
 """
 
-from torchlean_ir._builder import add_internal_dir
+from torchlean_ir.extend import add_internal_dir
 
 from . import nn
 from ._compiled import (

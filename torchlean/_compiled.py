@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from torchlean_ir import GraphData, TorchleanError
-from torchlean_ir._types import as_shape
+from torchlean_ir.extend import as_shape
 
 from ._options import Options, as_options
 from ._param import Param, ParamList, as_param_list

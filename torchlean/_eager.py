@@ -31,11 +31,21 @@ from typing import Any, Literal, NamedTuple
 
 import numpy as np
 
-from torchlean_ir import DType, EvalError, IndexType, ShapeError, TensorType, TorchleanError
-from torchlean_ir._attrs import AttrError, Attrs, make_attrs
-from torchlean_ir._builder import user_call_site
-from torchlean_ir._registry import _REGISTRY, Op, get_op
+from torchlean_ir import (
+    AttrError,
+    Attrs,
+    DType,
+    EvalError,
+    IndexType,
+    Op,
+    ShapeError,
+    TensorType,
+    TorchleanError,
+    get_op,
+    has_op,
+)
 from torchlean_ir.backends import numpy_backend
+from torchlean_ir.extend import make_attrs, user_call_site
 
 from ._options import Options
 from ._param import Param
@@ -268,7 +278,7 @@ class _JaxKernels:
     def make(self, op: Op, attrs: dict[str, Any]) -> tuple[Kernel, Kernel]:
         import jax
 
-        from compiler._precision import traced_at
+        from compiler.extend import traced_at
 
         B, n_idx = self.B, len(op.index_args)
         lower, lower_vjp = op.lowering, op.lowering_vjp
@@ -375,7 +385,7 @@ class _Batched:
     ) -> Kernel:
         import jax
 
-        from compiler._rules import RuleBatching, node_rule
+        from compiler.extend import RuleBatching, node_rule
 
         summed = tuple(not b for b, f in zip(arg_b, flags, strict=True) if f) if flags else ()
         fn = node_rule(
@@ -717,7 +727,7 @@ class EagerSession(Session):
                 key = sig = None
         else:
             sig = self._sigs.get(key)
-        if sig is None or _REGISTRY.get(op_name) is not sig.op:
+        if sig is None or not (has_op(op_name) and get_op(op_name) is sig.op):
             arg_types = tuple([types[i] for i in ids])
             sig = self._sig(key, op_name, arg_types, tuple([n.type for n in nats]), attrs)
         vals = self._vals

@@ -24,8 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from torchlean_ir import DType, GraphData, TorchleanError, eval_all
-from torchlean_ir._builder import Var, user_call_site
+from torchlean_ir import DType, GraphData, TorchleanError, Var, eval_all
+from torchlean_ir.extend import user_call_site
 
 from ._compiled import compile_graph, verify_graph
 from ._options import Options

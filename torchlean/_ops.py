@@ -26,9 +26,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
-from torchlean_ir import Op, TorchleanError, all_ops, get_op, has_op
-from torchlean_ir._attrs import REQUIRED, ConstArray
-from torchlean_ir._types import DType, as_shape
+from torchlean_ir import ConstArray, DType, Op, TorchleanError, all_ops, get_op, has_op
+from torchlean_ir.extend import REQUIRED, as_shape
 
 from ._options import Options
 from ._tensor import NatRef, Tensor

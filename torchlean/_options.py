@@ -8,8 +8,8 @@ from typing import Any, Literal
 
 import numpy as np
 
-from torchlean_ir import TorchleanError
-from torchlean_ir._types import DType, as_dtype
+from torchlean_ir import DType, TorchleanError
+from torchlean_ir.extend import as_dtype
 
 Backend = Literal["eager", "compiled"]
 Device = Literal["cpu", "gpu"]

@@ -10,9 +10,8 @@ from typing import Any, overload
 import numpy as np
 
 from torchlean_ir import TorchleanError
-from torchlean_ir._graph import valid_name
-from torchlean_ir._util import write_atomic
-from torchlean_ir.interop._files import MAX_FILE_BYTES
+from torchlean_ir.extend import valid_name, write_atomic
+from torchlean_ir.interop import MAX_FILE_BYTES
 
 
 def _host_array(value: Any, what: str) -> np.ndarray:
@@ -301,7 +300,7 @@ def _read(path: str | os.PathLike[str], read: Any, max_bytes: int) -> Any:
     """``read(data, fmt)`` of the file's bytes; a missing file, one that is not a regular file
     (a device, a FIFO) or holds more than ``max_bytes``, and any failure of a corrupt one, as
     one line."""
-    from torchlean_ir.interop._files import read_file
+    from torchlean_ir.interop import read_file
 
     fmt = _format_of(path)
     where = os.fspath(path)
@@ -322,7 +321,7 @@ def read_params_file(
     """The arrays stored in a ``.npz`` or ``.safetensors`` parameter file, by name (nothing is
     unpickled). A path that is not a regular file (a device, a FIFO), a file over
     ``max_bytes`` (4 GiB by default) and a ``.npz`` that unpacks to more are refused."""
-    from torchlean_ir.interop._files import param_arrays
+    from torchlean_ir.interop import param_arrays
 
     return _read(path, lambda data, fmt: param_arrays(data, fmt, max_bytes), max_bytes)  # type: ignore[no-any-return]
 
@@ -337,7 +336,7 @@ def load_params(
     float dtypes must match exactly, and are checked from the file's headers before any array is
     read or unpacked; on any mismatch a one-line :class:`~torchlean_ir.TorchleanError` names it
     and no parameter is changed. The file is read once, as :func:`read_params_file` reads it."""
-    from torchlean_ir.interop._files import param_arrays, param_headers
+    from torchlean_ir.interop import param_arrays, param_headers
 
     plist = as_param_list(params)
     what = f"load_params({os.fspath(path)})"

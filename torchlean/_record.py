@@ -9,9 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from torchlean_ir import GraphData, TorchleanError
-from torchlean_ir._builder import GraphBuilder, IndexVar, Var, user_call_site
-from torchlean_ir._types import DType, as_dtype, as_shape
+from torchlean_ir import DType, GraphBuilder, GraphData, IndexVar, TorchleanError, Var
+from torchlean_ir.extend import as_dtype, as_shape, user_call_site
 
 from ._ops import Ops
 from ._options import Options, as_options

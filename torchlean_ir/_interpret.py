@@ -33,14 +33,17 @@ IndexValues = Mapping[str, Any] | Sequence[Any] | None
 
 
 @contextmanager
-def at_node(graph: GraphData, j: int, what: str) -> Iterator[None]:
-    """Re-raise any error inside the block with node ``j`` printed."""
+def at_node(
+    graph: GraphData, j: int, what: str, error: type[TorchleanError] = EvalError
+) -> Iterator[None]:
+    """Re-raise any error inside the block with node ``j`` printed: a :class:`TorchleanError` as
+    its own type, anything else as ``error`` (the compiler passes its ``CompileError``)."""
     try:
         yield
     except TorchleanError as e:
         raise type(e)(f"while {what} node {j} (`{clip(format_node(graph, j), 160)}`): {e}") from e
     except Exception as e:
-        raise EvalError(
+        raise error(
             f"while {what} node {j} (`{clip(format_node(graph, j), 160)}`): {type(e).__name__}: {e}"
         ) from e
 

@@ -33,8 +33,7 @@ from typing import Any
 import numpy as np
 import symengine as se
 
-from torchlean_ir.backends import SymArray
-from torchlean_ir.backends._sym import PRODUCT_HOOK, SOFTMAX_HOOK
+from torchlean_ir.backends import PRODUCT_HOOK, SOFTMAX_HOOK, SymArray
 
 from ._decide import Decision, decide_equal
 

@@ -10,7 +10,7 @@ really holds (docs/verification.md, "Float32"):
   dtype: ``GELU_C * x``, ``B.where(c, x, hi)``), and every float given to ``B.asarray``,
   ``B.full`` or ``B.pad`` (which the JAX backend casts to its dtype) is rounded likewise;
   ``B.rand_uniform`` draws are rounded toward zero in float32, as the float32 backend draws
-  them (``torchlean_ir.backends._sym.FLOAT_CONSTANTS``).
+  them (``torchlean_ir.backends.FLOAT_CONSTANTS``).
   Python arithmetic before that point stays float64 on both sides (``1 / (1 - p)`` is computed
   in float64, then rounded once), so attributes are not rounded up front. NumPy float64 scalars
   and arrays mixed into arithmetic are not rounded: JAX promotes them to float64.
@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 import symengine as se
 
-from torchlean_ir.backends._sym import FLOAT_CONSTANTS
+from torchlean_ir.backends import FLOAT_CONSTANTS
 
 #: float32: 24 significant bits, smallest normal exponent -126, largest finite below 2^128
 _BITS = 24

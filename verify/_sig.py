@@ -12,7 +12,7 @@ import numpy as np
 import symengine as se
 
 import torchlean_ir as tl
-from torchlean_ir._attrs import Attrs, ConstArray
+from torchlean_ir import Attrs, ConstArray
 from torchlean_ir.backends import SymArray
 
 #: Out-of-range index values always tried, besides the first ones past every dimension:

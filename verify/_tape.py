@@ -288,7 +288,7 @@ def _vjp_none(graph: tl.GraphData, j: int) -> tuple[bool, ...]:
     idx = [np.zeros(ix.type.shape, np.int64) if ix.value is None
            else np.asarray(ix.value, np.int64).reshape(ix.type.shape)
            for ix in graph.index_inputs]  # fmt: skip
-    from torchlean_ir._interpret import node_params
+    from torchlean_ir.extend import node_params
 
     params = node_params(op, node, idx, j)
 

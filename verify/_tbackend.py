@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import symengine as se
 
-from torchlean_ir.backends._sym import FLOAT_CONSTANTS, cast_floats
+from torchlean_ir.backends import FLOAT_CONSTANTS, cast_floats, narrowest, piecewise, uniform
 
 from . import _tsoftmax
 from . import terms as T
@@ -19,7 +19,6 @@ from ._tensor import (
     Index,
     TArray,
     _mask,
-    _piecewise,
     asarray,
     binary,
     broadcast_to,
@@ -111,11 +110,11 @@ class TensorBackend:
 
     def abs(self, x: Any) -> TArray:
         z = T.ZERO
-        return unary(x, lambda v: _piecewise(_gt0(v), v, _piecewise(_gt0(-v), -v, z)), "f")
+        return unary(x, lambda v: piecewise(_gt0(v), v, piecewise(_gt0(-v), -v, z)), "f")
 
     def sign(self, x: Any) -> TArray:
         one, z = T.ONE, T.ZERO
-        return unary(x, lambda v: _piecewise(_gt0(v), one, _piecewise(_gt0(-v), -one, z)), "f")
+        return unary(x, lambda v: piecewise(_gt0(v), one, piecewise(_gt0(-v), -one, z)), "f")
 
     def maximum(self, a: Any, b: Any) -> TArray:
         return binary(a, b, lambda x, y: se.Max(x, y))
@@ -140,7 +139,7 @@ class TensorBackend:
         if C.kind in "cin":
             return unary(C, lambda v: v, "f")
         one, z = T.ONE, T.ZERO
-        return unary(C, lambda c: _piecewise(c, one, z), "f")
+        return unary(C, lambda c: piecewise(c, one, z), "f")
 
     def softplus(self, x: Any) -> TArray:
         return unary(x, lambda v: se.log(1 + se.exp(v)), "f")
@@ -187,7 +186,7 @@ class TensorBackend:
                     # an excluded entry takes no part: its comparison holds
                     conds.append(_or_excluded(oks[j], rel))
                 cond = se.And(*conds) if len(conds) > 1 else (conds[0] if conds else se.true)
-                win = _piecewise(cond, T.ONE, T.ZERO)
+                win = piecewise(cond, T.ONE, T.ZERO)
                 out = out + T.eq(idx[ax] - k) * oks[k] * win
             return out
 
@@ -255,10 +254,8 @@ class TensorBackend:
     ) -> TArray:
         """The draws as exact values, rounded toward zero in ``dtype`` and in a float32
         compilation's dtype (``verify/_f32.py``), whichever is narrower."""
-        from torchlean_ir.backends import _random
-
-        narrow = _random.narrowest(np.float64, dtype, FLOAT_CONSTANTS.get())
-        return from_numpy(_random.uniform(seed, counter, shape, narrow))
+        narrow = narrowest(np.float64, dtype, FLOAT_CONSTANTS.get())
+        return from_numpy(uniform(seed, counter, shape, narrow))
 
 
 class StaticArrays:

@@ -29,8 +29,8 @@ from typing import Any
 import numpy as np
 import symengine as se
 
-from torchlean_ir._attrs import ConstArray
-from torchlean_ir.backends._sym import weak_float
+from torchlean_ir import ConstArray
+from torchlean_ir.backends import piecewise, weak_float
 
 from . import terms as T
 from ._dims import Dim, SizeDependent, is_one, is_symbolic, size_expr
@@ -364,7 +364,7 @@ def where(cond: Any, a: Any, b: Any) -> TArray:
     C = asarray(cond)
     if C.kind in "cin":
         return nary([C, a, b], _blend, _kind_of(asarray(a), asarray(b)))
-    return nary([C, a, b], _piecewise, _kind_of(asarray(a), asarray(b)))
+    return nary([C, a, b], piecewise, _kind_of(asarray(a), asarray(b)))
 
 
 _INFINITIES = (se.oo, -se.oo, se.zoo)
@@ -380,12 +380,6 @@ def _blend(c: Any, x: Any, y: Any) -> Any:
     if x in _INFINITIES or y in _INFINITIES:
         return se.Piecewise((x, se.Eq(c, 1)), (y, True))
     return c * x + (1 - c) * y
-
-
-def _piecewise(c: Any, a: Any, b: Any) -> Any:
-    from torchlean_ir.backends._sym import _piecewise as pw
-
-    return pw(c, a, b)
 
 
 def logical(op: str, *arrays: Any) -> TArray:

@@ -531,7 +531,7 @@ def _compiled_checks(
 def _forward_tree_size(graph: tl.GraphData) -> int:
     """The largest tree size (operations, shared subterms counted each time they occur) of an
     output element of any node of the reference forward on symbols, stopping past the limit."""
-    from torchlean_ir._interpret import eval_all
+    from torchlean_ir import eval_all
 
 
     leaves = {leaf.name: named_symbols(leaf.name, leaf.type.shape) for leaf in graph.leaves}

@@ -241,8 +241,8 @@ def _function_job(args: Any) -> tuple[Any, list[Any], dict[str, int], list[str]]
 
 def _run_function(job: tuple[Any, list[Any], dict[str, int], list[str]], args: Any, out: Any,
                   stdout: Any, reports: list[Report], json_stdout: bool) -> int:  # fmt: skip
-    from torchlean_ir._util import write_atomic
     from torchlean_ir.cli import say
+    from torchlean_ir.extend import write_atomic
 
     from ._functions import FunctionSpecError, verify_function
 
@@ -436,7 +436,7 @@ def _main(argv: Sequence[str] | None, stdout: Any, reports: list[Report]) -> int
         if json_stdout:
             print(text, file=stdout)
         else:
-            from torchlean_ir._util import write_atomic
+            from torchlean_ir.extend import write_atomic
 
             try:  # all or nothing: a full disk leaves no truncated report
                 write_atomic(args.json, (text + "\n").encode("utf-8"))

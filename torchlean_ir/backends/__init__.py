@@ -7,30 +7,52 @@
 
 The seeded generator of the random ops (SplitMix64, ``docs/ops-notes.md``) is every backend's
 ``rand_uniform(seed, counter, shape, dtype)``; its NumPy reference functions are re-exported here
-(:func:`splitmix64`, :func:`random_bits`, :func:`uniform_from_bits`) for the eager session and
-tests.
+(:func:`splitmix64`, :func:`random_bits`, :func:`uniform_from_bits`, :func:`uniform`,
+:func:`narrowest`) for the eager session, the verifier and tests. The symbolic backend's hooks
+and float-constant model (:data:`SOFTMAX_HOOK`, :data:`PRODUCT_HOOK`, :data:`FLOAT_CONSTANTS`,
+:func:`weak_float`, :func:`cast_floats`, :func:`piecewise`) are what ``verify`` builds on.
 """
 
 from typing import Any
 
 from ._numpy import NUMPY, NumpyBackend, numpy_backend
-from ._random import random_bits, splitmix64, uniform_from_bits
-from ._sym import SYM, SymArray, SymBackend, exact, symbols
+from ._random import narrowest, random_bits, splitmix64, uniform, uniform_from_bits
+from ._sym import (
+    FLOAT_CONSTANTS,
+    PRODUCT_HOOK,
+    SOFTMAX_HOOK,
+    SYM,
+    SymArray,
+    SymBackend,
+    cast_floats,
+    exact,
+    piecewise,
+    symbols,
+    weak_float,
+)
 
 __all__ = [
+    "FLOAT_CONSTANTS",
     "NUMPY",
+    "PRODUCT_HOOK",
+    "SOFTMAX_HOOK",
     "SYM",
     "JaxBackend",
     "NumpyBackend",
     "SymArray",
     "SymBackend",
+    "cast_floats",
     "exact",
     "jax_backend",
+    "narrowest",
     "numpy_backend",
+    "piecewise",
     "random_bits",
     "splitmix64",
     "symbols",
+    "uniform",
     "uniform_from_bits",
+    "weak_float",
 ]
 
 

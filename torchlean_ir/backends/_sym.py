@@ -98,7 +98,8 @@ def _under(expr: Any, cond: Any, value: bool) -> Any:
     return expr.xreplace(repl) if repl else expr
 
 
-def _piecewise(c: Any, a: Any, b: Any) -> Any:
+def piecewise(c: Any, a: Any, b: Any) -> Any:
+    """``a`` where ``c`` holds, else ``b``: a ``Piecewise``, or a branch when ``c`` is known."""
     if c is se.true or c is True:
         return a
     if c is se.false or c is False:
@@ -358,11 +359,11 @@ class SymBackend:
         return SymArray(_obj(se.pi))
 
     def abs(self, x: Any) -> SymArray:
-        return _elementwise(lambda v: _piecewise(v > 0, v, _piecewise(v < 0, -v, se.Integer(0))), x)
+        return _elementwise(lambda v: piecewise(v > 0, v, piecewise(v < 0, -v, se.Integer(0))), x)
 
     def sign(self, x: Any) -> SymArray:
         one, zero = se.Integer(1), se.Integer(0)
-        return _elementwise(lambda v: _piecewise(v > 0, one, _piecewise(v < 0, -one, zero)), x)
+        return _elementwise(lambda v: piecewise(v > 0, one, piecewise(v < 0, -one, zero)), x)
 
     def maximum(self, a: Any, b: Any) -> SymArray:
         return _elementwise(_max2, a, b)
@@ -371,7 +372,7 @@ class SymBackend:
         return _elementwise(_min2, a, b)
 
     def where(self, cond: Any, a: Any, b: Any) -> SymArray:
-        return _elementwise(_piecewise, cond, a, b)
+        return _elementwise(piecewise, cond, a, b)
 
     def logical_and(self, a: Any, b: Any) -> SymArray:
         return _elementwise(lambda x, y: se.And(x, y), a, b)
@@ -388,7 +389,7 @@ class SymBackend:
 
         def convert(c: Any) -> Any:
             if isinstance(c, bool | np.bool_ | _Boolean):
-                return _piecewise(c, one, zero)
+                return piecewise(c, one, zero)
             return se.Integer(int(c)) if isinstance(c, int | np.integer) else c
 
         return _elementwise(convert, cond)
@@ -455,7 +456,7 @@ class SymBackend:
                     row[k] >= row[j] for j in live if j > k
                 ]
                 cond = se.And(*conds) if conds else se.true
-                out[(*pos, k)] = _piecewise(cond, one, zero)
+                out[(*pos, k)] = piecewise(cond, one, zero)
         return SymArray(np.moveaxis(out, -1, axis))
 
     def _valid_exp(self, x: Any, valid: Any) -> SymArray:

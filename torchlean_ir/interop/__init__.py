@@ -19,6 +19,7 @@ only by the functions that need them. What maps to what, and what is refused, is
 """
 
 from ._common import Imported, Mapping, Unsupported
+from ._files import MAX_FILE_BYTES, param_arrays, param_headers, read_file
 from ._joint import Joint, joint_from_torch
 from ._onnx_export import (
     EXPORT_OPSET,
@@ -38,6 +39,7 @@ __all__ = [
     "ATEN_REFUSED",
     "EXPORT_OPSET",
     "IMPORT_OPSET",
+    "MAX_FILE_BYTES",
     "NOT_EXPORTED",
     "ONNX_EXPORTS",
     "ONNX_IMPORTS",
@@ -53,5 +55,8 @@ __all__ = [
     "from_torch",
     "import_report",
     "joint_from_torch",
+    "param_arrays",
+    "param_headers",
+    "read_file",
     "to_onnx",
 ]
