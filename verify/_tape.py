@@ -32,7 +32,8 @@ from typing import Any
 import numpy as np
 
 import torchlean_ir as tl
-from torchlean_ir.backends import NUMPY
+from torchlean_ir.backends import NUMPY, SYM
+from torchlean_ir.extend import node_params
 
 from . import (
     _abstract,
@@ -288,8 +289,6 @@ def _vjp_none(graph: tl.GraphData, j: int) -> tuple[bool, ...]:
     idx = [np.zeros(ix.type.shape, np.int64) if ix.value is None
            else np.asarray(ix.value, np.int64).reshape(ix.type.shape)
            for ix in graph.index_inputs]  # fmt: skip
-    from torchlean_ir.extend import node_params
-
     params = node_params(op, node, idx, j)
 
     try:  # on the tensor backend: lazy arrays, a cost that does not grow with the shapes
@@ -521,8 +520,6 @@ def check_end_to_end(
     """The whole compiled forward, JVP and tape VJP interpreted symbolically (nested calls
     included) against ``eval_graph`` / ``jvp`` / ``backprop_ctx`` on ``SYM`` (with the
     constants of a compilation in ``dtype``, :mod:`verify._f32`)."""
-    from torchlean_ir.backends import SYM
-
 
     make = interpreter or Interpreter
     leaves = {leaf.name: named_symbols(leaf.name, leaf.type.shape) for leaf in graph.leaves}

@@ -213,7 +213,7 @@ def _negations(c: Any) -> frozenset:
     return frozenset(n for n in map(T._negated, T._literals(c)) if n is not None)
 
 
-def _complete_chains(g: Any, x: Any, unroll: bool) -> tuple[Any, Any]:
+def _complete_chains(g: Any, x: Any, unroll: int) -> tuple[Any, Any]:
     """Both sides with the final ``True`` branch of each ``Piecewise`` chain written as a
     condition met elsewhere in them, where that is exact: ``Piecewise(..., (v, True))`` is
     ``Piecewise(..., (v, c), (0, True))`` when the earlier conditions and ``c`` cover every
@@ -233,7 +233,7 @@ def _complete_chains(g: Any, x: Any, unroll: bool) -> tuple[Any, Any]:
     return hit
 
 
-def _completed_chains(g: Any, x: Any, unroll: bool) -> tuple[Any, Any]:
+def _completed_chains(g: Any, x: Any, unroll: int) -> tuple[Any, Any]:
     """:func:`_complete_chains`, not memoised."""
     pws = _piecewises(g, x)
     if not pws:

@@ -70,7 +70,7 @@ def decide_tensor(
     reads first; what that does not prove is decided with them written out."""
     if T.has_derived(got) or T.has_derived(expected):
         found = None
-        for unrolls in ((False,), (True,)):
+        for unrolls in ((T.UNROLL_NONE,), (T.UNROLL_SHORT,)):
             d = _decide(got, expected, free_all, domains, nat_symbols, seed, False, unrolls)
             if d.equal is True:
                 return replace(d, how=f"{d.how}, softmax rows as atoms")
@@ -89,7 +89,7 @@ def decide_tensor(
 
 def _decide(got: Any, expected: Any, free_all: Sequence[Any], domains: Mapping[str, str] | None,
             nat_symbols: Sequence[Any], seed: int, counterexamples: bool,
-            unrolls: tuple[int, ...] = (False, True)) -> TDecision:  # fmt: skip
+            unrolls: tuple[int, ...] = (T.UNROLL_NONE, T.UNROLL_SHORT)) -> TDecision:  # fmt: skip
     domains = dict(domains or {})
     free = [v for v in free_all if isinstance(v, se.Symbol)]
     point = None

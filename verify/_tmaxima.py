@@ -20,7 +20,7 @@ from ._tregions import _sub
 MAXR_VALUES_MAX = 64
 
 
-def _maxr_values(m: Any, unroll: bool, facts: Mapping[Any, Any] | None = None) -> Any:
+def _maxr_values(m: Any, unroll: int, facts: Mapping[Any, Any] | None = None) -> Any:
     """``_MAXR(body, k, lo, hi)`` as ``Max`` of its values, when every value is a finite term
     or ``-oo`` (a masked cell); else ``None``. ``facts`` (brackets with their values in the
     case at hand) decide the brackets a value gets once ``k`` is substituted (a padding
@@ -156,7 +156,7 @@ def _one_hot_maxima(e: Any) -> Any:
     return se.Add(*[t for i, t in enumerate(terms) if i not in used], *maxima)
 
 
-def _as_maxima(e: Any, unroll: bool, facts: Mapping[Any, Any] | None = None) -> Any:
+def _as_maxima(e: Any, unroll: int, facts: Mapping[Any, Any] | None = None) -> Any:
     """``e`` with window maxima written as ``Max``: each ``_MAXR`` whose values are determined
     (:func:`_maxr_values`) and each complete first-max one-hot sum (:func:`_one_hot_maxima`),
     so that a maximum met as ``_MAXR`` (the reference), as nested ``max`` (a compiled
@@ -176,7 +176,7 @@ def _as_maxima(e: Any, unroll: bool, facts: Mapping[Any, Any] | None = None) -> 
     return _one_hot_maxima(se.expand(e))
 
 
-def _shifted(e: Any, unroll: bool) -> Any:
+def _shifted(e: Any, unroll: int) -> Any:
     """A normal form with the finite max shifts of its exponentials split off
     (:func:`verify.terms.split_shifts`), normalised again (sums pull the shifts out)."""
     s = T.split_shifts(e)

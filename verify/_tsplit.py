@@ -99,7 +99,7 @@ class _Splitter:
     residue), each case decided by normal forms and the scalar procedure."""
 
     def __init__(self, allowed: list[Any], domains: Mapping[str, str], seed: int,
-                 unroll: int = True) -> None:  # fmt: skip
+                 unroll: int = T.UNROLL_SHORT) -> None:  # fmt: skip
         self.unroll = unroll
         self.allowed = allowed
         self.domains = domains

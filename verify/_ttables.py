@@ -103,7 +103,7 @@ def _absolute(values: np.ndarray, lows: Sequence[int]) -> np.ndarray:
     return np.pad(values, [(int(lo), 0) for lo in lows], mode="edge")
 
 
-def _retabled(e: Any, unroll: bool) -> Any:
+def _retabled(e: Any, unroll: int) -> Any:
     """``e`` (a normal form) with its table reads materialised (:func:`_tables`) again, after a
     case split narrowed the ranges of its free indices: a read at a shifted index (``T(q - 1)``
     beside the bracket ``[q >= 1]``) that ran off the table over the whole range is in it over

@@ -22,6 +22,8 @@ from typing import Any, Literal
 import numpy as np
 
 import torchlean_ir as tl
+from torchlean_ir import eval_all
+from torchlean_ir.backends import SYM
 
 from . import _sizecert
 from . import terms as T
@@ -531,8 +533,6 @@ def _compiled_checks(
 def _forward_tree_size(graph: tl.GraphData) -> int:
     """The largest tree size (operations, shared subterms counted each time they occur) of an
     output element of any node of the reference forward on symbols, stopping past the limit."""
-    from torchlean_ir import eval_all
-
 
     leaves = {leaf.name: named_symbols(leaf.name, leaf.type.shape) for leaf in graph.leaves}
     idx = {ix.name: np.zeros(ix.type.shape, np.int64) for ix in graph.index_inputs
@@ -553,8 +553,6 @@ def _forward_tree_size(graph: tl.GraphData) -> int:
 
 
 def _sym_backend() -> Any:
-    from torchlean_ir.backends import SYM
-
     return SYM
 
 

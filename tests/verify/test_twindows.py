@@ -69,13 +69,13 @@ def test_an_argmax_chain_meets_the_first_max_one_hot() -> None:
     conditions and the cell's own cover every value (z3); a chain missing a cell is not."""
     last = _chain(VALUES, 2)
     one_hot = _one_hot(VALUES, 2)
-    g, x = _complete_chains(T.normalize(last), one_hot, unroll=True)
+    g, x = _complete_chains(T.normalize(last), one_hot, unroll=T.UNROLL_SHORT)
     assert g == x == one_hot
     for point in _orderings():
         assert _value(last, point) == _value(one_hot, point)
     # a chain over cells 0 and 1 only: its "else" is not "c is the first maximum"
     short = se.Piecewise((0, _first_max(VALUES, 0)), (1, True))
-    g, x = _complete_chains(short, one_hot, unroll=True)
+    g, x = _complete_chains(short, one_hot, unroll=T.UNROLL_SHORT)
     assert g != x
     (q,) = T.free_vars((2,))
     assert decide_tensor(short, one_hot, [q]).equal is not True
@@ -284,12 +284,14 @@ def test_a_27_cell_argmax_chain_meets_its_one_hot_without_z3(monkeypatch) -> Non
 
     monkeypatch.setattr(D, "_Reals", no_z3)
     vals = se.symbols("v0:27")
-    g, x = _complete_chains(T.normalize(_chain(vals, 26)), _one_hot(vals, 26), unroll=True)
+    g, x = _complete_chains(
+        T.normalize(_chain(vals, 26)), _one_hot(vals, 26), unroll=T.UNROLL_SHORT
+    )
     assert g == x == _one_hot(vals, 26)
     pairs = [(0, _first_max(vals, i)) for i in range(26) if i != 13]
     holed = se.Piecewise(*pairs, (1, True))  # cell 13's condition missing: not a family
     monkeypatch.undo()
-    g, x = _complete_chains(T.normalize(holed), _one_hot(vals, 26), unroll=True)
+    g, x = _complete_chains(T.normalize(holed), _one_hot(vals, 26), unroll=T.UNROLL_SHORT)
     assert g != x
 
 

@@ -74,11 +74,12 @@ _SPECIAL = ("_SUM", "_GE", "_EQ", "_MAXR", "_XS")
 #: are unrolled by :func:`normalize`, so that a window written as a sum and the same window
 #: written term by term get the same normal form.
 UNROLL_MAX = 8
-#: The ``unroll`` level of :func:`normalize` that also unrolls ranges of up to
-#: :data:`UNROLL_WIDE_MAX` values (levels: 0 sums kept, 1 short ranges unrolled, 2 wide): the
-#: decision's last pass, tried only where a sum over such a range occurs (an 11x11 kernel
-#: summed by JAX's convolution against the reference's 121 offsets written term by term).
-UNROLL_WIDE = 2
+#: The ``unroll`` levels of :func:`normalize`: sums kept as sums; ranges of up to
+#: :data:`UNROLL_MAX` values written term by term; and also ranges of up to
+#: :data:`UNROLL_WIDE_MAX` values, the decision's last pass, tried only where a sum over such a
+#: range occurs (an 11x11 kernel summed by JAX's convolution against the reference's 121
+#: offsets written term by term).
+UNROLL_NONE, UNROLL_SHORT, UNROLL_WIDE = 0, 1, 2
 UNROLL_WIDE_MAX = 16
 
 

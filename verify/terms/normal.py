@@ -20,6 +20,8 @@ from .core import (
     SUM,
     TABLES,
     UNROLL_MAX,
+    UNROLL_NONE,
+    UNROLL_SHORT,
     UNROLL_WIDE,
     UNROLL_WIDE_MAX,
     UPPER,
@@ -94,7 +96,7 @@ def smax(body: Callable[[Any], Any], lo: int, hi: int) -> Any:
                 else se.Integer(hi)) + c  # fmt: skip
 
 
-def sum_over(k: Any, body: Any, unroll: int = False) -> Any:
+def sum_over(k: Any, body: Any, unroll: int = UNROLL_NONE) -> Any:
     """The normal form of ``sum_k body`` (``body`` carries ``k``'s range as brackets); with
     ``unroll``, a range of at most :data:`UNROLL_MAX` values is written term by term (at most
     :data:`UNROLL_WIDE_MAX` at level :data:`UNROLL_WIDE`). Brackets are 0/1, so a power of one
@@ -107,7 +109,7 @@ def sum_over(k: Any, body: Any, unroll: int = False) -> Any:
 
 def _unroll_limit(unroll: int) -> int:
     """The longest range :func:`normalize` writes term by term at level ``unroll``."""
-    return UNROLL_WIDE_MAX if unroll == UNROLL_WIDE else UNROLL_MAX if unroll else 1
+    return {UNROLL_NONE: 1, UNROLL_SHORT: UNROLL_MAX, UNROLL_WIDE: UNROLL_WIDE_MAX}[unroll]
 
 
 def wide_sums(e: Any) -> bool:
@@ -240,7 +242,7 @@ _NORM: tuple[dict[Any, Any], dict[Any, Any], dict[Any, Any]] = ({}, {}, {})
 _RELATIONAL = (se.Equality, se.Unequality, se.LessThan, se.StrictLessThan)
 
 
-def normalize(e: Any, unroll: int = False) -> Any:
+def normalize(e: Any, unroll: int = UNROLL_NONE) -> Any:
     """The normal form of a term (see the module doc); memoised. ``unroll`` also writes the
     sums over short constant ranges term by term (the form compared by the decision
     procedure; building terms keeps them as sums, so that Kronecker deltas are eliminated
@@ -758,7 +760,7 @@ def _bound_inside(t: Any) -> set:
     return out
 
 
-def _lift(t: Any, unroll: int = True) -> Any:
+def _lift(t: Any, unroll: int = UNROLL_SHORT) -> Any:
     """A monomial with brackets nested inside index expressions (a clamped or selected index)
     split on them: ``t = [c] t[c := 1] + (1 - [c]) t[c := 0]``. A nested bracket that the
     ranges decide is replaced by its value instead: a split made inside another one leaves
