@@ -36,77 +36,6 @@ class _GiveUp(Exception):
     pass
 
 
-def _frac(v: Any) -> Fraction:
-    if isinstance(v, se.Integer | se.Rational):
-        return Fraction(str(v))
-    raise lin.Nonlinear(str(v))
-
-
-def linearize(e: Any) -> tuple[dict[str, Fraction], Fraction]:
-    """A symengine expression as linear coefficients by symbol name and a constant."""
-    e = se.expand(e)
-    coeffs: dict[str, Fraction] = {}
-    const = Fraction(0)
-    terms = e.args if isinstance(e, se.Add) else (e,)
-    for t in terms:
-        if isinstance(t, se.Number):
-            const += _frac(t)
-        elif isinstance(t, se.Symbol):
-            coeffs[t.name] = coeffs.get(t.name, Fraction(0)) + 1
-        elif isinstance(t, se.Mul):
-            nums = [a for a in t.args if isinstance(a, se.Number)]
-            syms = [a for a in t.args if not isinstance(a, se.Number)]
-            if len(syms) != 1 or not isinstance(syms[0], se.Symbol) or len(nums) != 1:
-                raise lin.Nonlinear(str(t))
-            name = syms[0].name
-            coeffs[name] = coeffs.get(name, Fraction(0)) + _frac(nums[0])
-        else:
-            raise lin.Nonlinear(str(t))
-    return {k: v for k, v in coeffs.items() if v != 0}, const
-
-
-def _rel(kind: lin.Kind, d: Any) -> lin.Lin:
-    co, c = linearize(d)
-    return lin._make(co, c, kind)
-
-
-def dnf(c: Any, negate: bool = False, max_terms: int = 256) -> list[list[lin.Lin]]:
-    """A symengine boolean of linear relations (negated if asked) in disjunctive normal form."""
-    name = type(c).__name__
-    if c == se.true or name == "BooleanTrue":
-        return [] if negate else [[]]
-    if c == se.false or name == "BooleanFalse":
-        return [[]] if negate else []
-    if name == "Not":
-        return dnf(c.args[0], not negate, max_terms)
-    if name in ("And", "Or"):
-        conj = (name == "And") != negate
-        parts = [dnf(a, negate, max_terms) for a in c.args]
-        if not conj:
-            out = [t for p in parts for t in p]
-        else:
-            out = [[]]
-            for p in parts:
-                out = [x + y for x in out for y in p]
-                if len(out) > max_terms:
-                    raise lin.Nonlinear("condition too large")
-        if len(out) > max_terms:
-            raise lin.Nonlinear("condition too large")
-        return out
-    if name in ("StrictLessThan", "LessThan", "Equality", "Unequality"):
-        lhs, rhs = c.args
-        d = rhs - lhs  # lhs < rhs  <=>  rhs - lhs > 0
-        if name == "StrictLessThan":
-            return [[_rel(">=", -d)]] if negate else [[_rel(">", d)]]
-        if name == "LessThan":
-            return [[_rel(">", -d)]] if negate else [[_rel(">=", d)]]
-        eq = name == "Equality"
-        if eq != negate:
-            return [[_rel("==", d)]]
-        return [[_rel(">", d)], [_rel(">", -d)]]
-    raise lin.Nonlinear(name)
-
-
 def first_max_pieces(e: Any) -> Any:
     """``Max`` / ``Min`` atoms as ``Piecewise`` (the first maximal argument): the same value."""
     atoms = list(e.atoms(se.Max, se.Min)) if isinstance(e, se.Basic) else []
@@ -196,11 +125,11 @@ def _feasible(ctx: list[lin.Lin], st: _State) -> dict[str, Fraction] | None:
 
 def _implied(ctx: list[lin.Lin], cond: Any, st: _State) -> bool:
     """The context implies ``cond``: every term of ``not cond`` is infeasible with it."""
-    return all(_feasible(ctx + t, st) is None for t in dnf(cond, negate=True))
+    return all(_feasible(ctx + t, st) is None for t in lin.dnf(cond, negate=True))
 
 
 def _possible(ctx: list[lin.Lin], cond: Any, st: _State) -> bool:
-    return any(_feasible(ctx + t, st) is not None for t in dnf(cond))
+    return any(_feasible(ctx + t, st) is not None for t in lin.dnf(cond))
 
 
 def _pieces(p: Any) -> list[tuple[Any, Any]]:
@@ -267,7 +196,7 @@ def _cases_of(ctx: list[lin.Lin], cond: Any, earlier: list[Any], st: _State) -> 
     """The feasible contexts where ``cond`` holds and no earlier condition does. An earlier
     condition that the context already excludes adds nothing (exclusive branches, such as
     first-maximum conditions, need no negation)."""
-    contexts = [ctx + t for t in dnf(cond)]
+    contexts = [ctx + t for t in lin.dnf(cond)]
     contexts = [c for c in contexts if _feasible(c, st) is not None]
     for c_j in earlier:
         out = []
@@ -275,7 +204,7 @@ def _cases_of(ctx: list[lin.Lin], cond: Any, earlier: list[Any], st: _State) -> 
             if not _possible(cx, c_j, st):
                 out.append(cx)
                 continue
-            for t in dnf(c_j, negate=True):
+            for t in lin.dnf(c_j, negate=True):
                 cx2 = cx + t
                 if _feasible(cx2, st) is not None:
                     out.append(cx2)

@@ -35,7 +35,7 @@ import sympy as sp
 from . import _linear as lin
 from ._cases import decide_cases, parse_name
 from ._interval import nonzero
-from .terms import tick
+from .terms import rewrite, tick
 
 Method = Literal["exact", "probabilistic", "not verified"]
 Domain = Literal["real", "positive", "nonzero", "unit"]
@@ -186,7 +186,6 @@ def exp_as_symbols(e: se.Basic) -> se.Basic:
     (symengine merges the products of exponentials back into one exponent, and a symbol per
     exponential keeps them apart)."""
     symbols: dict[Any, se.Symbol] = {}
-    memo: dict[Any, Any] = {}
 
     def z(t: se.Basic) -> se.Basic:
         s = symbols.get(t)
@@ -194,30 +193,21 @@ def exp_as_symbols(e: se.Basic) -> se.Basic:
             s = symbols[t] = se.Symbol(f"_z{len(symbols)}")
         return s
 
-    def go(x: Any) -> Any:
-        if not isinstance(x, se.Basic) or not x.args or isinstance(x, se.Number):
-            return x
-        hit = memo.get(x)
-        if hit is not None:
-            return hit
-        args = [go(a) for a in x.args]
-        if isinstance(x, se.Pow) and args[0] == se.E:
-            ex = se.expand(args[1])
-            factors = []
-            for t in ex.args if isinstance(ex, se.Add) else (ex,):
-                if isinstance(t, se.Number):
-                    factors.append(se.exp(t))
-                    continue
-                parts = t.args if isinstance(t, se.Mul) else (t,)
-                c = se.Mul(*[a for a in parts if isinstance(a, se.Number)])
-                factors.append(z(se.Mul(*[a for a in parts if not isinstance(a, se.Number)])) ** c)
-            out = se.Mul(*factors)
-        else:
-            out = x.func(*args)
-        memo[x] = out
-        return out
+    def node(x: se.Basic, args: list[Any]) -> Any:
+        if not (isinstance(x, se.Pow) and args[0] == se.E):
+            return x.func(*args)
+        ex = se.expand(args[1])
+        factors = []
+        for t in ex.args if isinstance(ex, se.Add) else (ex,):
+            if isinstance(t, se.Number):
+                factors.append(se.exp(t))
+                continue
+            parts = t.args if isinstance(t, se.Mul) else (t,)
+            c = se.Mul(*[a for a in parts if isinstance(a, se.Number)])
+            factors.append(z(se.Mul(*[a for a in parts if not isinstance(a, se.Number)])) ** c)
+        return se.Mul(*factors)
 
-    return go(split_exp(e))
+    return rewrite(split_exp(e), node)
 
 
 def se_zero(diff: se.Basic) -> str | None:
@@ -307,8 +297,12 @@ def evaluate_at(
         if deep and tree_size(d, {}) <= DEEP_MAX_NODES:
             proved, text = nonzero(d, DEEP_PREC_BITS)
             if proved:
-                return True, _show(gv), _show(xv), (
-                    f"interval arithmetic at {DEEP_PREC_BITS} bits: {text}")
+                return (
+                    True,
+                    _show(gv),
+                    _show(xv),
+                    (f"interval arithmetic at {DEEP_PREC_BITS} bits: {text}"),
+                )
         return False, _show(gv), _show(xv), f"|difference| = {mag:.2e} at {PREC_BITS} bits"
     # the expanded difference itself, or, when that is large, each side on its own
     proved, text = nonzero(d) if tree_size(d, {}) <= DEEP_MAX_NODES else nonzero(g, minus=x)
@@ -800,8 +794,13 @@ def decide_memo(got: Any, expected: Any, domains: dict[str, str], seed: int,
     d = _MEMO.get(key)
     if d is None:
         tick()  # past a deadline (verify_graph(timeout=...)) no decision starts ...
-        d = decide_equal(cg, cx, domains=cdom, seed=seed,  # type: ignore[arg-type]
-                         probe_only=probe_only)
+        d = decide_equal(
+            cg,
+            cx,
+            domains=cdom,
+            seed=seed,  # type: ignore[arg-type]
+            probe_only=probe_only,
+        )
         tick()  # ... and one it cut short (maybe weaker than it should be) is dropped
         if len(_MEMO) < _MEMO_MAX:
             _MEMO[key] = d

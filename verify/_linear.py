@@ -13,9 +13,12 @@ import random
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Literal
+from typing import Any, Literal
 
+import symengine as se
 import sympy as sp
+
+from .terms.index import linear
 
 Kind = Literal[">", ">=", "=="]
 
@@ -49,100 +52,74 @@ class Nonlinear(Exception):
     """A relation that is not linear with rational coefficients."""
 
 
-def _frac(v: sp.Basic) -> Fraction:
-    if not v.is_Rational:
+def linearize(expr: Any) -> tuple[dict[str, Fraction], Fraction]:
+    """``expr`` (symengine, or sympy: converted) as ``(coefficients by symbol name, constant)``:
+    the index layer's one linearizer (:func:`verify.terms.index.linear`) restricted to symbols and
+    rational coefficients; raises :class:`Nonlinear` otherwise."""
+    form = linear(se.sympify(expr))
+    if form is None:
+        raise Nonlinear(str(expr))
+    coeffs: dict[str, Fraction] = {}
+    for atom, c in form[0].items():
+        if not isinstance(atom, se.Symbol):
+            raise Nonlinear(str(atom))
+        coeffs[atom.name] = coeffs.get(atom.name, Fraction(0)) + _frac(c)
+    return {k: v for k, v in coeffs.items() if v != 0}, _frac(form[1])
+
+
+def _frac(v: Any) -> Fraction:
+    if not isinstance(v, se.Rational):  # symengine's Integer is a Rational
         raise Nonlinear(str(v))
     return Fraction(int(v.p), int(v.q))
-
-
-def linearize(expr: sp.Basic) -> tuple[dict[str, Fraction], Fraction]:
-    """``expr`` as ``(coefficients by symbol name, constant)``; raises :class:`Nonlinear`."""
-    expr = sp.expand(expr)
-    coeffs: dict[str, Fraction] = {}
-    const = Fraction(0)
-    for term in sp.Add.make_args(expr):
-        c, rest = term.as_coeff_Mul()
-        if rest == 1:
-            const += _frac(c)
-        elif rest.is_Symbol:
-            coeffs[rest.name] = coeffs.get(rest.name, Fraction(0)) + _frac(c)
-        else:
-            raise Nonlinear(str(term))
-    return {k: v for k, v in coeffs.items() if v != 0}, const
 
 
 def _make(coeffs: Mapping[str, Fraction], const: Fraction, kind: Kind) -> Lin:
     return Lin(tuple(sorted((k, v) for k, v in coeffs.items() if v != 0)), const, kind)
 
 
-def relation(rel: sp.Basic) -> list[list[Lin]]:
-    """A sympy relation as a disjunction (list) of conjunctions (lists) of :class:`Lin`."""
-    if rel is sp.true:
-        return [[]]
-    if rel is sp.false:
-        return []
-    lhs, rhs = rel.lhs, rel.rhs
-    co, c = linearize(lhs - rhs)
-    neg = {k: -v for k, v in co.items()}
-    if isinstance(rel, sp.StrictGreaterThan):
-        return [[_make(co, c, ">")]]
-    if isinstance(rel, sp.GreaterThan):
-        return [[_make(co, c, ">=")]]
-    if isinstance(rel, sp.StrictLessThan):
-        return [[_make(neg, -c, ">")]]
-    if isinstance(rel, sp.LessThan):
-        return [[_make(neg, -c, ">=")]]
-    if isinstance(rel, sp.Equality):
-        return [[_make(co, c, "==")]]
-    if isinstance(rel, sp.Unequality):
-        return [[_make(co, c, ">")], [_make(neg, -c, ">")]]
-    raise Nonlinear(str(rel))
+def _rel(kind: Kind, d: Any) -> Lin:
+    co, c = linearize(d)
+    return _make(co, c, kind)
 
 
-def dnf(cond: sp.Basic, max_terms: int = 256) -> list[list[Lin]]:
-    """A boolean combination of linear relations in disjunctive normal form.
+def dnf(cond: Any, negate: bool = False, max_terms: int = 256) -> list[list[Lin]]:
+    """A boolean combination of linear relations (symengine, or sympy: converted), negated if
+    asked, in disjunctive normal form: a list (or) of lists (and) of :class:`Lin`.
 
     Raises :class:`Nonlinear` for other atoms or when the form grows past ``max_terms``."""
-    if cond is sp.true or cond is True:
-        return [[]]
-    if cond is sp.false or cond is False:
-        return []
-    if isinstance(cond, sp.Or):
-        out: list[list[Lin]] = []
-        for a in cond.args:
-            out.extend(dnf(a, max_terms))
-            if len(out) > max_terms:
-                raise Nonlinear("condition too large")
+    if isinstance(cond, sp.Basic | bool):
+        cond = se.sympify(cond)
+    name = type(cond).__name__
+    if cond == se.true or name == "BooleanTrue":
+        return [] if negate else [[]]
+    if cond == se.false or name == "BooleanFalse":
+        return [[]] if negate else []
+    if name == "Not":
+        return dnf(cond.args[0], not negate, max_terms)
+    if name in ("And", "Or"):
+        parts = [dnf(a, negate, max_terms) for a in cond.args]
+        if (name == "And") == negate:  # a disjunction
+            out = [t for p in parts for t in p]
+        else:
+            out = [[]]
+            for p in parts:
+                out = [x + y for x in out for y in p]
+                if len(out) > max_terms:
+                    raise Nonlinear("condition too large")
+        if len(out) > max_terms:
+            raise Nonlinear("condition too large")
         return out
-    if isinstance(cond, sp.And):
-        acc: list[list[Lin]] = [[]]
-        for a in cond.args:
-            part = dnf(a, max_terms)
-            acc = [x + y for x in acc for y in part]
-            if len(acc) > max_terms:
-                raise Nonlinear("condition too large")
-        return acc
-    if isinstance(cond, sp.Not):
-        return dnf(_negate(cond.args[0]), max_terms)
-    if isinstance(cond, sp.core.relational.Relational):
-        return relation(cond)
-    raise Nonlinear(str(cond))
-
-
-def _negate(c: sp.Basic) -> sp.Basic:
-    if isinstance(c, sp.And):
-        return sp.Or(*[_negate(a) for a in c.args])
-    if isinstance(c, sp.Or):
-        return sp.And(*[_negate(a) for a in c.args])
-    if isinstance(c, sp.Not):
-        return c.args[0]
-    if c is sp.true:
-        return sp.false
-    if c is sp.false:
-        return sp.true
-    if isinstance(c, sp.core.relational.Relational):
-        return c.negated
-    raise Nonlinear(str(c))
+    if name in ("StrictLessThan", "LessThan", "Equality", "Unequality"):
+        lhs, rhs = cond.args
+        d = rhs - lhs  # lhs < rhs  <=>  rhs - lhs > 0
+        if name == "StrictLessThan":
+            return [[_rel(">=", -d)]] if negate else [[_rel(">", d)]]
+        if name == "LessThan":
+            return [[_rel(">", -d)]] if negate else [[_rel(">=", d)]]
+        if (name == "Equality") != negate:
+            return [[_rel("==", d)]]
+        return [[_rel(">", d)], [_rel(">", -d)]]
+    raise Nonlinear(name)
 
 
 @dataclass

@@ -26,20 +26,7 @@ def _tables(e: Any) -> Any:
     as the read ``U(q...)`` of the table ``U[q] = c T[f(q)]`` over the indices' ranges, so that
     the same draws read through a reshape on one side and directly on the other are the same
     table (tables are named by content)."""
-    memo: dict[Any, Any] = {}
-
-    def go(x: Any) -> Any:
-        if not isinstance(x, se.Basic) or not x.args or isinstance(x, se.Number):
-            return x
-        hit = memo.get(x)
-        if hit is None:
-            hit = _materialised(x)
-            if hit is None:
-                hit = T.rebuild(x, [go(a) for a in x.args])
-            memo[x] = hit
-        return hit
-
-    return go(e)
+    return T.rewrite(e, first=_materialised)
 
 
 def _materialised(x: Any) -> Any:

@@ -63,6 +63,7 @@ from .core import (
     name_of,
     rebuild,
     rename_bound,
+    rewrite,
     size_symbol,
 )
 from .diff import coefficient, jvp_term
@@ -178,6 +179,7 @@ __all__ = [
     "read",
     "rebuild",
     "rename_bound",
+    "rewrite",
     "simplify_index",
     "size_symbol",
     "smax",

@@ -230,6 +230,30 @@ def rebuild(e: Any, args: Sequence[Any]) -> Any:
     return e.func(*args)
 
 
+def rewrite(
+    e: Any,
+    node: Callable[[Any, list[Any]], Any] = rebuild,
+    first: Callable[[Any], Any] | None = None,
+) -> Any:
+    """``e`` rewritten bottom up, each shared subterm once (memoised): a subterm ``x`` becomes
+    ``first(x)`` where that is not ``None`` (its arguments not visited), else ``node(x, args)``
+    with its arguments rewritten (by default :func:`rebuild`). Numbers and atoms stay."""
+    memo: dict[Any, Any] = {}
+
+    def go(x: Any) -> Any:
+        if not isinstance(x, se.Basic) or not x.args or isinstance(x, se.Number):
+            return x  # a number is a leaf (-oo has args (-1,) but no func)
+        hit = memo.get(x)
+        if hit is None:
+            hit = first(x) if first is not None else None
+            if hit is None:
+                hit = node(x, [go(a) for a in x.args])
+            memo[x] = hit
+        return hit
+
+    return go(e)
+
+
 # -- index symbols and their ranges ------------------------------------------------------------
 
 #: Every index symbol's range ``[lo, hi)`` (``hi`` may be ``None``: unbounded above).

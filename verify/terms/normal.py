@@ -41,6 +41,7 @@ from .core import (
     is_table,
     name_of,
     rebuild,
+    rewrite,
 )
 from .index import (
     _OVERRIDE,
@@ -339,35 +340,30 @@ def split_shifts(e: Any) -> Any:
     time, ``exp(r + c m) = exp(r) _XS(m)^c`` (also where ``r`` is 0), so that shifts by
     different maxima (an online softmax rescaling by ``exp(m_old - m_new)``) cancel factor by
     factor."""
-    memo: dict[Any, Any] = {}
+    return rewrite(e, lambda x, args: _shift_split(rebuild(x, args)))
 
-    def go(x: Any) -> Any:
-        if not isinstance(x, se.Basic) or not x.args or isinstance(x, se.Number):
-            return x
-        hit = memo.get(x)
-        if hit is not None:
-            return hit
-        out = rebuild(x, [go(a) for a in x.args])
-        if isinstance(out, se.Pow) and out.args[0] == se.E:
-            a = out.args[1]
-            terms = list(a.args) if isinstance(a, se.Add) else [a]
-            if SHIFT_LEAVES and isinstance(a, se.Mul):  # 2 (a - m): its terms
-                expanded = se.expand(a)
-                if isinstance(expanded, se.Add):
-                    terms = list(expanded.args)
-            held = [t for t in terms if _held_shift(t) is not None]
-            if held:
-                terms = [t for t in terms if _held_shift(t) is None]
-                factors = [XS(r) ** c for c, r in map(_held_shift, held)]  # type: ignore[misc]
-                out = se.Mul(se.exp(se.Add(*terms)), *factors)
-            shift = [t for t in terms if _has_max(t)]
-            if shift and len(shift) < len(terms) and finite(se.Add(*shift)):
-                rest = se.Add(*[t for t in terms if not _has_max(t)])
-                out = se.Mul(se.exp(rest), XS(se.Add(*shift)), *([] if not held else factors))
-        memo[x] = out
+
+def _shift_split(out: Any) -> Any:
+    """One rebuilt subterm of :func:`split_shifts`: an exponential's held and maximum shifts
+    taken out as factors."""
+    if not (isinstance(out, se.Pow) and out.args[0] == se.E):
         return out
-
-    return go(e)
+    a = out.args[1]
+    terms = list(a.args) if isinstance(a, se.Add) else [a]
+    if SHIFT_LEAVES and isinstance(a, se.Mul):  # 2 (a - m): its terms
+        expanded = se.expand(a)
+        if isinstance(expanded, se.Add):
+            terms = list(expanded.args)
+    held = [t for t in terms if _held_shift(t) is not None]
+    if held:
+        terms = [t for t in terms if _held_shift(t) is None]
+        factors = [XS(r) ** c for c, r in map(_held_shift, held)]  # type: ignore[misc]
+        out = se.Mul(se.exp(se.Add(*terms)), *factors)
+    shift = [t for t in terms if _has_max(t)]
+    if shift and len(shift) < len(terms) and finite(se.Add(*shift)):
+        rest = se.Add(*[t for t in terms if not _has_max(t)])
+        out = se.Mul(se.exp(rest), XS(se.Add(*shift)), *([] if not held else factors))
+    return out
 
 
 def _held_shift(t: Any) -> tuple[Any, Any] | None:
