@@ -8,12 +8,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from torchlean_ir import DType, IndexType, TensorType, has_op
+from torchlean_ir.extend import Operand, is_number
 
 if TYPE_CHECKING:
     from ._ops import Ops
 
 
-class Tensor:
+class Tensor(Operand):
     """A handle to a value owned by an :class:`~torchlean.Ops` backend.
 
     In an eager session it names a value on the hidden tape; in a graph-recording backend it names
@@ -98,61 +99,22 @@ class Tensor:
             return method
         raise AttributeError(f"'Tensor' has no attribute {name!r} (and no op of that name exists)")
 
-    # -- arithmetic: no implicit broadcasting, except a Python number against a tensor --------
+    # -- arithmetic (``+ - * / @``, ``-x``): torchlean_ir's Operand, written once for both -----
+    def _apply(self, op: str, *args: Any, **attrs: Any) -> Tensor:
+        return self._ops.apply(op, *args, **attrs)
+
     def _lift(self, other: Any) -> Tensor:
         if isinstance(other, Tensor):
             return other
-        if isinstance(other, int | float | np.floating | np.integer) and not isinstance(
-            other, bool
-        ):
+        if is_number(other):
             return self._ops.full(self.shape, float(other))
         raise TypeError(f"cannot combine a Tensor with {type(other).__name__}")
-
-    @staticmethod
-    def _is_number(o: Any) -> bool:
-        return isinstance(o, int | float | np.floating | np.integer) and not isinstance(o, bool)
-
-    def __add__(self, o: Any) -> Tensor:
-        return self._ops.apply("add", self, self._lift(o))
-
-    def __radd__(self, o: Any) -> Tensor:
-        return self._ops.apply("add", self._lift(o), self)
-
-    def __sub__(self, o: Any) -> Tensor:
-        return self._ops.apply("sub", self, self._lift(o))
-
-    def __rsub__(self, o: Any) -> Tensor:
-        return self._ops.apply("sub", self._lift(o), self)
-
-    def __mul__(self, o: Any) -> Tensor:
-        if self._is_number(o):
-            return self._ops.apply("scale", self, c=float(o))
-        return self._ops.apply("mul", self, o)
-
-    def __rmul__(self, o: Any) -> Tensor:
-        return self.__mul__(o)
-
-    def __truediv__(self, o: Any) -> Tensor:
-        if self._is_number(o):
-            return self._ops.apply("scale", self, c=1.0 / float(o))
-        return self._ops.apply("mul", self, self._ops.apply("inv", o))
-
-    def __rtruediv__(self, o: Any) -> Tensor:
-        return self._ops.apply("mul", self._lift(o), self._ops.apply("inv", self))
-
-    def __neg__(self) -> Tensor:
-        return self._ops.apply("scale", self, c=-1.0)
-
-    def __matmul__(self, o: Any) -> Tensor:
-        return self._ops.apply("matmul", self, o)
 
     def __bool__(self) -> bool:
         raise TypeError(
             "a Tensor has no truth value (the same code must also record a graph, which has no "
             "data-dependent control flow); read the value with .numpy() in eager code"
         )
-
-    __hash__ = object.__hash__
 
 
 class NatRef:

@@ -77,7 +77,7 @@ class _Site:
         return _call_site(self.frame)
 
 
-def _is_number(v: object) -> bool:
+def is_number(v: object) -> bool:
     """A Python or NumPy real scalar (not a bool): what ``Var`` arithmetic accepts as a constant."""
     return isinstance(v, numbers.Real) and not isinstance(v, bool | np.bool_)
 
@@ -89,7 +89,7 @@ def _is_number(v: object) -> bool:
 def _scalar(v: object, what: str, site: object) -> float:
     """A real number constant as a Python float (finite or infinite; NaN is refused later by the
     attribute rules, which name it)."""
-    if not _is_number(v):
+    if not is_number(v):
         raise TorchleanError(f"{what}: expected a real number, got {short_repr(v)}, at {site}")
     try:
         return float(v)  # type: ignore[arg-type]
@@ -133,7 +133,63 @@ def _nat_values(value: object, shape: tuple[int, ...]) -> tuple[int, ...] | None
     return tuple(flat) if all(is_nat(v) for v in flat) else None
 
 
-class Var:
+class Operand:
+    """The arithmetic of a typed value handle, written once for :class:`Var` and the front end's
+    ``torchlean.Tensor``: ``+ - * / @`` and unary ``-``, with a real number on either side (a
+    constant of the same shape, or a ``scale``); there is no implicit broadcasting. A subclass
+    gives :meth:`_apply` (an op applied to handles) and :meth:`_lift` (a number as a handle of
+    this one's shape)."""
+
+    __slots__ = ()
+
+    def _apply(self, op: str, *args: Any, **attrs: Any) -> Any:
+        raise NotImplementedError
+
+    def _lift(self, other: Any) -> Any:
+        raise NotImplementedError
+
+    def __add__(self, o: Any) -> Any:
+        return self._apply("add", self, self._lift(o))
+
+    def __radd__(self, o: Any) -> Any:
+        return self._apply("add", self._lift(o), self)
+
+    def __sub__(self, o: Any) -> Any:
+        return self._apply("sub", self, self._lift(o))
+
+    def __rsub__(self, o: Any) -> Any:
+        return self._apply("sub", self._lift(o), self)
+
+    def __mul__(self, o: Any) -> Any:
+        if is_number(o):
+            return self._apply("scale", self, c=_scalar(o, "scale", _Site(sys._getframe(1))))
+        return self._apply("mul", self, o)
+
+    def __rmul__(self, o: Any) -> Any:
+        return self.__mul__(o)
+
+    def __truediv__(self, o: Any) -> Any:
+        if is_number(o):
+            site = _Site(sys._getframe(1))
+            c = _scalar(o, "division", site)
+            if c == 0:
+                raise AttrError(f"division by the constant {short_repr(o)}, at {site}")
+            return self._apply("scale", self, c=1.0 / c)
+        return self._apply("mul", self, self._apply("inv", o))
+
+    def __rtruediv__(self, o: Any) -> Any:
+        return self._apply("mul", self._lift(o), self._apply("inv", self))
+
+    def __neg__(self) -> Any:
+        return self._apply("scale", self, c=-1.0)
+
+    def __matmul__(self, o: Any) -> Any:
+        return self._apply("matmul", self, o)
+
+    __hash__ = object.__hash__
+
+
+class Var(Operand):
     """A value being built: a leaf or a node output of a :class:`GraphBuilder`."""
 
     __slots__ = ("_builder", "_handle", "type")
@@ -171,62 +227,22 @@ class Var:
 
         return method
 
-    # arithmetic: no implicit broadcasting, except a Python number against a tensor
+    def _apply(self, op: str, *args: Any, **attrs: Any) -> Var:
+        return self._builder.apply(op, *args, **attrs)
+
     def _lift(self, other: Any) -> Var:
         if isinstance(other, Var):
             return other
         site = _Site(sys._getframe(1))
-        if _is_number(other):
+        if is_number(other):
             return self._builder._full(self.shape, _scalar(other, "constant", site), site)
         raise TorchleanError(f"cannot combine a Var with {type(other).__name__}, at {site}")
-
-    def __add__(self, o: Any) -> Var:
-        return self._builder.apply("add", self, self._lift(o))
-
-    def __radd__(self, o: Any) -> Var:
-        return self._builder.apply("add", self._lift(o), self)
-
-    def __sub__(self, o: Any) -> Var:
-        return self._builder.apply("sub", self, self._lift(o))
-
-    def __rsub__(self, o: Any) -> Var:
-        return self._builder.apply("sub", self._lift(o), self)
-
-    def __mul__(self, o: Any) -> Var:
-        if _is_number(o):
-            return self._builder.apply(
-                "scale", self, c=_scalar(o, "scale", _Site(sys._getframe(1)))
-            )
-        return self._builder.apply("mul", self, o)
-
-    def __rmul__(self, o: Any) -> Var:
-        return self.__mul__(o)
-
-    def __truediv__(self, o: Any) -> Var:
-        if _is_number(o):
-            site = _Site(sys._getframe(1))
-            c = _scalar(o, "division", site)
-            if c == 0:
-                raise AttrError(f"division by the constant {short_repr(o)}, at {site}")
-            return self._builder.apply("scale", self, c=1.0 / c)
-        return self._builder.apply("mul", self, self._builder.apply("inv", o))
-
-    def __rtruediv__(self, o: Any) -> Var:
-        return self._builder.apply("mul", self._lift(o), self._builder.apply("inv", self))
-
-    def __neg__(self) -> Var:
-        return self._builder.apply("scale", self, c=-1.0)
-
-    def __matmul__(self, o: Any) -> Var:
-        return self._builder.apply("matmul", self, o)
 
     def __bool__(self) -> bool:
         raise TorchleanError(
             "a Var has no truth value (graphs have no data-dependent control flow), "
             f"at {user_call_site()}"
         )
-
-    __hash__ = object.__hash__
 
 
 class IndexVar:
@@ -336,7 +352,7 @@ class GraphBuilder:
             arr = np.asarray(value)
             if arr.dtype == object:  # Python ints beyond int64, or anything else
                 flat = arr.reshape(-1).tolist()
-                if not all(_is_number(x) or isinstance(x, bool) for x in flat):
+                if not all(is_number(x) or isinstance(x, bool) for x in flat):
                     raise TypeError
             elif arr.dtype.kind not in "biuf":
                 raise TypeError

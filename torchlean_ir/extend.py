@@ -7,6 +7,8 @@ outside ``torchlean_ir`` imports one of its private modules (``tests/test_layeri
 * call sites: :func:`user_call_site`, :func:`add_internal_dir` (frames under a directory are
   library code when an error names the user's line);
 * attributes: :func:`make_attrs`, :data:`REQUIRED`;
+* handles: :class:`Operand` (the arithmetic of ``Var`` and ``torchlean.Tensor``, written once),
+  :func:`is_number` (what it takes as a constant);
 * types and names: :func:`as_dtype`, :func:`as_shape`, :func:`valid_name`;
 * interpreters: :func:`at_node` (re-raise with the node printed), :func:`node_params` (a node's
   keyword arguments for its rules);
@@ -14,7 +16,7 @@ outside ``torchlean_ir`` imports one of its private modules (``tests/test_layeri
 """
 
 from ._attrs import REQUIRED, make_attrs
-from ._builder import add_internal_dir, user_call_site
+from ._builder import Operand, add_internal_dir, is_number, user_call_site
 from ._graph import valid_name
 from ._interpret import at_node, node_params
 from ._types import as_dtype, as_shape
@@ -22,11 +24,13 @@ from ._util import clip, write_atomic
 
 __all__ = [
     "REQUIRED",
+    "Operand",
     "add_internal_dir",
     "as_dtype",
     "as_shape",
     "at_node",
     "clip",
+    "is_number",
     "make_attrs",
     "node_params",
     "user_call_site",

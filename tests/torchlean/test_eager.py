@@ -324,3 +324,24 @@ def test_gpu_device_without_gpu_is_a_clear_error() -> None:
     else:
         with pytest.raises(tl.TorchleanError, match="JAX sees no GPU"):
             EagerSession(Options(device="gpu"))
+
+
+def test_tensor_and_var_share_one_arithmetic() -> None:
+    """``+ - * / @`` and ``-x`` are written once (``torchlean_ir.extend.Operand``) for the
+    builder's ``Var`` and the front end's ``Tensor``; a constant divisor of 0 is the same
+    one-line error naming the user's line on both."""
+    from torchlean_ir.extend import Operand
+
+    operators = ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__",
+                 "__truediv__", "__rtruediv__", "__neg__", "__matmul__")  # fmt: skip
+    for cls in (Tensor, tl.Var):
+        assert issubclass(cls, Operand)
+        assert not set(operators) & set(vars(cls)), cls
+    s = EagerSession()
+    t = s.input(np.array([1.0, -2.0]))
+    np.testing.assert_allclose(((2 * t - 1) / 4 + 1 / t).numpy(), [0.25 + 1.0, -1.25 - 0.5])
+    b = tl.GraphBuilder("f32")
+    v = b.input("x", (2,))
+    for x in (t, v):
+        with pytest.raises(tl.AttrError, match=r"division by the constant 0, at .*test_eager\.py"):
+            x / 0
