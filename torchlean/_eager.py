@@ -453,6 +453,9 @@ class EagerSession(Session):
         either (see the module docstring).
     """
 
+    _BATCH_SCOPE = "tape"
+    _BATCH_HINT = " (one batch per tape; reset_tape() starts another)"
+
     def __init__(self, options: Options | None = None, *, array_backend: str | None = None) -> None:
         super().__init__(options)
         opts = self.options
@@ -498,11 +501,6 @@ class EagerSession(Session):
         return self._k.dtype  # type: ignore[no-any-return]
 
     @property
-    def batch_size(self) -> int | None:
-        """The batch size of the tape (``None`` until a batched input or nat is given)."""
-        return self._batch
-
-    @property
     def _on_device(self) -> bool:
         # A batched tape runs on JAX whatever the array backend: its optimizer steps update the
         # params' device mirrors in place of converting every step to and from the host.
@@ -546,17 +544,9 @@ class EagerSession(Session):
         self._bat.append(batched)
         return Tensor(self, i, type_, self._gen)
 
-    def _set_batch(self, n: int, what: str) -> None:
-        if n == 0:
-            raise TorchleanError(f"{what}: the batch is empty, at {user_call_site()}")
-        if self._batch is not None and n != self._batch:
-            raise TorchleanError(
-                f"{what}: batch size {n}, but this tape's batch size is {self._batch} (one "
-                f"batch per tape; reset_tape() starts another), at {user_call_site()}"
-            )
-        self._batch = n
-
-    def _leaf(self, value: Any, name: str | None, rg: bool, what: str, batched: bool) -> Tensor:
+    def _leaf(
+        self, value: Any, name: str | None, rg: bool, what: str, batched: bool, expected: Any = None
+    ) -> Tensor:
         arr = np.asarray(value) if not hasattr(value, "shape") else value
         try:
             v = self._k.leaf(arr)
@@ -564,15 +554,7 @@ class EagerSession(Session):
             raise TorchleanError(
                 f"{what}: expected a float array, got {type(value).__name__}, at {user_call_site()}"
             ) from None
-        shape = tuple(v.shape)
-        if batched:
-            if not shape:
-                raise TorchleanError(
-                    f"{what}: a batched input needs a leading batch axis, got a scalar, at "
-                    f"{user_call_site()}"
-                )
-            self._set_batch(shape[0], what)
-            shape = shape[1:]
+        shape = self._input_shape(tuple(v.shape), expected, batched, what)
         t = self._push(v, TensorType(shape, self.dtype), rg, None, batched)
         if name is not None:
             self._names[t._key] = name
@@ -610,14 +592,7 @@ class EagerSession(Session):
         the batch (the tensor has the per-sample type; ``shape`` is the per-sample shape)."""
         if value is None:
             raise TorchleanError(f"input: an eager session needs a value, at {user_call_site()}")
-        t = self._leaf(value, name, bool(requires_grad), "input", bool(batched))
-        if shape is not None and tuple(shape) != t.shape:
-            what = "per-sample shape" if batched else "shape"
-            raise TorchleanError(
-                f"input: value has {what} {list(t.shape)}, expected {list(shape)}, at "
-                f"{user_call_site()}"
-            )
-        return t
+        return self._leaf(value, name, bool(requires_grad), "input", bool(batched), shape)
 
     def _nat_arg(self, k: int) -> Any:
         """Nat ``k`` as the kernels take it: on the JAX path uploaded once (not at every op

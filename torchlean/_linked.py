@@ -61,7 +61,7 @@ class LinkedSession(Session, GraphOps):
         self._nat_values = []
         self._nat_refs = []
         self._nat_batched = []
-        self._batch: int | None = None
+        self._batch = None
         self._batched_leaves: set[str] = set()
         self._batched_vids: set[int] = set()  # value ids that carry the batch axis
 
@@ -121,21 +121,7 @@ class LinkedSession(Session, GraphOps):
             raise TorchleanError(
                 f"input: expected a float array, got {type(value).__name__}, at {user_call_site()}"
             ) from None
-        per_sample = arr.shape
-        if batched:
-            if arr.ndim == 0:
-                raise TorchleanError(
-                    f"input: a batched input needs a leading batch axis, got a scalar, at "
-                    f"{user_call_site()}"
-                )
-            self._set_batch(arr.shape[0], "input")
-            per_sample = arr.shape[1:]
-        if shape is not None and tuple(shape) != per_sample:
-            what = "per-sample shape" if batched else "shape"
-            raise TorchleanError(
-                f"input: value has {what} {list(per_sample)}, expected {list(shape)}, at "
-                f"{user_call_site()}"
-            )
+        per_sample = self._input_shape(arr.shape, shape, batched)
         t = GraphOps.input(self, name=name, requires_grad=requires_grad, shape=per_sample)
         leaf = self._leaf(t)
         self._values[leaf.name] = arr
@@ -144,21 +130,6 @@ class LinkedSession(Session, GraphOps):
             self._batched_vids.add(self._vid(t._key))
         self._eval_key = None
         return t
-
-    def _set_batch(self, n: int, what: str) -> None:
-        if n == 0:
-            raise TorchleanError(f"{what}: the batch is empty, at {user_call_site()}")
-        if self._batch is not None and n != self._batch:
-            raise TorchleanError(
-                f"{what}: batch size {n}, but this graph's batch size is {self._batch}, at "
-                f"{user_call_site()}"
-            )
-        self._batch = n
-
-    @property
-    def batch_size(self) -> int | None:
-        """The batch size (``None`` until a batched input or nat is given)."""
-        return self._batch
 
     def _add_nat(
         self, value: Any, size: int | None, name: str | None, what: str, batched: bool = False

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from torchlean_ir import IndexType, TorchleanError
+from torchlean_ir.extend import user_call_site
 
 from ._ops import Ops
 from ._optim import Optimizer
@@ -73,6 +74,7 @@ class Session(Ops):
         self._nat_values: list[np.ndarray] = []
         self._nat_refs: list[NatRef] = []
         self._nat_batched: list[bool] = []
+        self._batch: int | None = None
 
     # -- parameters ------------------------------------------------------------------------
     def param(self, init: Any, name: str | None = None, requires_grad: bool | None = None) -> Param:
@@ -84,6 +86,48 @@ class Session(Ops):
     @abstractmethod
     def used_params(self) -> list[Param]:
         """The params used since the last :meth:`reset_tape`, in order of first use."""
+
+    # -- the batch and input values ------------------------------------------------------------
+    #: What a batch size belongs to, and how to start another, in the error for a second size.
+    _BATCH_SCOPE = "graph"
+    _BATCH_HINT = ""
+
+    @property
+    def batch_size(self) -> int | None:
+        """The batch size (``None`` until a batched input or nat is given)."""
+        return self._batch
+
+    def _set_batch(self, n: int, what: str) -> None:
+        if n == 0:
+            raise TorchleanError(f"{what}: the batch is empty, at {user_call_site()}")
+        if self._batch is not None and n != self._batch:
+            raise TorchleanError(
+                f"{what}: batch size {n}, but this {self._BATCH_SCOPE}'s batch size is "
+                f"{self._batch}{self._BATCH_HINT}, at {user_call_site()}"
+            )
+        self._batch = n
+
+    def _input_shape(
+        self, value_shape: tuple[int, ...], shape: Any, batched: bool, what: str = "input"
+    ) -> tuple[int, ...]:
+        """The per-sample shape of an input value of ``value_shape`` (with ``batched``, its
+        leading axis is the batch, which is set), checked against the ``shape`` asked for."""
+        per_sample = tuple(value_shape)
+        if batched:
+            if not per_sample:
+                raise TorchleanError(
+                    f"{what}: a batched input needs a leading batch axis, got a scalar, at "
+                    f"{user_call_site()}"
+                )
+            self._set_batch(int(per_sample[0]), what)
+            per_sample = per_sample[1:]
+        if shape is not None and tuple(shape) != per_sample:
+            kind = "per-sample shape" if batched else "shape"
+            raise TorchleanError(
+                f"{what}: value has {kind} {list(per_sample)}, expected {list(shape)}, at "
+                f"{user_call_site()}"
+            )
+        return per_sample
 
     # -- nat environment ---------------------------------------------------------------------
     def _check_nat(self, ref: NatRef, what: str) -> int:
