@@ -46,6 +46,11 @@ _STEPS: dict[tuple[Any, ...], Any] = {}
 #: device losses in a row that ScalarTrainer stacks into one device array
 _LOSS_RUN = 64
 
+#: the optax hyperparameters of each compiled step, in order
+_SGD = ("learning_rate",)
+_ADAM = ("learning_rate", "b1", "b2", "eps")
+_ADAMW = (*_ADAM, "weight_decay")
+
 
 @functools.cache
 def _stack_losses() -> Callable[..., Any]:
@@ -57,16 +62,22 @@ def _stack_losses() -> Callable[..., Any]:
 
 
 def _batch_size(specs: Sequence[Any], inputs: Sequence[Any]) -> int:
-    sizes = set()
+    n = -1
     for v in inputs:
-        shape = v.shape if type(v) is np.ndarray or hasattr(v, "shape") else np.shape(v)
+        shape = getattr(v, "shape", None)
+        if shape is None:
+            shape = np.shape(v)
         if shape:
-            sizes.add(int(shape[0]))
-    if len(sizes) != 1:
+            if n < 0:
+                n = int(shape[0])
+            elif shape[0] != n:
+                n = -2
+                break
+    if n < 0:
+        sizes = {int(s[0]) for s in map(np.shape, inputs) if s}
         raise TorchleanError(
             f"batched inputs must share one leading batch size, got sizes {sorted(sizes)}"
         )
-    n = sizes.pop()
     if n == 0:
         raise TorchleanError("batched inputs: the batch is empty")
     return n
@@ -380,7 +391,14 @@ class ScalarTrainer(_Runner):
         _, pairs = self._value_and_grads(inputs, batched)
         return {p.name: np.asarray(g, dtype=np.float64) for p, g in pairs}  # type: ignore[misc]
 
-    def _fused_step(self, kind: str, inputs: Sequence[Any], batched: bool, **hyper: float) -> Any:
+    def _fused_step(
+        self,
+        kind: str,
+        inputs: Sequence[Any],
+        batched: bool,
+        names: tuple[str, ...],
+        values: tuple[float, ...],
+    ) -> Any:
         """Compiled backend: one jitted call (``compiler.TrainStep``): forward, tape VJP and
         the optax update, params and moments donated and kept on the device; the loss comes
         back as a 0-d device array (nothing waits for the device). Hyperparameters are
@@ -388,8 +406,8 @@ class ScalarTrainer(_Runner):
         change (a schedule), the step takes them as a runtime vector (``TrainStep(...,
         hyperparams=...)``), a NumPy vector transferred with the call (no recompilation, no
         ``jax.device_put`` of its own). While the params still hold the last step's outputs,
-        the step runs from its state with no set-up (the steady state of a training loop)."""
-        values = tuple(hyper.values())
+        the step runs from its state with no set-up (the steady state of a training loop).
+        ``names`` and ``values``: the optax hyperparameters."""
         hot = self._hot.get(kind)
         if (
             hot is None
@@ -397,7 +415,7 @@ class ScalarTrainer(_Runner):
             or (hot.values is not None and hot.values != values)
             or not all(map(operator.is_, map(_DEVICE, hot.params), hot.arrays))
         ):
-            hot = self._set_up(kind, inputs, batched, hyper, values)
+            hot = self._set_up(kind, inputs, batched, dict(zip(names, values, strict=True)))
         else:
             self._check_inputs(inputs)
             if batched:
@@ -422,7 +440,6 @@ class ScalarTrainer(_Runner):
         inputs: Sequence[Any],
         batched: bool,
         hyper: Mapping[str, float],
-        values: tuple[float, ...],
     ) -> _Hot:
         """The step of ``kind`` for this call, from the params' current values and this
         trainer's optimizer state (a fresh one the first time): the inputs checked, the
@@ -434,6 +451,7 @@ class ScalarTrainer(_Runner):
                 "call it with batched=True"
             )
         cg = self._graph_for(inputs, batched)
+        values = tuple(hyper.values())
         seen = self._hyper.get(kind)
         if seen is not None and seen != values:
             self._varying.add(kind)
@@ -498,7 +516,7 @@ class ScalarTrainer(_Runner):
         """One SGD step; returns the loss before it (see :meth:`adam_step`)."""
         if self.options.backend == "compiled":
             _check_hyper(lr, 0.0, 0.0, 0.0)
-            return self._fused_step("sgd", inputs, batched, learning_rate=lr)
+            return self._fused_step("sgd", inputs, batched, _SGD, (lr,))
         loss, pairs = self._value_and_grads(inputs, batched)
         self._optimizer.sgd(pairs, lr, on_device=self._on_device)
         self._record(loss)
@@ -518,9 +536,7 @@ class ScalarTrainer(_Runner):
         a training loop never waits for the device (:attr:`losses` reads them all at once)."""
         if self.options.backend == "compiled":
             _check_hyper(lr, b1, b2, eps)
-            return self._fused_step(
-                "adam", inputs, batched, learning_rate=lr, b1=b1, b2=b2, eps=eps
-            )
+            return self._fused_step("adam", inputs, batched, _ADAM, (lr, b1, b2, eps))
         loss, pairs = self._value_and_grads(inputs, batched)
         self._optimizer.adam("adam", pairs, lr=lr, b1=b1, b2=b2, eps=eps, on_device=self._on_device)
         self._record(loss)
@@ -541,14 +557,7 @@ class ScalarTrainer(_Runner):
         if self.options.backend == "compiled":
             _check_hyper(lr, b1, b2, eps, weight_decay)
             return self._fused_step(
-                "adamw",
-                inputs,
-                batched,
-                learning_rate=lr,
-                b1=b1,
-                b2=b2,
-                eps=eps,
-                weight_decay=weight_decay,
+                "adamw", inputs, batched, _ADAMW, (lr, b1, b2, eps, weight_decay)
             )
         loss, pairs = self._value_and_grads(inputs, batched)
         self._optimizer.adam(
