@@ -19,6 +19,7 @@ data axis, parameters and optimizer moments replicated, gradients reduced by XLA
 
 from __future__ import annotations
 
+import array
 import functools
 import operator
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -276,8 +277,9 @@ class ScalarTrainer(_Runner):
         # the losses of the steps, in order: the older ones as host floats; after them the
         # pending ones (floats, 0-d device arrays, and runs of _LOSS_RUN device losses stacked
         # into one 1-d device array, each copied to the host asynchronously and moved to the
-        # floats once there), so a loop of any length holds a few device buffers
-        self._host_losses: list[float] = []
+        # floats once there), so a loop of any length holds a few device buffers and 8 bytes
+        # of host memory a step
+        self._host_losses = array.array("d")  # 8 bytes a step
         self._losses: list[Any] = []
         self._device_run = 0  # 0-d device losses at the end of _losses
         if self._graph is not None and self._graph.output_types[0].shape != ():
@@ -302,13 +304,13 @@ class ScalarTrainer(_Runner):
             ]
             self._device_run = 0
         if self._losses:
-            self._host_losses += self._losses
+            self._host_losses.extend(self._losses)
             self._losses = []
-        return list(self._host_losses)
+        return self._host_losses.tolist()
 
     @losses.setter
     def losses(self, values: Sequence[float]) -> None:
-        self._host_losses = [float(v) for v in values]
+        self._host_losses = array.array("d", [float(v) for v in values])
         self._losses = []
         self._device_run = 0
 
@@ -345,7 +347,7 @@ class ScalarTrainer(_Runner):
             elif entry.is_ready():
                 import jax
 
-                self._host_losses.extend(np.ravel(jax.device_get(entry)).tolist())
+                self._host_losses.frombytes(np.asarray(jax.device_get(entry), np.float64).tobytes())
             else:
                 break
             k += 1
