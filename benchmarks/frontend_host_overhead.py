@@ -219,11 +219,11 @@ def long_run(sides: Sides, quick: bool) -> str:
                 i += 1
             wait()
             times.append((time.perf_counter() - t0) / size * 1e6)
-        rows.append(
-            [key, *(f"{t:.1f}" for t in times), f"{times[-1] / min(times[0], times[1]):.2f}"]
-        )
+        half = windows // 2
+        growth = float(np.median(times[half:]) / np.median(times[:half]))
+        rows.append([key, *(f"{t:.1f}" for t in times), f"{growth:.2f}"])
     heads = [f"steps {k * size}-{(k + 1) * size}" for k in range(windows)]
-    return table(["µs / step over a long run", *heads, "last / first"], rows)
+    return table(["µs / step over a long run", *heads, "second half / first half"], rows)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -249,10 +249,9 @@ def main(argv: list[str] | None = None) -> int:
         "rows with a changing learning rate pass a new value at every step.\n\n"
         + steps_text
         + "\n\nThe same steps over a long run, timed in windows (wall clock; one run each, so "
-        "a loaded machine's slow phases show here as single slow windows):\n\n"
-        + long_text
-        + "\n\n"
-        + load_note(load)
+        "a loaded machine's slow phases show here as single slow windows; the last column is "
+        "the median window of the second half over that of the first, 1 where nothing "
+        "grows):\n\n" + long_text + "\n\n" + load_note(load)
     )
     print(load_note(load))
     if not a.no_write:
