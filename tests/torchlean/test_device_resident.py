@@ -237,3 +237,28 @@ def test_a_long_loop_holds_a_bounded_number_of_device_buffers(backend: str) -> N
     assert sum(np.shape(v) == (_LOSS_RUN,) for v in trainer._losses) <= 2
     losses = trainer.losses
     assert len(losses) == 8 * _LOSS_RUN + 1 and losses[-1] < losses[0]
+
+
+def test_a_step_after_the_params_changed_elsewhere_starts_from_them() -> None:
+    """A compiled step runs from what the last one left only while the params still hold it:
+    after a param is assigned, and after another trainer's step on the same params, the step
+    starts from the params as they are (its own Adam moments carried on), as the eager path
+    does (its NumPy rules here)."""
+    x, y = _data()
+    xs = np.asarray(x)
+    losses = {}
+    for backend in ("compiled", "eager"):
+        trainer, model = _trainer(backend)
+        other = ScalarTrainer(trainer.fn, model.parameters(), [(12,), NatInput()], trainer.options)
+        if backend == "eager":  # the NumPy rules: the reference, no kernels to compile
+            trainer.session = EagerSession(trainer.options)
+        for _ in range(2):
+            trainer.adam_step(xs, y, lr=1e-2, batched=True)
+        first = model.parameters()[0]
+        first.value = first.value * 0.5
+        trainer.adam_step(xs, y, lr=1e-2, batched=True)
+        other.adam_step(xs, y, lr=1e-2, batched=True)
+        trainer.adam_step(xs, y, lr=1e-2, batched=True)
+        losses[backend] = trainer.losses + other.losses
+    assert len(losses["compiled"]) == 5
+    np.testing.assert_allclose(losses["compiled"], losses["eager"], rtol=1e-5)
