@@ -46,9 +46,12 @@ class Group:
     def getter(self) -> Callable[[Mapping[str, Any]], Any]:
         """``itemgetter`` of the names (one C call for a dict)."""
         names = self.names
-        return (
-            operator.itemgetter(*names) if len(names) > 1 else lambda d: tuple(d[n] for n in names)
-        )
+        if len(names) > 1:
+            return operator.itemgetter(*names)
+        if names:
+            name = names[0]
+            return lambda d: (d[name],)
+        return lambda d: ()
 
     @cached_property
     def avals(self) -> list[Any]:

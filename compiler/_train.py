@@ -106,9 +106,12 @@ class TrainStep:
     travel in the :class:`TrainState` as one small vector on the device, an argument of the
     step that is neither donated nor returned, so a new learning rate at every step never
     recompiles and costs one upload: ``state = state.replace(hyper=step.hyperparams(
-    learning_rate=5e-4))``. Unlike ``optax.inject_hyperparams`` they are not optimizer state
-    (no copy in and out at every step). The factory's state must not depend on the values (true
-    of optax's ``sgd``, ``adam``, ``adamw``)."""
+    learning_rate=5e-4))``. :meth:`host_hyperparams` gives the vector as a NumPy array instead,
+    transferred with the step's own call (a few microseconds of host time, against tens for a
+    ``jax.device_put``; allowed under ``jax.transfer_guard("disallow")`` when every other
+    argument is already on the device). Unlike ``optax.inject_hyperparams`` they are not
+    optimizer state (no copy in and out at every step). The factory's state must not depend on
+    the values (true of optax's ``sgd``, ``adam``, ``adamw``)."""
 
     def __init__(
         self,
@@ -282,6 +285,16 @@ class TrainStep:
             raise ArgumentError("hyperparams: this step was built without hyperparams=")
         return self._upload(self._hyper_vector(values, self._hyper_default))
 
+    def host_hyperparams(self, **values: float) -> np.ndarray:
+        """As :meth:`hyperparams`, but a NumPy vector: the step transfers it with its call
+        (JAX's dispatch copies it, no ``jax.device_put`` of its own), the cheap way to change
+        a hyperparameter at every step (a schedule). Use one kind of vector throughout: a
+        host vector and a device one are two argument types of the jitted step (one
+        compilation each)."""
+        if not self.hyper_names:
+            raise ArgumentError("hyperparams: this step was built without hyperparams=")
+        return self._hyper_vector(values, self._hyper_default)
+
     def _hyper_vector(self, values: Mapping[str, Any], default: np.ndarray) -> np.ndarray:
         """``values`` over ``default`` as a host vector in the hyperparameters' order; names and
         values checked (finite floats)."""
@@ -313,18 +326,10 @@ class TrainStep:
         (no synchronisation)."""
         if not isinstance(state, TrainState) or state.names != self.param_names:
             raise ArgumentError("state: expected a TrainState from this step's init()")
-        deferred: list[tuple[int, str]] = []
-        args = self._args(data, index, deferred)
         params = tuple(state.params[n] for n in self.param_names)
-        hyper = self._hyper_arg(state)
-        try:
-            new_params, opt_state, loss, lows = self._step(params, state.opt_state, hyper, *args)
-        except BaseException:
-            if deferred:
-                self.compiled._forget_index()
-            raise
-        for k, where in deferred:
-            self.compiled._defer_check(where, lows[k])
+        new_params, opt_state, loss = self._apply(
+            params, state.opt_state, self._hyper_arg(state), data, index
+        )
         new = TrainState(
             dict(zip(self.param_names, new_params, strict=True)),
             opt_state,
@@ -334,14 +339,56 @@ class TrainStep:
         )
         return new, loss
 
+    def _apply(
+        self, params: tuple[Any, ...], opt_state: Any, hyper: Any, data: Any, index: Index
+    ) -> tuple[tuple[Any, ...], Any, Any]:
+        """The step on raw values: the parameters in :attr:`param_names` order, the optimizer
+        state and the hyperparameter argument (see :meth:`_hyper_arg`); ``(new parameters,
+        new optimizer state, loss)``. The arguments are checked and the index checks deferred
+        as in :meth:`__call__` (which wraps this in :class:`TrainState` s)."""
+        deferred: list[tuple[int, str]] = []
+        args = self._args(data, index, deferred)
+        try:
+            if (
+                type(hyper) is np.ndarray
+                and jax.config.jax_transfer_guard_host_to_device not in _ALLOWED
+                and _all_arrays(params)
+                and _all_arrays(args)
+            ):
+                # the host vector is the only host value: its transfer is this step's own
+                # (as a device_put would be) and goes with the call, whatever the transfer
+                # guard says of implicit ones; host data keeps the guard's verdict. (Only
+                # under a guard: entering the context costs the call tens of microseconds.)
+                with jax.transfer_guard_host_to_device("allow"):
+                    out = self._step(params, opt_state, hyper, *args)
+            else:
+                out = self._step(params, opt_state, hyper, *args)
+        except BaseException:
+            if deferred:
+                self.compiled._forget_index()
+            raise
+        new_params, opt_state, loss, lows = out
+        for k, where in deferred:
+            self.compiled._defer_check(where, lows[k])
+        return new_params, opt_state, loss
+
     def _hyper_arg(self, state: TrainState) -> Any:
         """The step's hyperparameter argument: the state's vector (a step with hyperparams),
         else an empty tuple (no argument buffers)."""
         if not self.hyper_names:
             return ()
-        if state.hyper is None:
+        hyper = state.hyper
+        if hyper is None:
             raise ArgumentError("state: no hyperparameter vector (use this step's init())")
-        return state.hyper
+        if type(hyper) is np.ndarray and (
+            hyper.shape != self._hyper_default.shape or hyper.dtype != self._hyper_default.dtype
+        ):
+            raise ArgumentError(
+                f"state: hyper: expected a vector of {len(self.hyper_names)} "
+                f"{self._hyper_default.dtype} values ({', '.join(self.hyper_names)}), got "
+                f"{hyper.dtype} of shape {hyper.shape} (use this step's hyperparams())"
+            )
+        return hyper
 
     def lower(self, state: TrainState, data: Any, index: Index = None) -> Any:
         """The ``jax.stages.Lowered`` step for these argument types (for ``.compile()``,
@@ -384,6 +431,15 @@ class TrainStep:
                     f"devices of mesh axis {self.data_axis!r} (use a multiple of {devices})"
                 )
         return args
+
+
+#: transfer guard levels under which a host hyperparameter vector goes in as it is
+_ALLOWED = frozenset({None, "allow"})
+
+
+def _all_arrays(values: Iterable[Any]) -> bool:
+    """Whether every value is a ``jax.Array`` (no host value among them)."""
+    return all(isinstance(v, jax.Array) for v in values)
 
 
 def _data_axis(mesh: Mesh, name: str | None, batched: bool) -> str:

@@ -19,7 +19,9 @@ data axis, parameters and optimizer moments replicated, gradients reduced by XLA
 
 from __future__ import annotations
 
+import array
 import functools
+import operator
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
@@ -45,6 +47,11 @@ _STEPS: dict[tuple[Any, ...], Any] = {}
 #: device losses in a row that ScalarTrainer stacks into one device array
 _LOSS_RUN = 64
 
+#: the optax hyperparameters of each compiled step, in order
+_SGD = ("learning_rate",)
+_ADAM = ("learning_rate", "b1", "b2", "eps")
+_ADAMW = (*_ADAM, "weight_decay")
+
 
 @functools.cache
 def _stack_losses() -> Callable[..., Any]:
@@ -56,16 +63,22 @@ def _stack_losses() -> Callable[..., Any]:
 
 
 def _batch_size(specs: Sequence[Any], inputs: Sequence[Any]) -> int:
-    sizes = set()
+    n = -1
     for v in inputs:
-        shape = v.shape if type(v) is np.ndarray or hasattr(v, "shape") else np.shape(v)
+        shape = getattr(v, "shape", None)
+        if shape is None:
+            shape = np.shape(v)
         if shape:
-            sizes.add(int(shape[0]))
-    if len(sizes) != 1:
+            if n < 0:
+                n = int(shape[0])
+            elif shape[0] != n:
+                n = -2
+                break
+    if n < 0:
+        sizes = {int(s[0]) for s in map(np.shape, inputs) if s}
         raise TorchleanError(
             f"batched inputs must share one leading batch size, got sizes {sorted(sizes)}"
         )
-    n = sizes.pop()
     if n == 0:
         raise TorchleanError("batched inputs: the batch is empty")
     return n
@@ -258,11 +271,15 @@ class ScalarTrainer(_Runner):
         # values have changed once (their steps take them as a runtime vector from then on)
         self._hyper: dict[str, tuple[float, ...]] = {}
         self._varying: set[str] = set()
-        # per optimizer kind: (the step, (param, its new device value) pairs, the new state):
-        # while the params still hold those values, the next step takes the state as it is
-        self._last_step: dict[str, tuple[Any, tuple[tuple[Param, Any], ...], Any]] = {}
-        # the loss of every step: floats, 0-d device arrays until read, and runs of _LOSS_RUN
-        # device losses stacked into one 1-d device array (so a long loop keeps few buffers)
+        # per optimizer kind: the last compiled step and what it left (see _Hot); while the
+        # params still hold its outputs, the next step runs from there with no set-up
+        self._hot: dict[str, _Hot] = {}
+        # the losses of the steps, in order: the older ones as host floats; after them the
+        # pending ones (floats, 0-d device arrays, and runs of _LOSS_RUN device losses stacked
+        # into one 1-d device array, each copied to the host asynchronously and moved to the
+        # floats once there), so a loop of any length holds a few device buffers and 8 bytes
+        # of host memory a step
+        self._host_losses = array.array("d")  # 8 bytes a step
         self._losses: list[Any] = []
         self._device_run = 0  # 0-d device losses at the end of _losses
         if self._graph is not None and self._graph.output_types[0].shape != ():
@@ -286,17 +303,22 @@ class ScalarTrainer(_Runner):
                 for v in ((entry,) if isinstance(entry, float) else np.ravel(next(got)))
             ]
             self._device_run = 0
-        return list(self._losses)
+        if self._losses:
+            self._host_losses.extend(self._losses)
+            self._losses = []
+        return self._host_losses.tolist()
 
     @losses.setter
     def losses(self, values: Sequence[float]) -> None:
-        self._losses = [float(v) for v in values]
+        self._host_losses = array.array("d", [float(v) for v in values])
+        self._losses = []
         self._device_run = 0
 
     def _record(self, loss: Any) -> None:
         """Keep a step's loss: a float, or a 0-d device array left on the device; every
-        ``_LOSS_RUN`` device losses in a row become one stacked device array (one dispatch),
-        so a training loop of a million steps holds thousands of buffers, not a million."""
+        ``_LOSS_RUN`` device losses in a row become one stacked device array (one dispatch)
+        whose copy to the host starts at once, and the runs already on the host become floats
+        (no wait), so a training loop of any length holds a few device buffers."""
         self._losses.append(loss)
         if isinstance(loss, float):
             self._device_run = 0
@@ -305,8 +327,32 @@ class ScalarTrainer(_Runner):
         if self._device_run == _LOSS_RUN:
             run = self._losses[-_LOSS_RUN:]
             del self._losses[-_LOSS_RUN:]
-            self._losses.append(_stack_losses()(*run))
+            stacked = _stack_losses()(*run)
+            stacked.copy_to_host_async()
+            self._losses.append(stacked)
             self._device_run = 0
+            self._move_ready_losses()
+
+    def _move_ready_losses(self) -> None:
+        """Move the oldest pending losses that are computed (and copied to the host when
+        their run was stacked) to the host floats, in order, up to the first one that is not
+        ready or is among the trailing 0-d losses of a run in progress."""
+        pending = self._losses
+        end = len(pending) - self._device_run
+        k = 0
+        while k < end:
+            entry = pending[k]
+            if isinstance(entry, float):
+                self._host_losses.append(entry)
+            elif entry.is_ready():
+                import jax
+
+                self._host_losses.frombytes(np.asarray(jax.device_get(entry), np.float64).tobytes())
+            else:
+                break
+            k += 1
+        if k:
+            del pending[:k]
 
     def _eager_loss(self, inputs: Sequence[Any], batched: bool) -> tuple[Tensor, Any]:
         """The loss tensor (per sample when batched) and its value (the mean over the batch):
@@ -347,14 +393,60 @@ class ScalarTrainer(_Runner):
         _, pairs = self._value_and_grads(inputs, batched)
         return {p.name: np.asarray(g, dtype=np.float64) for p, g in pairs}  # type: ignore[misc]
 
-    def _fused_step(self, kind: str, inputs: Sequence[Any], batched: bool, **hyper: float) -> Any:
+    def _fused_step(
+        self,
+        kind: str,
+        inputs: Sequence[Any],
+        batched: bool,
+        names: tuple[str, ...],
+        values: tuple[float, ...],
+    ) -> Any:
         """Compiled backend: one jitted call (``compiler.TrainStep``): forward, tape VJP and
         the optax update, params and moments donated and kept on the device; the loss comes
         back as a 0-d device array (nothing waits for the device). Hyperparameters are
         constants of the step while they stay the same (as in a hand-written step); once they
         change (a schedule), the step takes them as a runtime vector (``TrainStep(...,
-        hyperparams=...)``), so further changes never recompile and cost one upload. While the
-        params still hold the last step's outputs, the last step's state goes in as it is."""
+        hyperparams=...)``), a NumPy vector transferred with the call (no recompilation, no
+        ``jax.device_put`` of its own). While the params still hold the last step's outputs,
+        the step runs from its state with no set-up (the steady state of a training loop).
+        ``names`` and ``values``: the optax hyperparameters."""
+        hot = self._hot.get(kind)
+        if (
+            hot is None
+            or hot.batched is not batched
+            or (hot.values is not None and hot.values != values)
+            or not all(map(operator.is_, map(_DEVICE, hot.params), hot.arrays))
+        ):
+            hot = self._set_up(kind, inputs, batched, dict(zip(names, values, strict=True)))
+        else:
+            self._check_inputs(inputs)
+            if batched:
+                _batch_size(self.specs, inputs)
+            if hot.values is None and values != hot.last:
+                hot.hyper = np.array(values, hot.hyper.dtype)
+                hot.last = values
+        data, index = self._input_args(inputs, hot.cg, hot.names)
+        arrays, opt_state, loss = hot.step._apply(
+            hot.arrays, hot.opt_state, hot.hyper, data, index or None
+        )
+        for p, a in zip(hot.params, arrays, strict=True):
+            p._set_device(a)
+        hot.arrays = arrays
+        hot.opt_state = self._opt_states[kind] = opt_state
+        self._record(loss)
+        return loss
+
+    def _set_up(
+        self,
+        kind: str,
+        inputs: Sequence[Any],
+        batched: bool,
+        hyper: Mapping[str, float],
+    ) -> _Hot:
+        """The step of ``kind`` for this call, from the params' current values and this
+        trainer's optimizer state (a fresh one the first time): the inputs checked, the
+        hyperparameters' change noted (the step takes them as a runtime vector from the first
+        change on)."""
         if self.mesh is not None and not batched:
             raise TorchleanError(
                 "ScalarTrainer: with a mesh, a training step splits the batch over the devices: "
@@ -367,22 +459,17 @@ class ScalarTrainer(_Runner):
             self._varying.add(kind)
         self._hyper[kind] = values
         step = self._train_step(kind, cg, hyper, values)
-        last = self._last_step.get(kind)
-        if last is not None and last[0] is step and all(p._device is a for p, a in last[1]):
-            state = last[2]  # the params still hold the last step's outputs: its state
+        by_name = {p.name: p for p in self.params}
+        params = tuple(by_name[n] for n in step.param_names)
+        state = self._fresh_state(kind, step, cg)
+        hot = _Hot(step, cg, batched, params, state)
+        if step.hyper_names:
+            hot.hyper = step.host_hyperparams(**hyper)
+            hot.last = values
         else:
-            state = self._fresh_state(kind, step, cg)
-        if step.hyper_names and (state.hyper is None or seen != values):
-            state = state.replace(hyper=step.hyperparams(**hyper))
-        data, index = self._input_args(inputs, cg, step.param_names)
-        new, loss = step(state, data, index or None)
-        self._opt_states[kind] = new.opt_state
-        trained = tuple((p, new.params[p.name]) for p in self._trained_by(step, last))
-        for p, arr in trained:
-            p._set_device(arr)
-        self._last_step[kind] = (step, trained, new)
-        self._record(loss)
-        return loss
+            hot.values = values
+        self._hot[kind] = hot
+        return hot
 
     def _train_step(
         self, kind: str, cg: Any, hyper: Mapping[str, float], values: tuple[float, ...]
@@ -427,18 +514,11 @@ class ScalarTrainer(_Runner):
             opt_state = step.init(params).opt_state
         return compiler.TrainState(params, opt_state, 0, step.param_names)
 
-    def _trained_by(self, step: Any, last: Any) -> tuple[Param, ...]:
-        """The params ``step`` trains, in order (the last step's, when it is the same step)."""
-        if last is not None and last[0] is step:
-            return tuple(p for p, _ in last[1])
-        names = set(step.param_names)
-        return tuple(p for p in self.params if p.name in names)
-
     def step(self, *inputs: Any, lr: float, batched: bool = False) -> Any:
         """One SGD step; returns the loss before it (see :meth:`adam_step`)."""
         if self.options.backend == "compiled":
             _check_hyper(lr, 0.0, 0.0, 0.0)
-            return self._fused_step("sgd", inputs, batched, learning_rate=lr)
+            return self._fused_step("sgd", inputs, batched, _SGD, (lr,))
         loss, pairs = self._value_and_grads(inputs, batched)
         self._optimizer.sgd(pairs, lr, on_device=self._on_device)
         self._record(loss)
@@ -458,9 +538,7 @@ class ScalarTrainer(_Runner):
         a training loop never waits for the device (:attr:`losses` reads them all at once)."""
         if self.options.backend == "compiled":
             _check_hyper(lr, b1, b2, eps)
-            return self._fused_step(
-                "adam", inputs, batched, learning_rate=lr, b1=b1, b2=b2, eps=eps
-            )
+            return self._fused_step("adam", inputs, batched, _ADAM, (lr, b1, b2, eps))
         loss, pairs = self._value_and_grads(inputs, batched)
         self._optimizer.adam("adam", pairs, lr=lr, b1=b1, b2=b2, eps=eps, on_device=self._on_device)
         self._record(loss)
@@ -481,14 +559,7 @@ class ScalarTrainer(_Runner):
         if self.options.backend == "compiled":
             _check_hyper(lr, b1, b2, eps, weight_decay)
             return self._fused_step(
-                "adamw",
-                inputs,
-                batched,
-                learning_rate=lr,
-                b1=b1,
-                b2=b2,
-                eps=eps,
-                weight_decay=weight_decay,
+                "adamw", inputs, batched, _ADAMW, (lr, b1, b2, eps, weight_decay)
             )
         loss, pairs = self._value_and_grads(inputs, batched)
         self._optimizer.adam(
@@ -530,6 +601,45 @@ class ScalarTrainer(_Runner):
         """The verifier's report on the loss graph: its compiled backward equals the reference
         ``backprop_ctx``."""
         return verify_graph(self.graph, self.options, **kwargs)
+
+
+class _Hot:
+    """A compiled training step of one optimizer kind and what it left: the params it trains
+    (in the step's order), their device values it returned (still held by the params while
+    nobody else changed them), the optimizer state, and the hyperparameter argument (``()``
+    for a step with constant ones, ``values`` those constants; else a NumPy vector of the
+    values ``last``)."""
+
+    __slots__ = (
+        "arrays",
+        "batched",
+        "cg",
+        "hyper",
+        "last",
+        "names",
+        "opt_state",
+        "params",
+        "step",
+        "values",
+    )
+
+    def __init__(
+        self, step: Any, cg: Any, batched: bool, params: tuple[Param, ...], state: Any
+    ) -> None:
+        self.step = step
+        self.cg = cg
+        self.batched = batched
+        self.params = params
+        self.names: tuple[str, ...] = step.param_names
+        self.arrays: tuple[Any, ...] = tuple(state.params[n] for n in self.names)
+        self.opt_state = state.opt_state
+        self.values: tuple[float, ...] | None = None
+        self.hyper: Any = ()
+        self.last: tuple[float, ...] | None = None
+
+
+#: a param's device mirror (the hot path compares it with what the last step left)
+_DEVICE = operator.attrgetter("_device")
 
 
 def _device_mean(value: Any) -> Any:

@@ -3,6 +3,8 @@ donated buffers, and the example MLP trained end to end on CPU."""
 
 from __future__ import annotations
 
+import contextlib
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -160,6 +162,43 @@ def test_hyperparams_are_a_runtime_vector(name: str) -> None:
     np.testing.assert_allclose(np.asarray(state.hyper)[0], 0.025)
     np.testing.assert_allclose(np.asarray(state.hyper)[1], list(hyper.values())[1])
     assert step.trace_count == 1
+
+
+def test_host_hyperparams_go_with_the_call() -> None:
+    """``host_hyperparams``: a NumPy vector that the step's own call transfers (no
+    ``jax.device_put``). Steps with it equal steps with device vectors, a new value at every
+    step retraces nothing, and under ``jax.transfer_guard("disallow")`` it goes in while the
+    data are on the device (NumPy data are still refused: the guard's verdict on them)."""
+    rng = np.random.default_rng(6)
+    bg = compiler.compile(classifier_build("f64")).batched(over=("x", "label"), grads="mean")
+    hyper = {"learning_rate": 0.1, "b1": 0.8}
+    host = compiler.TrainStep(bg, optax.adam, hyperparams=hyper)
+    dev = compiler.TrainStep(bg, optax.adam, hyperparams=hyper)
+    params = {
+        "hidden.weight": rng.normal(size=(12, 8)) / 3,
+        "hidden.bias": np.zeros(12),
+        "out.weight": rng.normal(size=(5, 12)) / 3,
+        "out.bias": np.zeros(5),
+    }
+    a, b = host.init(params), dev.init(params)
+    vec = host.host_hyperparams(learning_rate=0.05)
+    assert type(vec) is np.ndarray and vec.tolist() == [0.05, 0.8]
+    for k, lr in enumerate([0.1, 0.05, 0.025, 0.0125]):
+        d = jax.device_put({"x": rng.normal(size=(16, 8))})
+        i = jax.device_put({"label": rng.integers(0, 5, 16).astype(np.int32)})
+        a = a.replace(hyper=host.host_hyperparams(learning_rate=lr))
+        b = b.replace(hyper=dev.hyperparams(learning_rate=lr))
+        with jax.transfer_guard("disallow") if k >= 2 else contextlib.nullcontext():
+            a, loss_a = host(a, d, i)
+        b, loss_b = dev(b, d, i)
+        assert float(loss_a) == float(loss_b)
+        for n in host.param_names:
+            np.testing.assert_array_equal(a.params[n], b.params[n])
+    assert host.trace_count == 1
+    with jax.transfer_guard("disallow"), pytest.raises(Exception, match="Disallowed host-to-dev"):
+        host(a, {"x": np.zeros((16, 8))}, i)
+    with pytest.raises(ArgumentError, match=r"state: hyper: expected a vector of 2 float64"):
+        host(a.replace(hyper=np.zeros(3)), d, i)
 
 
 def test_hyperparams_errors() -> None:
