@@ -327,7 +327,7 @@ class TrainStep:
         if not isinstance(state, TrainState) or state.names != self.param_names:
             raise ArgumentError("state: expected a TrainState from this step's init()")
         params = tuple(state.params[n] for n in self.param_names)
-        new_params, opt_state, loss = self._apply(
+        new_params, opt_state, loss = self.apply(
             params, state.opt_state, self._hyper_arg(state), data, index
         )
         new = TrainState(
@@ -339,13 +339,15 @@ class TrainStep:
         )
         return new, loss
 
-    def _apply(
+    def apply(
         self, params: tuple[Any, ...], opt_state: Any, hyper: Any, data: Any, index: Index
     ) -> tuple[tuple[Any, ...], Any, Any]:
-        """The step on raw values: the parameters in :attr:`param_names` order, the optimizer
-        state and the hyperparameter argument (see :meth:`_hyper_arg`); ``(new parameters,
-        new optimizer state, loss)``. The arguments are checked and the index checks deferred
-        as in :meth:`__call__` (which wraps this in :class:`TrainState` s)."""
+        """The step on raw values, for a training loop that keeps its own state (the front
+        end's ``ScalarTrainer``): the parameters in :attr:`param_names` order (donated), the
+        optimizer state (donated) and the hyperparameter vector (``()`` for a step without
+        hyperparams); returns ``(new parameters, new optimizer state, loss)``. The arguments
+        are checked and the index checks deferred as in :meth:`__call__`, which wraps this in
+        :class:`TrainState` s."""
         deferred: list[tuple[int, str]] = []
         args = self._args(data, index, deferred)
         try:

@@ -426,7 +426,7 @@ class ScalarTrainer(_Runner):
                 hot.hyper = np.array(values, hot.hyper.dtype)
                 hot.last = values
         data, index = self._input_args(inputs, hot.cg, hot.names)
-        arrays, opt_state, loss = hot.step._apply(
+        arrays, opt_state, loss = hot.step.apply(
             hot.arrays, hot.opt_state, hot.hyper, data, index or None
         )
         for p, a in zip(hot.params, arrays, strict=True):
