@@ -8,6 +8,7 @@ converter, so the converters read opset-13-and-later semantics (``axes`` as inpu
 
 from __future__ import annotations
 
+import ast
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -1079,6 +1080,7 @@ def from_onnx(
     batch_axis: int | None = 0,
     batched: Sequence[str] | None = None,
     batch_size: int | None = None,
+    constants: Sequence[str] = (),
 ) -> Imported:
     """Import an ONNX model (a path, bytes or ``onnx.ModelProto``) as a per-sample graph.
 
@@ -1090,10 +1092,16 @@ def from_onnx(
     reads as ``batch_size`` (default 1). Float initializers become ``param`` leaves
     (statistics that only feed
     ``BatchNormalization`` are frozen: ``requires_grad=False``); float inputs become ``input``
-    leaves, integer inputs index inputs (labels, token ids). Raises :class:`InteropError` with
-    one line naming the ONNX node for anything that cannot be expressed; never a partial graph.
+    leaves, integer inputs index inputs (labels, token ids). ``constants`` names float
+    initializers to import as constants instead (see :func:`constant_initializers`): an
+    initializer by its name, or every initializer the exporter folded from a named source (a
+    buffer the file no longer declares, such as LLaMA's rotary ``inv_freq``). Raises
+    :class:`InteropError` with one line naming the ONNX node for anything that cannot be
+    expressed (or a name of ``constants`` that names nothing); never a partial graph.
     """
-    imported = _import(model, batch_axis, batched, batch_size, Refusals("from_onnx", False))
+    imported = _import(
+        model, batch_axis, batched, batch_size, Refusals("from_onnx", False), constants
+    )
     assert imported is not None  # a refusal raised
     return imported
 
@@ -1104,11 +1112,12 @@ def onnx_report(
     batch_axis: int | None = 0,
     batched: Sequence[str] | None = None,
     batch_size: int | None = None,
+    constants: Sequence[str] = (),
 ) -> tuple[tuple[Unsupported, ...], Imported | None]:
     """Every refusal of :func:`from_onnx` on ``model`` (not only the first), and the import
     when there is none."""
     refusals = Refusals("from_onnx", collect=True)
-    imported = _import(model, batch_axis, batched, batch_size, refusals)
+    imported = _import(model, batch_axis, batched, batch_size, refusals, constants)
     return tuple(refusals.records), imported
 
 
@@ -1118,6 +1127,7 @@ def _import(
     batched: Sequence[str] | None,
     batch_size: int | None,
     refusals: Refusals,
+    constants: Sequence[str] = (),
 ) -> Imported | None:
     where = "from_onnx"
     _need_onnx(where)
@@ -1214,6 +1224,8 @@ def _import(
         for name in nd.input:
             ctx.readers.setdefault(name, []).append(nd)
     roles = initializer_roles(g, inits)
+    for key in constant_initializers(g, inits, constants):
+        roles[key] = "const"
     for key, arr in inits.items():
         role = roles.get(key, "const")
         env[key] = _initializer(tr, names, key, arr, role, np_dtype, _uses(g, key))
@@ -1316,6 +1328,7 @@ _CONSTANT_INPUTS: dict[str, tuple[int, ...] | None] = {
 _DATA_INPUTS = {"Add", "Sub", "Mul", "Div", "Concat", "Where"}
 
 _PARAM_KINDS = ("PARAMETER", "BUFFER")
+_FOLDED = "pkg.onnxscript.optimizer.folded_from"
 
 
 def _uses(g: Any, key: str) -> list[tuple[str, int]]:
@@ -1360,6 +1373,48 @@ def initializer_roles(g: Any, inits: dict[str, np.ndarray]) -> dict[str, str]:
         for key, arr in inits.items()
         if np.issubdtype(arr.dtype, np.floating)
     }
+
+
+def folded_from(g: Any) -> dict[str, tuple[str, ...]]:
+    """The sources each initializer was folded from, as the exporter records them (the value's
+    metadata ``pkg.onnxscript.optimizer.folded_from``, written by ``torch.onnx.export``'s
+    optimizer: the parameters, buffers and intermediate values it evaluated into one)."""
+    out: dict[str, tuple[str, ...]] = {}
+    for vi in [*g.value_info, *g.input]:
+        for prop in getattr(vi, "metadata_props", ()):
+            if prop.key != _FOLDED:
+                continue
+            try:
+                names = ast.literal_eval(prop.value)
+            except (ValueError, SyntaxError, MemoryError, RecursionError):
+                continue  # metadata we cannot read names nothing
+            if isinstance(names, list | tuple):
+                out[vi.name] = tuple(str(x) for x in names)
+    return out
+
+
+def constant_initializers(
+    g: Any, inits: dict[str, np.ndarray], constants: Sequence[str]
+) -> list[str]:
+    """The float initializers that ``constants`` names: each name is an initializer, or a source
+    that initializers were folded from (:func:`folded_from`), which names all of them. An ONNX
+    file does not say whether a value the exporter folded from a non-persistent buffer (LLaMA's
+    rotary ``inv_freq``, to its sin and cos tables) was a buffer or a parameter: the user says.
+    Raises :class:`InteropError` for a name that names no float initializer."""
+    if not constants:
+        return []
+    floats = [k for k, a in inits.items() if np.issubdtype(a.dtype, np.floating)]
+    folded = folded_from(g)
+    out: list[str] = []
+    for name in constants:
+        hits = [k for k in floats if k == name or name in folded.get(k, ())]
+        if not hits:
+            raise InteropError(
+                f"from_onnx: constants: {name!r} is no float initializer of the model, nor a "
+                "source one was folded from (pkg.onnxscript.optimizer.folded_from)"
+            )
+        out += [k for k in hits if k not in out]
+    return out
 
 
 def _role(arr: np.ndarray, uses: list[tuple[str, int]], kind: str | None, declares: bool) -> str:
@@ -1453,4 +1508,12 @@ def _attr(a: Any) -> Any:
     return v
 
 
-__all__ = ["IMPORT_OPSET", "ONNX_IMPORTS", "ONNX_REFUSED", "from_onnx", "onnx_report"]
+__all__ = [
+    "IMPORT_OPSET",
+    "ONNX_IMPORTS",
+    "ONNX_REFUSED",
+    "constant_initializers",
+    "folded_from",
+    "from_onnx",
+    "onnx_report",
+]
