@@ -35,6 +35,7 @@ from ._indexmap import (
     index_t,
     log_probs_pick,
     renormalised,
+    shifted_rows,
 )
 from ._trace import InteropError, Refused, T, Tracer, one_line
 
@@ -565,6 +566,13 @@ def _split(c: _Ctx, node: Any, ins: list[T | None]) -> list[T]:
 def _gather(c: _Ctx, node: Any, ins: list[T | None]) -> list[T]:
     data, idx = _need(ins[0], "data"), _need(ins[1], "indices")
     axis = int(c.attr("axis", 0)) % data.rank
+    if idx.imap is not None and idx.imap.shift:  # data[i + k]: rows of data from k on, at i
+        if axis != 0 or data.batched:
+            raise Refused(
+                f"Gather at an integer input plus {idx.imap.shift} (only rows of a table)"
+            )
+        data = shifted_rows(c.tr, data, idx.imap.shift)
+        idx = index_t(replace(idx.imap, shift=0))
     if idx.index is not None:
         return [_gather_nat(c.tr, data, idx, axis)]
     values = np.asarray(idx.value)
@@ -572,6 +580,18 @@ def _gather(c: _Ctx, node: Any, ins: list[T | None]) -> list[T]:
         raise Refused("Gather with float indices")
     if data.known and data.value is not None and data.param is None:
         return [c.tr.const(np.take(data.value, values, axis=axis))]
+    n = c.tr.n
+    if (
+        axis == 0
+        and n > 1
+        and values.ndim
+        and values.shape[0] == n
+        and (values == values[:1]).all()
+    ):
+        # the same indices for every sample (a uniform buffer gathered at the positions): one
+        # sample's rows, broadcast to the batch they meet
+        one = _gather(c, node, [data, c.tr.const(values[:1])])[0]
+        return [c.tr.expand(one, [*values.shape, *data.full[1:]])]
     flat = [int(v) % data.full[axis] for v in values.reshape(-1)]
     parts = [c.tr.slice(data, axis, i, i + 1) for i in flat]
     out = parts[0] if len(parts) == 1 else c.tr.concat(parts, axis)
@@ -620,11 +640,16 @@ def _gather_nat(tr: Tracer, data: T, idx: T, axis: int) -> T:
 @_imports(
     "GatherElements",
     ours="gather_scalar_nat / gather_vec_nat",
-    note="batched data and indices along axis 1 (as exported)",
+    note="batched data and indices along axis 1 (as exported); from a constant of one value "
+    "(RoBERTa's token types): that value",
 )
 def _gather_elements(c: _Ctx, node: Any, ins: list[T | None]) -> list[T]:
     data, idx = _need(ins[0], "data"), _need(ins[1], "indices")
     axis = int(c.attr("axis", 0)) % data.rank
+    if data.known and data.value is not None and idx.imap is not None:
+        table = np.asarray(data.value)
+        if table.size and bool(np.all(table == table.reshape(-1)[0])):  # a uniform buffer
+            return [T(idx.full, value=np.full(idx.full, table.reshape(-1)[0]))]
     if idx.index is None or not (data.batched and idx.batched) or data.rank != 2 or axis != 1:
         raise Refused("GatherElements: only batched (N, n) data at batched runtime indices")
     return [_gather_nat(c.tr, data, idx, 1)]
@@ -974,6 +999,42 @@ def _index_shape_op(c: _Ctx, node: Any, ins: list[T | None]) -> list[T]:
     return [index_t(imap.moved(p, f)) for p, f in zip(pos, fill, strict=True)]
 
 
+#: Integer arithmetic on an index tensor that stays one: adding or subtracting a number (a
+#: position offset), comparing with a number, negating such a comparison.
+_INDEX_ARITH = frozenset({"Add", "Sub", "Equal", "Not"})
+
+
+def _index_arith(node: Any, ins: list[T | None]) -> list[T]:
+    """``i + k``, ``i - k`` (an integer ``k`` known at import time: the same for every element),
+    ``i == k`` and ``Not`` of a boolean of an index input; anything else computes integers at
+    run time and is refused."""
+    op = node.op_type
+    a = ins[0]
+    b = ins[1] if len(ins) > 1 else None
+    if op == "Not" and a is not None and a.imap is not None and a.imap.test is not None:
+        return [index_t(a.imap.compared("eq", 0))]
+    if op in ("Add", "Equal") and (a is None or a.imap is None):
+        a, b = b, a  # the number first: commutative
+    if a is not None and a.imap is not None and b is not None and b.known and b.imap is None:
+        k = np.asarray(b.value)
+        if np.issubdtype(k.dtype, np.integer) and op in ("Add", "Sub"):
+            return [index_t(a.imap.plus(k if op == "Add" else -k))]
+        if op == "Equal" and k.size and bool(np.all(k == k.reshape(-1)[0])):
+            return [index_t(a.imap.compared("eq", k.reshape(-1)[0].item()))]
+    raise _runtime_integers(op)
+
+
+def _runtime_integers(op: str) -> Refused:
+    """The refusal of an op computing integers from an index input at run time."""
+    return Refused(
+        f"{op} of an index tensor (integers of an input) computes integers at run time, which "
+        "our graphs do not (only views, comparisons with a number, known masks and adding a "
+        "number apply to integer inputs)",
+        "compute these integers before the model and pass them as an input (position ids "
+        "from a mask: the model's position_ids=...)",
+    )
+
+
 def _run_node(node: Any, values: list[np.ndarray | None], opset: int) -> list[np.ndarray]:
     """One node evaluated by ``onnx.reference`` on values (None: an absent optional input)."""
     from onnx import TypeProto, helper
@@ -1240,7 +1301,11 @@ def _import(
         except KeyError as e:
             raise InteropError(f"{where}: {label}: unknown input {e.args[0]!r}") from None
         origins = [x.origin for x in ins if isinstance(x, Blocked)]
-        if node.domain not in ("", "ai.onnx") or mapping is None:
+        on_index = any(isinstance(x, T) and x.imap is not None for x in ins)
+        arith = on_index and node.op_type in _INDEX_ARITH and node.domain in ("", "ai.onnx")
+        if (node.domain not in ("", "ai.onnx") or mapping is None) and not arith and on_index:
+            refusals.refused(node.op_type, src, loc, label, _runtime_integers(node.op_type))
+        elif (node.domain not in ("", "ai.onnx") or mapping is None) and not arith:
             why = ONNX_REFUSED.get(node.op_type, "no mapping to our ops")
             reason = f"ONNX op {node.op_type} is not supported: {why}"
             hint = "" if node.op_type in ONNX_REFUSED else "not supported yet"
@@ -1252,9 +1317,12 @@ def _import(
             ctx.attrs = {a.name: _attr(a) for a in node.attribute}
             try:
                 _check_reads(node, ins)
-                if _on_index(node, ins):
+                if arith:
+                    outs = _index_arith(node, ins)
+                elif _on_index(node, ins):
                     outs = _index_shape_op(ctx, node, ins)
                 else:
+                    assert mapping is not None
                     outs = mapping.fn(ctx, node, ins)
             except Refused as e:
                 refusals.refused(node.op_type, src, loc, label, e)
