@@ -278,6 +278,11 @@ def test_initializers_named_constant_by_the_user(tmp_path: Any, capsys: Any) -> 
     assert cli.main(["import", str(path), "-o", str(tmp_path / "g.json"),
                      "--constant", "rotary.inv_freq"]) == 0  # fmt: skip
     assert "1 parameter values not written" in capsys.readouterr().out
+    assert cli.main(["import", str(path), "--report", "--constant", "cos_t"]) == 0
+    assert "would import" in capsys.readouterr().out
+    assert cli.main(["import", str(path), "--report", "--constant", "nope"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.startswith("torchlean: error: from_onnx: constants: 'nope' is no ")
     assert cli.main(["import", str(tmp_path / "m.pt2"), "-o", str(tmp_path / "g.json"),
                      "--constant", "rotary.inv_freq"]) == 2  # fmt: skip
     out, err = capsys.readouterr()
