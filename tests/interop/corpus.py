@@ -84,6 +84,62 @@ def llama() -> tuple[Any, dict[str, Any]]:
 LANGUAGE_MODELS = {"gpt2": gpt2, "bert": bert, "llama": llama}
 
 
+def roberta() -> tuple[Any, dict[str, Any]]:
+    """``RobertaForSequenceClassification`` with a padded sequence, ``attention_mask``, labels
+    and ``position_ids`` computed as the model does (``create_position_ids_from_input_ids``):
+    without them it computes them from ``input_ids`` at run time, which does not import."""
+    config = transformers.RobertaConfig(
+        num_hidden_layers=2,
+        hidden_size=64,
+        num_attention_heads=4,
+        intermediate_size=128,
+        vocab_size=V,
+        max_position_embeddings=L + 2,
+        num_labels=3,
+    )
+    model = transformers.RobertaForSequenceClassification(config).eval()
+    pad = config.pad_token_id
+    ids = torch.randint(pad + 2, V, (N, L))
+    ids[0, 5:] = pad
+    keep = ids.ne(pad).long()
+    return model, {
+        "input_ids": ids,
+        "attention_mask": keep,
+        "position_ids": torch.cumsum(keep, 1) * keep + pad,
+        "labels": torch.tensor([0, 2, 1]),
+    }
+
+
+def opt() -> tuple[Any, dict[str, Any]]:
+    """``OPTForCausalLM`` with a padded sequence, ``attention_mask``, labels and ``position_ids``
+    computed as the model does from the mask (``cumsum(mask) * mask - 1``), clamped at 0 (the
+    padded tokens' -1 is no index input's value)."""
+    config = transformers.OPTConfig(
+        num_hidden_layers=2,
+        hidden_size=64,
+        num_attention_heads=4,
+        ffn_dim=128,
+        vocab_size=V,
+        max_position_embeddings=32,
+        word_embed_proj_dim=64,
+        use_cache=False,
+    )
+    model = transformers.OPTForCausalLM(config).eval()
+    mask = torch.ones(N, L, dtype=torch.long)
+    mask[0, 5:] = 0
+    return model, {
+        "input_ids": torch.randint(3, V, (N, L)),
+        "attention_mask": mask,
+        "position_ids": (torch.cumsum(mask, 1) * mask - 1).clamp(min=0),
+        "labels": torch.randint(0, V, (N, L)),
+    }
+
+
+#: language models whose position ids are computed from their inputs at run time unless given
+#: (``tests/interop/test_index_arith.py``): exported with ``position_ids``
+POSITION_ID_MODELS = {"roberta": roberta, "opt": opt}
+
+
 def randomize(model: Any, seed: int) -> Any:
     """He-scaled convolution weights and random batch-norm statistics, scales and shifts."""
     g = torch.Generator().manual_seed(seed)

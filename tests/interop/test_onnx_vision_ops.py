@@ -218,3 +218,75 @@ def test_initializers_by_role() -> None:
     x = rng.normal(size=(n, 2, d)).astype(np.float32)
     (want,) = ReferenceEvaluator(m).run(None, {"x": x})
     np.testing.assert_allclose(_ours(imp, x), want, atol=1e-6, rtol=0)
+
+
+def _rotary_like() -> Any:
+    """``(x @ w) * cos + x * sin``, where ``cos`` and ``sin`` are tables the exporter folded from
+    a buffer (their metadata ``folded_from`` names ``rotary.inv_freq`` and intermediate values)
+    and ``w`` a weight's transpose it folded (``folded_from``: the weight)."""
+    rng = np.random.default_rng(5)
+    d = 4
+    pos = np.arange(3)[:, None] * (1.0 / 10000 ** (np.arange(d) / d))[None, :]
+    inits = {
+        "val_w": rng.normal(size=(d, d)).astype(np.float32),
+        "cos_t": np.cos(pos).astype(np.float32),
+        "sin_t": np.sin(pos).astype(np.float32),
+    }
+    nodes = [
+        helper.make_node("MatMul", ["x", "val_w"], ["a"]),
+        helper.make_node("Mul", ["a", "cos_t"], ["b"]),
+        helper.make_node("Mul", ["x", "sin_t"], ["c"]),
+        helper.make_node("Add", ["b", "c"], ["y"]),
+    ]
+    m = _model(nodes, [("x", [2, 3, d])], ("y", [2, 3, d]), inits)
+    for name, sources in [("val_w", ["layer.weight"]),
+                          ("cos_t", ["arange", "cos", "rotary.inv_freq", "val_3"]),
+                          ("sin_t", ["arange", "rotary.inv_freq", "sin", "val_3"])]:  # fmt: skip
+        vi = helper.make_tensor_value_info(name, TensorProto.FLOAT, list(inits[name].shape))
+        prop = vi.metadata_props.add()
+        prop.key, prop.value = "pkg.onnxscript.optimizer.folded_from", repr(sources)
+        m.graph.value_info.append(vi)
+    return m
+
+
+def test_initializers_named_constant_by_the_user(tmp_path: Any, capsys: Any) -> None:
+    """The file cannot say that tables folded from a buffer are not parameters (the folded
+    weight's transpose is one): without ``constants`` all three train; naming the buffer (a
+    source of ``folded_from``) or the initializers makes the tables constants, the weight stays a
+    parameter, the values are the same; an unknown name, and ``--constant`` for a ``.pt2``, are
+    refused in one line."""
+    m = _rotary_like()
+    assert sorted(interop.from_onnx(m).params) == ["cos_t", "sin_t", "val_w"]
+    x = np.random.default_rng(6).normal(size=(2, 3, 4)).astype(np.float32)
+    (want,) = ReferenceEvaluator(m).run(None, {"x": x})
+    for constants in (["rotary.inv_freq"], ["cos_t", "sin_t"]):
+        imp = interop.from_onnx(m, constants=constants)
+        assert sorted(imp.params) == ["val_w"], constants
+        assert [leaf.name for leaf in imp.graph.leaves if leaf.kind == "param"] == ["val_w"]
+        np.testing.assert_allclose(_ours(imp, x), want, atol=1e-6, rtol=0)
+    with pytest.raises(interop.InteropError) as e:
+        interop.from_onnx(m, constants=["rotary.inv_fre"])
+    assert str(e.value) == (
+        "from_onnx: constants: 'rotary.inv_fre' is no float initializer of the model, nor a "
+        "source one was folded from (pkg.onnxscript.optimizer.folded_from)"
+    )
+
+    from torchlean_ir import cli
+
+    path = tmp_path / "m.onnx"
+    onnx.save(m, str(path))
+    assert cli.main(["import", str(path), "-o", str(tmp_path / "g.json"),
+                     "--constant", "rotary.inv_freq"]) == 0  # fmt: skip
+    assert "1 parameter values not written" in capsys.readouterr().out
+    assert cli.main(["import", str(path), "--report", "--constant", "cos_t"]) == 0
+    assert "would import" in capsys.readouterr().out
+    assert cli.main(["import", str(path), "--report", "--constant", "nope"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.startswith("torchlean: error: from_onnx: constants: 'nope' is no ")
+    assert cli.main(["import", str(tmp_path / "m.pt2"), "-o", str(tmp_path / "g.json"),
+                     "--constant", "rotary.inv_freq"]) == 2  # fmt: skip
+    out, err = capsys.readouterr()
+    assert out == "" and err == (
+        f"torchlean: error: {tmp_path / 'm.pt2'}: --constant is for .onnx models (a .pt2 "
+        "program declares its buffers, which import as constants or frozen parameters)\n"
+    )

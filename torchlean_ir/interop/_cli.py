@@ -3,6 +3,7 @@
 ::
 
     torchlean import MODEL.pt2|MODEL.onnx -o GRAPH.json [--params PARAMS.safetensors]
+                     [--constant NAME ...]  (.onnx: initializers that are not parameters)
     torchlean import MODEL.pt2|MODEL.onnx --report
     torchlean export GRAPH.json -o MODEL.onnx (--params PARAMS.safetensors | --zero-params)
 
@@ -56,6 +57,11 @@ def cmd_import(args: argparse.Namespace) -> int:
     ext = os.path.splitext(path)[1].lower()
     if ext not in (".pt2", ".onnx"):
         raise InteropError(f"{path}: expected a .pt2 (torch.export.save) or .onnx file")
+    if args.constant and ext != ".onnx":
+        raise InteropError(
+            f"{path}: --constant is for .onnx models (a .pt2 program declares its buffers, "
+            "which import as constants or frozen parameters)"
+        )
     if args.report:
         return _report(args)
     if args.output is None:
@@ -68,7 +74,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     with quiet_loaders("onnx" if ext == ".onnx" else "torch.export"):
         if ext == ".onnx":
             model = load_onnx(path, max_bytes=args.max_bytes)
-            imported = from_onnx(model, batch_axis=args.batch_axis)
+            imported = from_onnx(model, batch_axis=args.batch_axis, constants=args.constant or ())
         else:
             program = load_pt2(path, max_bytes=args.max_bytes)
             imported = from_torch(program, batch_axis=args.batch_axis)
@@ -108,7 +114,12 @@ def _report(args: argparse.Namespace) -> int:
     file written. Exit 2 when anything is unsupported, 0 when the model would import."""
     from ._report import report, report_lines
 
-    records, imported = report(args.model, batch_axis=args.batch_axis, max_bytes=args.max_bytes)
+    records, imported = report(
+        args.model,
+        batch_axis=args.batch_axis,
+        max_bytes=args.max_bytes,
+        constants=args.constant or (),
+    )
     if imported is not None:
         print(f"{args.model}: would import: {', '.join(_summary(imported))}", file=args.out)
         return 0
@@ -196,6 +207,14 @@ def add_parsers(
         metavar="N|none",
         help="the inputs' batch axis, which becomes the compiler's batching (default 0); "
         "'none' imports the whole example batch as one sample",
+    )
+    p.add_argument(
+        "--constant",
+        action="append",
+        metavar="NAME",
+        help="(.onnx) import this float initializer as a constant, not a trained parameter; "
+        "a source named in the exporter's folded_from metadata (a buffer such as "
+        "model.rotary_emb.inv_freq) names every initializer folded from it; repeatable",
     )
     p.add_argument(
         "--max-bytes",

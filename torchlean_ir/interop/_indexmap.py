@@ -58,7 +58,10 @@ class IndexMap:
     position in the input of full shape ``src`` whose batch is axis ``src_bdim``) or, where
     ``pos`` is -1, the constant ``fill``. ``test`` is ``None`` for the naturals themselves, or
     ``("eq", c)`` / ``("ne", c)`` for the booleans ``i == c`` / ``i != c``; ``fill`` holds
-    values of the tensor (naturals or booleans)."""
+    values of the tensor (naturals or booleans). ``shift`` is a number added to every element
+    that reads the input (``position_ids + offset``): the elements are ``i + shift``, which an
+    embedding reads as rows of its table moved by ``shift``, and a comparison as ``i`` compared
+    with the number less ``shift``; a use that cannot absorb it refuses."""
 
     var: IndexVar
     src: Shape
@@ -66,6 +69,7 @@ class IndexMap:
     pos: np.ndarray
     fill: np.ndarray
     test: tuple[str, int] | None = None
+    shift: int = 0
 
     @staticmethod
     def of_input(var: IndexVar, full: Shape, bdim: int | None) -> IndexMap:
@@ -89,6 +93,23 @@ class IndexMap:
             raise Refused(f"internal: positions {pos.shape} and constants {fill.shape} differ")
         return replace(self, pos=pos, fill=fill)
 
+    def plus(self, c: Any) -> IndexMap:
+        """``self + c`` for an integer ``c`` (a number, or an array of one value: PyTorch's
+        ``position_ids + offset``)."""
+        if self.test is not None:
+            raise Refused("arithmetic on a boolean of an index input")
+        vals = np.unique(np.asarray(c))
+        if vals.size != 1 or not float(vals[0]).is_integer():
+            raise Refused(
+                "adding to an index tensor other than one integer (per-element or float "
+                "offsets are integers computed at run time)"
+            )
+        k = int(vals[0])
+        shape = np.broadcast_shapes(self.shape, np.shape(c))
+        pos = np.broadcast_to(self.pos, shape)
+        fill = np.broadcast_to(self.fill, shape) + k
+        return replace(self, pos=np.array(pos), fill=np.array(fill), shift=self.shift + k)
+
     def compared(self, op: str, c: Any) -> IndexMap:
         """``self == c`` or ``self != c`` for a number ``c``: a boolean index tensor."""
         if self.test is not None:
@@ -104,11 +125,12 @@ class IndexMap:
             return replace(self, pos=np.full_like(self.pos, -1), fill=np.full(self.shape, value))
         c = int(c)
         fill = (self.fill == c) if op == "eq" else (self.fill != c)
+        c -= self.shift  # i + shift == c: i == c - shift
         if c < 0:  # a natural is never negative: the test is constant where the input is read
             value = op == "ne"
             return replace(self, pos=np.full_like(self.pos, -1), fill=np.where(
-                self.pos >= 0, value, fill))  # fmt: skip
-        return replace(self, fill=fill, test=(op, c))
+                self.pos >= 0, value, fill), shift=0)  # fmt: skip
+        return replace(self, fill=fill, test=(op, c), shift=0)
 
     def masked(self, known: np.ndarray) -> IndexMap:
         """``self & known`` for a boolean index tensor and booleans known at import time."""
@@ -196,6 +218,8 @@ def as_float(tr: Tracer, imap: IndexMap, full: Shape) -> T:
     scalar = not ivar.type.shape
     if imap.test is None:
         vals = b.nat_to_float(ivar) if scalar else b.nat_vec_to_float(ivar)
+        if imap.shift:
+            vals = b.add(vals, b.const(np.full(ivar.type.shape, float(imap.shift))))
     else:
         op, c = imap.test
         onehot = np.zeros(c + 1)
@@ -270,6 +294,8 @@ def log_probs_pick(
     kind = REDUCTIONS[reduction]
     if not isinstance(target, T) or target.imap is None:
         raise Refused("loss targets must be an integer input of the program (class indices)")
+    if target.imap.shift:
+        raise Refused(f"loss targets moved by {target.imap.shift} (an integer input plus a number)")
     lay = target.imap.layout(tr.n)
     if lay.bdim != logp.bdim or (lay.bdim is not None and lay.inner != logp.inner):
         raise Refused("loss targets and log-probabilities hold the batch in different places")
@@ -352,6 +378,19 @@ def batch_free(tr: Tracer, m: np.ndarray, like: T) -> np.ndarray:
     return m
 
 
+def shifted_rows(tr: Tracer, table: T, shift: int) -> T:
+    """``table`` (rows along axis 0) as read at indices ``i + shift`` by reading it at ``i``:
+    its rows from ``shift`` on, or ``-shift`` zero rows then the table. Indices in range for
+    the source (PyTorch and ONNX refuse others) read the same rows."""
+    n = table.full[0]
+    if shift >= n:
+        raise Refused(f"indices plus {shift} into a table of {n} rows (all out of range)")
+    if shift > 0:
+        return tr.slice(table, 0, shift, n)
+    zeros = tr.const(np.zeros((-shift, *table.full[1:])))
+    return tr.concat([zeros, table], 0)
+
+
 def index_t(imap: IndexMap) -> T:
     """The tensor an index map describes (a constant when it reads no input)."""
     if imap.constant:
@@ -359,10 +398,13 @@ def index_t(imap: IndexMap) -> T:
     return T(imap.shape, index=imap.var, imap=imap)
 
 
-def index_arg(tr: Tracer, t: Any, what: str) -> tuple[IndexVar, Layout]:
-    """The index input one sample of ``t`` is, in order, and its layout (bdim, inner)."""
+def index_arg(tr: Tracer, t: Any, what: str, shifted: bool = False) -> tuple[IndexVar, Layout]:
+    """The index input one sample of ``t`` is, in order, and its layout (bdim, inner); with
+    ``shifted``, the caller reads ``t.imap.shift`` (else a shifted tensor is refused)."""
     if not isinstance(t, T) or t.imap is None:
         raise Refused(f"{what} must be an integer input of the program")
+    if t.imap.shift and not shifted:
+        raise Refused(f"{what}: an integer input plus {t.imap.shift}")
     lay = t.imap.layout(tr.n)
     var = index_var(lay, t.imap.var)
     if var is None:
@@ -382,4 +424,5 @@ __all__ = [
     "log_probs_pick",
     "picked_rows",
     "renormalised",
+    "shifted_rows",
 ]

@@ -8,6 +8,7 @@ converter, so the converters read opset-13-and-later semantics (``axes`` as inpu
 
 from __future__ import annotations
 
+import ast
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -34,6 +35,7 @@ from ._indexmap import (
     index_t,
     log_probs_pick,
     renormalised,
+    shifted_rows,
 )
 from ._trace import InteropError, Refused, T, Tracer, one_line
 
@@ -564,6 +566,13 @@ def _split(c: _Ctx, node: Any, ins: list[T | None]) -> list[T]:
 def _gather(c: _Ctx, node: Any, ins: list[T | None]) -> list[T]:
     data, idx = _need(ins[0], "data"), _need(ins[1], "indices")
     axis = int(c.attr("axis", 0)) % data.rank
+    if idx.imap is not None and idx.imap.shift:  # data[i + k]: rows of data from k on, at i
+        if axis != 0 or data.batched:
+            raise Refused(
+                f"Gather at an integer input plus {idx.imap.shift} (only rows of a table)"
+            )
+        data = shifted_rows(c.tr, data, idx.imap.shift)
+        idx = index_t(replace(idx.imap, shift=0))
     if idx.index is not None:
         return [_gather_nat(c.tr, data, idx, axis)]
     values = np.asarray(idx.value)
@@ -571,6 +580,18 @@ def _gather(c: _Ctx, node: Any, ins: list[T | None]) -> list[T]:
         raise Refused("Gather with float indices")
     if data.known and data.value is not None and data.param is None:
         return [c.tr.const(np.take(data.value, values, axis=axis))]
+    n = c.tr.n
+    if (
+        axis == 0
+        and n > 1
+        and values.ndim
+        and values.shape[0] == n
+        and (values == values[:1]).all()
+    ):
+        # the same indices for every sample (a uniform buffer gathered at the positions): one
+        # sample's rows, broadcast to the batch they meet
+        one = _gather(c, node, [data, c.tr.const(values[:1])])[0]
+        return [c.tr.expand(one, [*values.shape, *data.full[1:]])]
     flat = [int(v) % data.full[axis] for v in values.reshape(-1)]
     parts = [c.tr.slice(data, axis, i, i + 1) for i in flat]
     out = parts[0] if len(parts) == 1 else c.tr.concat(parts, axis)
@@ -619,11 +640,16 @@ def _gather_nat(tr: Tracer, data: T, idx: T, axis: int) -> T:
 @_imports(
     "GatherElements",
     ours="gather_scalar_nat / gather_vec_nat",
-    note="batched data and indices along axis 1 (as exported)",
+    note="batched data and indices along axis 1 (as exported); from a constant of one value "
+    "(RoBERTa's token types): that value",
 )
 def _gather_elements(c: _Ctx, node: Any, ins: list[T | None]) -> list[T]:
     data, idx = _need(ins[0], "data"), _need(ins[1], "indices")
     axis = int(c.attr("axis", 0)) % data.rank
+    if data.known and data.value is not None and idx.imap is not None:
+        table = np.asarray(data.value)
+        if table.size and bool(np.all(table == table.reshape(-1)[0])):  # a uniform buffer
+            return [T(idx.full, value=np.full(idx.full, table.reshape(-1)[0]))]
     if idx.index is None or not (data.batched and idx.batched) or data.rank != 2 or axis != 1:
         raise Refused("GatherElements: only batched (N, n) data at batched runtime indices")
     return [_gather_nat(c.tr, data, idx, 1)]
@@ -973,6 +999,42 @@ def _index_shape_op(c: _Ctx, node: Any, ins: list[T | None]) -> list[T]:
     return [index_t(imap.moved(p, f)) for p, f in zip(pos, fill, strict=True)]
 
 
+#: Integer arithmetic on an index tensor that stays one: adding or subtracting a number (a
+#: position offset), comparing with a number, negating such a comparison.
+_INDEX_ARITH = frozenset({"Add", "Sub", "Equal", "Not"})
+
+
+def _index_arith(node: Any, ins: list[T | None]) -> list[T]:
+    """``i + k``, ``i - k`` (an integer ``k`` known at import time: the same for every element),
+    ``i == k`` and ``Not`` of a boolean of an index input; anything else computes integers at
+    run time and is refused."""
+    op = node.op_type
+    a = ins[0]
+    b = ins[1] if len(ins) > 1 else None
+    if op == "Not" and a is not None and a.imap is not None and a.imap.test is not None:
+        return [index_t(a.imap.compared("eq", 0))]
+    if op in ("Add", "Equal") and (a is None or a.imap is None):
+        a, b = b, a  # the number first: commutative
+    if a is not None and a.imap is not None and b is not None and b.known and b.imap is None:
+        k = np.asarray(b.value)
+        if np.issubdtype(k.dtype, np.integer) and op in ("Add", "Sub"):
+            return [index_t(a.imap.plus(k if op == "Add" else -k))]
+        if op == "Equal" and k.size and bool(np.all(k == k.reshape(-1)[0])):
+            return [index_t(a.imap.compared("eq", k.reshape(-1)[0].item()))]
+    raise _runtime_integers(op)
+
+
+def _runtime_integers(op: str) -> Refused:
+    """The refusal of an op computing integers from an index input at run time."""
+    return Refused(
+        f"{op} of an index tensor (integers of an input) computes integers at run time, which "
+        "our graphs do not (only views, comparisons with a number, known masks and adding a "
+        "number apply to integer inputs)",
+        "compute these integers before the model and pass them as an input (position ids "
+        "from a mask: the model's position_ids=...)",
+    )
+
+
 def _run_node(node: Any, values: list[np.ndarray | None], opset: int) -> list[np.ndarray]:
     """One node evaluated by ``onnx.reference`` on values (None: an absent optional input)."""
     from onnx import TypeProto, helper
@@ -1079,6 +1141,7 @@ def from_onnx(
     batch_axis: int | None = 0,
     batched: Sequence[str] | None = None,
     batch_size: int | None = None,
+    constants: Sequence[str] = (),
 ) -> Imported:
     """Import an ONNX model (a path, bytes or ``onnx.ModelProto``) as a per-sample graph.
 
@@ -1090,10 +1153,16 @@ def from_onnx(
     reads as ``batch_size`` (default 1). Float initializers become ``param`` leaves
     (statistics that only feed
     ``BatchNormalization`` are frozen: ``requires_grad=False``); float inputs become ``input``
-    leaves, integer inputs index inputs (labels, token ids). Raises :class:`InteropError` with
-    one line naming the ONNX node for anything that cannot be expressed; never a partial graph.
+    leaves, integer inputs index inputs (labels, token ids). ``constants`` names float
+    initializers to import as constants instead (see :func:`constant_initializers`): an
+    initializer by its name, or every initializer the exporter folded from a named source (a
+    buffer the file no longer declares, such as LLaMA's rotary ``inv_freq``). Raises
+    :class:`InteropError` with one line naming the ONNX node for anything that cannot be
+    expressed (or a name of ``constants`` that names nothing); never a partial graph.
     """
-    imported = _import(model, batch_axis, batched, batch_size, Refusals("from_onnx", False))
+    imported = _import(
+        model, batch_axis, batched, batch_size, Refusals("from_onnx", False), constants
+    )
     assert imported is not None  # a refusal raised
     return imported
 
@@ -1104,11 +1173,12 @@ def onnx_report(
     batch_axis: int | None = 0,
     batched: Sequence[str] | None = None,
     batch_size: int | None = None,
+    constants: Sequence[str] = (),
 ) -> tuple[tuple[Unsupported, ...], Imported | None]:
     """Every refusal of :func:`from_onnx` on ``model`` (not only the first), and the import
     when there is none."""
     refusals = Refusals("from_onnx", collect=True)
-    imported = _import(model, batch_axis, batched, batch_size, refusals)
+    imported = _import(model, batch_axis, batched, batch_size, refusals, constants)
     return tuple(refusals.records), imported
 
 
@@ -1118,6 +1188,7 @@ def _import(
     batched: Sequence[str] | None,
     batch_size: int | None,
     refusals: Refusals,
+    constants: Sequence[str] = (),
 ) -> Imported | None:
     where = "from_onnx"
     _need_onnx(where)
@@ -1214,6 +1285,8 @@ def _import(
         for name in nd.input:
             ctx.readers.setdefault(name, []).append(nd)
     roles = initializer_roles(g, inits)
+    for key in constant_initializers(g, inits, constants):
+        roles[key] = "const"
     for key, arr in inits.items():
         role = roles.get(key, "const")
         env[key] = _initializer(tr, names, key, arr, role, np_dtype, _uses(g, key))
@@ -1228,7 +1301,11 @@ def _import(
         except KeyError as e:
             raise InteropError(f"{where}: {label}: unknown input {e.args[0]!r}") from None
         origins = [x.origin for x in ins if isinstance(x, Blocked)]
-        if node.domain not in ("", "ai.onnx") or mapping is None:
+        on_index = any(isinstance(x, T) and x.imap is not None for x in ins)
+        arith = on_index and node.op_type in _INDEX_ARITH and node.domain in ("", "ai.onnx")
+        if (node.domain not in ("", "ai.onnx") or mapping is None) and not arith and on_index:
+            refusals.refused(node.op_type, src, loc, label, _runtime_integers(node.op_type))
+        elif (node.domain not in ("", "ai.onnx") or mapping is None) and not arith:
             why = ONNX_REFUSED.get(node.op_type, "no mapping to our ops")
             reason = f"ONNX op {node.op_type} is not supported: {why}"
             hint = "" if node.op_type in ONNX_REFUSED else "not supported yet"
@@ -1240,9 +1317,12 @@ def _import(
             ctx.attrs = {a.name: _attr(a) for a in node.attribute}
             try:
                 _check_reads(node, ins)
-                if _on_index(node, ins):
+                if arith:
+                    outs = _index_arith(node, ins)
+                elif _on_index(node, ins):
                     outs = _index_shape_op(ctx, node, ins)
                 else:
+                    assert mapping is not None
                     outs = mapping.fn(ctx, node, ins)
             except Refused as e:
                 refusals.refused(node.op_type, src, loc, label, e)
@@ -1316,6 +1396,7 @@ _CONSTANT_INPUTS: dict[str, tuple[int, ...] | None] = {
 _DATA_INPUTS = {"Add", "Sub", "Mul", "Div", "Concat", "Where"}
 
 _PARAM_KINDS = ("PARAMETER", "BUFFER")
+_FOLDED = "pkg.onnxscript.optimizer.folded_from"
 
 
 def _uses(g: Any, key: str) -> list[tuple[str, int]]:
@@ -1360,6 +1441,48 @@ def initializer_roles(g: Any, inits: dict[str, np.ndarray]) -> dict[str, str]:
         for key, arr in inits.items()
         if np.issubdtype(arr.dtype, np.floating)
     }
+
+
+def folded_from(g: Any) -> dict[str, tuple[str, ...]]:
+    """The sources each initializer was folded from, as the exporter records them (the value's
+    metadata ``pkg.onnxscript.optimizer.folded_from``, written by ``torch.onnx.export``'s
+    optimizer: the parameters, buffers and intermediate values it evaluated into one)."""
+    out: dict[str, tuple[str, ...]] = {}
+    for vi in [*g.value_info, *g.input]:
+        for prop in getattr(vi, "metadata_props", ()):
+            if prop.key != _FOLDED:
+                continue
+            try:
+                names = ast.literal_eval(prop.value)
+            except (ValueError, SyntaxError, MemoryError, RecursionError):
+                continue  # metadata we cannot read names nothing
+            if isinstance(names, list | tuple):
+                out[vi.name] = tuple(str(x) for x in names)
+    return out
+
+
+def constant_initializers(
+    g: Any, inits: dict[str, np.ndarray], constants: Sequence[str]
+) -> list[str]:
+    """The float initializers that ``constants`` names: each name is an initializer, or a source
+    that initializers were folded from (:func:`folded_from`), which names all of them. An ONNX
+    file does not say whether a value the exporter folded from a non-persistent buffer (LLaMA's
+    rotary ``inv_freq``, to its sin and cos tables) was a buffer or a parameter: the user says.
+    Raises :class:`InteropError` for a name that names no float initializer."""
+    if not constants:
+        return []
+    floats = [k for k, a in inits.items() if np.issubdtype(a.dtype, np.floating)]
+    folded = folded_from(g)
+    out: list[str] = []
+    for name in constants:
+        hits = [k for k in floats if k == name or name in folded.get(k, ())]
+        if not hits:
+            raise InteropError(
+                f"from_onnx: constants: {name!r} is no float initializer of the model, nor a "
+                "source one was folded from (pkg.onnxscript.optimizer.folded_from)"
+            )
+        out += [k for k in hits if k not in out]
+    return out
 
 
 def _role(arr: np.ndarray, uses: list[tuple[str, int]], kind: str | None, declares: bool) -> str:
@@ -1453,4 +1576,12 @@ def _attr(a: Any) -> Any:
     return v
 
 
-__all__ = ["IMPORT_OPSET", "ONNX_IMPORTS", "ONNX_REFUSED", "from_onnx", "onnx_report"]
+__all__ = [
+    "IMPORT_OPSET",
+    "ONNX_IMPORTS",
+    "ONNX_REFUSED",
+    "constant_initializers",
+    "folded_from",
+    "from_onnx",
+    "onnx_report",
+]

@@ -43,8 +43,10 @@ def report(
     batch_axis: int | None = 0,
     batched: Sequence[str] | None = None,
     max_bytes: int = MAX_FILE_BYTES,
+    constants: Sequence[str] = (),
 ) -> tuple[tuple[Unsupported, ...], Imported | None]:
-    """:func:`import_report`'s records, and the import itself when there are none."""
+    """:func:`import_report`'s records, and the import itself when there are none
+    (``constants``: those of :func:`from_onnx`, for an ONNX model)."""
     from ._onnx_import import onnx_report
     from ._torch_import import torch_report
 
@@ -56,13 +58,16 @@ def report(
         with quiet_loaders("onnx" if ext == ".onnx" else "torch.export"):
             if ext == ".onnx":
                 return onnx_report(
-                    load_onnx(path, max_bytes=max_bytes), batch_axis=batch_axis, batched=batched
+                    load_onnx(path, max_bytes=max_bytes),
+                    batch_axis=batch_axis,
+                    batched=batched,
+                    constants=constants,
                 )
             program = load_pt2(path, max_bytes=max_bytes)
             return torch_report(program, batch_axis=batch_axis, batched=batched)
     if hasattr(model, "graph_signature"):  # a torch.export.ExportedProgram
         return torch_report(model, batch_axis=batch_axis, batched=batched)
-    return onnx_report(model, batch_axis=batch_axis, batched=batched)
+    return onnx_report(model, batch_axis=batch_axis, batched=batched, constants=constants)
 
 
 def report_lines(records: Sequence[Unsupported]) -> list[str]:

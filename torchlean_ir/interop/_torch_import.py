@@ -39,6 +39,7 @@ from ._indexmap import (
     index_t,
     log_probs_pick,
     renormalised,
+    shifted_rows,
 )
 from ._trace import InteropError, Refused, T, Tracer, one_line
 
@@ -839,8 +840,8 @@ def _batch_reduced(c: _Ctx, x: T, kind: str) -> T:
 @_aten(
     "embedding",
     ours="gather_rows_nat; slice / concat for indices known at import time",
-    note="integer indices are index inputs (any view of one); padding_idx: that row gets no "
-    "gradient (detach)",
+    note="integer indices are index inputs (any view of one, plus a number: the table's rows "
+    "moved); padding_idx: that row gets no gradient (detach)",
 )
 def _embedding(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
     W, idx = _t(args[0]), args[1]
@@ -850,10 +851,18 @@ def _embedding(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
     if pad is not None and 0 <= int(pad) < W.full[0] and not W.known:
         W = _padding_row_detached(c, W, int(pad))
     if isinstance(idx, T) and idx.known:
-        return _static_rows(c, W, np.asarray(idx.value))
-    var, lay = index_arg(c.tr, idx, "embedding indices")
+        ids = np.asarray(idx.value)
+        n = c.tr.n
+        if n > 1 and ids.ndim and ids.shape[0] == n and bool(np.all(ids == ids[:1])):
+            # the same indices for every sample (a uniform buffer gathered at the positions):
+            # one sample's rows, broadcast to the batch they meet
+            return c.tr.expand(_static_rows(c, W, ids[:1]), [*ids.shape, W.full[1]])
+        return _static_rows(c, W, ids)
+    var, lay = index_arg(c.tr, idx, "embedding indices", shifted=True)
     if not var.type.shape:
         raise Refused("embedding of one index per sample (use a sequence of indices)")
+    if idx.imap.shift:  # W[i + k]: the rows of W from k on, at i
+        W = shifted_rows(c.tr, W, idx.imap.shift)
     v = c.tr.b.gather_rows_nat(c.tr.var(W), var)
     return c.tr.make(v, idx.full + (W.full[1],), lay.bdim, lay.inner)
 
@@ -889,10 +898,15 @@ def _static_rows(c: _Ctx, W: T, idx: np.ndarray) -> T:
 @_aten(
     "gather",
     ours="gather_scalar_nat / gather_vec_nat",
-    note="along the last axis, at integer inputs (cross-entropy's pick)",
+    note="along the last axis, at integer inputs (cross-entropy's pick); from a buffer of one "
+    "value (RoBERTa's token types): that value",
 )
 def _gather(c: _Ctx, args: list[Any], kw: dict[str, Any]) -> T:
     x, dim, idx = _t(args[0]), int(args[1]), args[2]
+    if x.known and x.value is not None and isinstance(idx, T) and idx.imap is not None:
+        table = np.asarray(x.value)
+        if table.size and bool(np.all(table == table.reshape(-1)[0])):  # a uniform buffer
+            return T(idx.full, value=np.full(idx.full, table.reshape(-1)[0]))
     var, lay = index_arg(c.tr, idx, "gather indices")
     v = c.tr.var(x)
     if len(v.shape) != 1 or dim % x.rank != x.rank - 1:
@@ -1807,8 +1821,13 @@ def _index_op(c: _Ctx, target: Any, args: list[Any], kw: dict[str, Any]) -> Any:
         other = next(a for a in _flat_args(args, kw) if isinstance(a, T) and a.imap is not None)
         if op in ("__and__", "bitwise_and", "logical_and", "mul") and isinstance(x, T) and x.known:
             return index_t(other.imap.masked(np.asarray(x.value)))
-        raise Refused(f"an index tensor (integers of an input) as argument of aten.{op}")
+        if op == "add" and other is args[1] and _int_offset(x, kw) is not None:
+            return index_t(other.imap.plus(_int_offset(x, kw)))
+        raise _runtime_integers(op)
     imap: IndexMap = x.imap
+    k = _int_offset(args[1], kw) if op in ("add", "sub") and len(args) > 1 else None
+    if k is not None:  # position_ids + offset
+        return index_t(imap.plus(k if op == "add" else -k))
     if op in ("to", "_to_copy", "type"):
         dt = _torch_dtype(args, kw)
         if dt is None or (not dt.is_floating_point and dt != torch.bool):
@@ -1846,10 +1865,35 @@ def _index_op(c: _Ctx, target: Any, args: list[Any], kw: dict[str, Any]) -> Any:
                 index_t(imap.moved(p.numpy(), f.numpy())) for p, f in zip(pos, fill, strict=True)
             )
         return index_t(imap.moved(pos.numpy(), fill.numpy()))
-    raise Refused(
-        f"an index tensor (integers of an input) as argument of aten.{op}: our graphs compute "
-        "no integers at run time",
-        "only shape operations, comparisons with a number and known masks apply to integer inputs",
+    raise _runtime_integers(op)
+
+
+def _int_offset(y: Any, kw: dict[str, Any]) -> Any:
+    """The integer(s) ``y`` adds to an index tensor (``alpha`` applied), or None when ``y`` is
+    not integers known at import time."""
+    alpha = kw.get("alpha", 1)
+    if _num(alpha) is None or not float(alpha).is_integer():
+        return None
+    if isinstance(y, T):
+        if not y.known or y.value is None:
+            return None
+        v = np.asarray(y.value)
+        if not np.issubdtype(v.dtype, np.integer):
+            return None  # an index plus floats is float data
+        return v.astype(np.int64) * int(alpha)
+    if not isinstance(y, int) or isinstance(y, bool):
+        return None
+    return y * int(alpha)
+
+
+def _runtime_integers(op: str) -> Refused:
+    """The refusal of an op computing integers from an index input at run time."""
+    return Refused(
+        f"aten.{op} of an index tensor (integers of an input) computes integers at run time, "
+        "which our graphs do not (only views, comparisons with a number, known masks and adding "
+        "a number apply to integer inputs)",
+        "compute these integers before the model and pass them as an input (position ids "
+        "from a mask: the model's position_ids=...)",
     )
 
 
