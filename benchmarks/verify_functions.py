@@ -1,10 +1,13 @@
-"""Verifying hand-written JAX gradients: torchlean's verify_function against check_grads.
+"""Verifying hand-written gradients: torchlean's verifier against finite differences.
 
 For each shipped example of ``examples/functions/`` (a custom rule and its buggy twin): the
-verifier's verdict and seconds on the correct rule and on the twin, and whether
-``jax.test_util.check_grads`` (reverse mode, order 1, at seeded random normal inputs, in float32
-as the example is written and in float64) flags the twin and passes the correct one. Writes its
-section of ``docs/benchmarks.md``.
+verifier's verdict and seconds on the correct rule and on the twin, and whether the framework's
+own finite-difference checker flags the twin and passes the correct one, in float32 as the
+example is written and in float64: ``jax.test_util.check_grads`` (reverse mode, order 1, at
+seeded random normal inputs) for the JAX rules (``verify_function``), and
+``torch.autograd.gradcheck`` (its default tolerances, at the example's seeded inputs) for the
+PyTorch ``autograd.Function`` (``verify_autograd``). Writes its section of
+``docs/benchmarks.md``.
 
     python3 benchmarks/verify_functions.py [--no-write]
 """
@@ -28,6 +31,14 @@ from verify import parse_arg_specs, verify_function
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "functions"
 NAMES = ["layer_norm", "softmax_xent", "logsumexp"]
+#: The correct rules at three sizes each (the shipped one in the middle): verify time against
+#: size. Index ranges: every label of the row's width.
+SIZES = {
+    "layer_norm": ["f32[8,32] f32[32] f32[32]", "f32[32,128] f32[128] f32[128]",
+                   "f32[128,512] f32[512] f32[512]"],
+    "softmax_xent": ["f32[8,128] i32[8]", "f32[32,512] i32[32]", "f32[128,2048] i32[128]"],
+    "logsumexp": ["f32[64,64]", "f32[512,512]", "f32[2048,2048]"],
+}  # fmt: skip
 
 
 def _load(name: str) -> Any:
@@ -71,6 +82,62 @@ def check_grads_flags(f: Any, args: list[Any]) -> tuple[bool, float]:
     return flagged, time.perf_counter() - t0
 
 
+def gradcheck_flags(fn: Any, inputs: tuple[Any, ...], dtype: Any) -> tuple[bool, float]:
+    """Whether ``torch.autograd.gradcheck`` fails on ``fn`` at ``inputs`` cast to ``dtype``."""
+    import warnings
+
+    import torch
+
+    xs = tuple(x.detach().to(dtype).requires_grad_() for x in inputs)
+    t0 = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "not a double precision" for float32, by design
+        ok = torch.autograd.gradcheck(fn, xs, raise_exception=False)
+    return not ok, time.perf_counter() - t0
+
+
+def torch_row() -> list[Any]:
+    """The PyTorch example's row: ``BiasGelu`` and its twin (``examples/functions/
+    bias_gelu_torch.py``), verified through AOTAutograd's joint graph and run through
+    ``gradcheck``."""
+    import torch
+
+    from verify import verify_autograd
+
+    mod = _load("bias_gelu_torch")
+    inputs = mod.example_inputs()
+    good, bad = mod.BiasGelu.apply, mod.BiasGeluWrong.apply
+    shapes = " ".join(f"f32{list(x.shape)}".replace(" ", "") for x in inputs)
+    row: list[Any] = [f"`bias_gelu_torch` ({shapes}, `autograd.Function`)"]
+    for fn in (good, bad):
+        t0 = time.perf_counter()
+        r = verify_autograd(fn, *inputs)
+        row.append(f"{r.verdict.upper()} ({time.perf_counter() - t0:.1f} s)")
+    for dtype in (torch.float32, torch.float64):
+        false_alarm, _ = gradcheck_flags(good, inputs, dtype)
+        flagged, secs = gradcheck_flags(bad, inputs, dtype)
+        row.append(("flagged" if flagged else "missed")
+                   + (", false alarm on the correct rule" if false_alarm else "")
+                   + f" ({secs:.1f} s)")  # fmt: skip
+    return row
+
+
+def size_rows() -> list[list[Any]]:
+    """Each correct rule of :data:`SIZES` verified at each size: verdict, seconds."""
+    rows = []
+    for name, sizes in SIZES.items():
+        fn = getattr(_load(name), name)
+        for spec in sizes:
+            specs = parse_arg_specs(spec)
+            ranges = {"labels": specs[0].shape[-1]} if name == "softmax_xent" else None
+            t0 = time.perf_counter()
+            r = verify_function(fn, *specs, index_ranges=ranges)
+            secs = time.perf_counter() - t0
+            rows.append([f"`{name}`", spec, r.verdict.upper(), f"{secs:.1f}"])
+            print(" | ".join(rows[-1]), flush=True)
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--no-write", action="store_true", help="print only")
@@ -96,14 +163,22 @@ def main() -> None:
                        + f" ({secs:.1f} s)")  # fmt: skip
         print(" | ".join(map(str, row)), flush=True)
         rows.append(row)
+    rows.append(torch_row())
+    print(" | ".join(map(str, rows[-1])), flush=True)
     body = table(["example", "verify: correct rule", "verify: buggy twin",
-                  "check_grads float32: twin", "check_grads float64: twin"], rows)  # fmt: skip
-    note = ("Each example at its shipped size (`ARGS`). `check_grads` (reverse mode, order 1, "
-            "its default tolerances) at seeded random normal inputs, labels drawn in range. "
+                  "finite differences float32: twin", "finite differences float64: twin"],
+                 rows)  # fmt: skip
+    note = ("Each example at its shipped size (`ARGS`). Finite differences: JAX's `check_grads` "
+            "(reverse mode, order 1, its default tolerances) at seeded random normal inputs, "
+            "labels drawn in range, for the JAX rules; `torch.autograd.gradcheck` (its default "
+            "tolerances) at the example's seeded inputs for the PyTorch `autograd.Function`. "
             + load_note(load0))  # fmt: skip
+    sizes = table(["example", "arguments", "verdict", "seconds"], size_rows())
+    body += ("\n\nVerify time of the correct rules against their size (both modes, every "
+             "check exact where VERIFIED):\n\n" + sizes)  # fmt: skip
     print(body)
     if not args.no_write:
-        write_section("verify_functions", "Verifying hand-written JAX gradients",
+        write_section("verify_functions", "Verifying hand-written gradients",
                       note + "\n\n" + body)  # fmt: skip
 
 

@@ -234,3 +234,32 @@ def assert_verified_exactly(graph: Any, saved: Any = None, capsys: Any = None) -
     report = verify.verify_graph(graph)
     assert report.verdict == "verified"
     assert all(c.method == "exact" for c in report.all_checks), report.summary()
+
+
+def assert_adam_follows_torch(
+    graph: Any, params: dict[str, Any], index: Any, over: tuple[str, ...], model: Any, kwargs: Any
+) -> None:
+    """20 compiled Adam steps (lr 1e-3, gradients averaged over the batch of index inputs
+    ``over``) on ``graph``'s first output, the loss, follow ``torch.optim.Adam`` on ``model``
+    called with ``kwargs`` within 1e-4."""
+    import numpy as np
+
+    import compiler
+    import torchlean_ir as tl
+
+    b, outs = tl.GraphBuilder.from_graph(graph)
+    step = compiler.TrainStep(
+        compiler.compile(b.build(outs[0])).batched(over=over, grads="mean"),
+        compiler.optimizer("adam", learning_rate=1e-3),
+    )
+    state = step.init({k: params[k] for k in step.param_names})
+    state, losses = compiler.fit(step, state, [({}, index)] * 20)
+    adam = torch.optim.Adam(model.parameters(), lr=1e-3)
+    expected = []
+    for _ in range(20):
+        adam.zero_grad()
+        step_loss = model(**kwargs).loss
+        step_loss.backward()
+        adam.step()
+        expected.append(step_loss.item())
+    assert np.abs(np.asarray(losses) - expected).max() < 1e-4

@@ -48,7 +48,7 @@ import torchlean_ir as tl  # noqa: E402
 from torchlean_ir import cli  # noqa: E402
 from torchlean_ir.interop._files import read_params  # noqa: E402
 
-from .corpus import assert_verified_exactly  # noqa: E402
+from .corpus import assert_adam_follows_torch, assert_verified_exactly  # noqa: E402
 from .test_transformers import MODELS, N  # noqa: E402
 
 _FOLDED = "pkg.onnxscript.optimizer.folded_from"
@@ -167,23 +167,8 @@ def _twenty_adam_steps_follow_torch(
     named = dict(model.named_parameters())
     sources = [k if k in named else folded[k][0] for k in params]
     assert sorted(sources) == sorted(named)  # one to one
-    b, outs = tl.GraphBuilder.from_graph(graph)
     over = tuple(ix.name for ix in graph.index_inputs)
-    step = compiler.TrainStep(
-        compiler.compile(b.build(outs[0])).batched(over=over, grads="mean"),
-        compiler.optimizer("adam", learning_rate=1e-3),
-    )
-    state = step.init({k: params[k] for k in step.param_names})
-    state, losses = compiler.fit(step, state, [({}, index)] * 20)
-    adam = torch.optim.Adam(model.parameters(), lr=1e-3)
-    expected = []
-    for _ in range(20):
-        adam.zero_grad()
-        step_loss = model(**kwargs).loss
-        step_loss.backward()
-        adam.step()
-        expected.append(step_loss.item())
-    assert np.abs(np.asarray(losses) - expected).max() < 1e-4
+    assert_adam_follows_torch(graph, params, index, over, model, kwargs)
 
 
 def test_an_index_input_as_float_data_through_onnx(tmp_path: Path) -> None:

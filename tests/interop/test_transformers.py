@@ -37,7 +37,12 @@ import torchlean_ir as tl  # noqa: E402
 from torchlean_ir import cli  # noqa: E402
 from torchlean_ir.interop._files import read_params  # noqa: E402
 
-from .corpus import LANGUAGE_MODELS, N, assert_verified_exactly  # noqa: E402  (the models, built from configs)
+from .corpus import (  # noqa: E402  (the models, built from configs)
+    LANGUAGE_MODELS,
+    N,
+    assert_adam_follows_torch,
+    assert_verified_exactly,
+)
 
 MODELS = LANGUAGE_MODELS
 
@@ -101,20 +106,4 @@ def test_model_imports_matches_torch_verifies_and_trains(
     assert_verified_exactly(graph, tmp_path / "g.json" if name == "gpt2" else None, capsys)
 
     # 20 Adam steps on the loss alone, against torch.optim.Adam
-    b, outs = tl.GraphBuilder.from_graph(graph)
-    loss_graph = b.build(outs[0])
-    step = compiler.TrainStep(
-        compiler.compile(loss_graph).batched(over=over, grads="mean"),
-        compiler.optimizer("adam", learning_rate=1e-3),
-    )
-    state = step.init({k: params[k] for k in step.param_names})
-    state, losses = compiler.fit(step, state, [({}, index)] * 20)
-    adam = torch.optim.Adam(model.parameters(), lr=1e-3)
-    expected = []
-    for _ in range(20):
-        adam.zero_grad()
-        step_loss = model(**kwargs).loss
-        step_loss.backward()
-        adam.step()
-        expected.append(step_loss.item())
-    assert np.abs(np.asarray(losses) - expected).max() < 1e-4
+    assert_adam_follows_torch(graph, params, index, over, model, kwargs)
