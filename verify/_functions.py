@@ -648,11 +648,11 @@ def _reference(F: list[TArray], labels: Sequence[str], held: Held, shifts: set[s
     once = [_built_once(A) for A in F] if held else F
     for name, (_v, at) in held.items():
         if name in shifts:
-            if _jumps(once, name):
-                continue
             o = TOutcome("function", name)
             try:
                 with T.budget(budget_s):
+                    if _jumps(once, name):
+                        continue
                     _neutral(o, once, labels, name, st, search=False)
             except (T.TermError, NotTensor, Unsupported, ArithmeticError, RuntimeError):
                 continue
