@@ -86,14 +86,22 @@ def _size_ok(e: se.Basic, limit: int = 20000) -> bool:
 # -- symengine normal forms -------------------------------------------------------------------
 
 
-def split_exp(e: se.Basic) -> se.Basic:
+def split_exp(e: se.Basic, memo: dict[Any, Any] | None = None) -> se.Basic:
     """``exp(a + c * Max(...))`` as ``exp(a) * exp(c * Max(...))`` and ``exp(a + c * log(u))``
     as ``exp(a) * u**c``, everywhere in ``e``: the max shift of softmax-like forms and the log
     of a normaliser come out as factors. Polynomial exponents stay whole (splitting them into
-    monomials would only make the expressions grow)."""
+    monomials would only make the expressions grow). Shared subterms are visited once."""
     if not isinstance(e, se.Basic) or not e.args or isinstance(e, se.Number):
         return e  # a number is a leaf (-oo has args (-1,) but no func)
-    args = [split_exp(a) for a in e.args]
+    memo = {} if memo is None else memo
+    hit = memo.get(e)
+    if hit is None:
+        hit = memo[e] = _split_exp(e, memo)
+    return hit
+
+
+def _split_exp(e: se.Basic, memo: dict[Any, Any]) -> se.Basic:
+    args = [split_exp(a, memo) for a in e.args]
     if isinstance(e, se.Pow) and args[0] == se.E:
         terms = args[1].args if isinstance(args[1], se.Add) else (args[1],)
         special = [t for t in terms if _splittable(t)]
@@ -167,13 +175,106 @@ def _exp_term(t: se.Basic) -> se.Basic:
     return se.exp(t)
 
 
-def _rational_zero(e: se.Basic) -> bool:
-    """``e`` is 0 as a rational function of its atoms (exp of sums split): numerator 0."""
+def _rational_zero(e: se.Basic, full: bool = True) -> bool:
+    """``e`` is 0 as a rational function of its atoms (exp of sums split): numerator 0. Without
+    ``full``, only over its denominators group by group (:func:`_zero_over_denominators`), not
+    over their product (which swells on large expressions)."""
     e = se.expand(split_exp(e))
     if e == 0:
         return True
+    if _zero_over_denominators(e):
+        return True
+    if not full:
+        return False
     num, _ = e.as_numer_denom()
     return se.expand(num) == 0
+
+
+#: The largest power of a denominator looked for among the others (:func:`_powers_of`).
+POWER_MAX = 8
+#: Beyond this many distinct denominators, :func:`_zero_over_denominators` does not look for
+#: powers among them.
+DENOMINATORS_MAX = 64
+#: A power is not expanded further when this many products of terms would make the next one.
+POWER_PRODUCT_MAX = 50_000
+
+
+def _terms(e: se.Basic) -> int:
+    return len(e.args) if isinstance(e, se.Add) else 1
+
+
+def _zero_over_denominators(e: se.Basic) -> bool:
+    """An expanded sum ``e`` proved 0 over the least common multiple of its denominators,
+    group by group: symengine expands a power of a sum in a denominator, ``1/(a + b)^2`` is
+    ``1/(a^2 + 2 a b + b^2)``, so the terms of one normaliser's derivative (``1/l``,
+    ``1/l^2``, ``1/l^4``: a blockwise softmax's backward) have unrelated denominators, and
+    ``as_numer_denom`` multiplies them all together. Here each denominator that is an
+    expanded power ``q^k`` of another one (checked by expanding ``q^k``) is written so, the
+    terms are grouped by the denominators they hold, and each group's numerator over the
+    group's least common multiple is expanded.
+
+    Sound: every rewrite is an identity (``p = q^k`` checked exactly) and a group's terms
+    times the common multiple sum to a polynomial; each group 0 wherever its denominators are
+    nonzero makes the sum 0 there (incomplete: groups that cancel only together are left to
+    ``as_numer_denom``)."""
+    terms = e.args if isinstance(e, se.Add) else (e,)
+    parsed: list[tuple[se.Basic, dict[se.Basic, int]]] = []
+    for t in terms:
+        num, den = [], {}
+        for f in t.args if isinstance(t, se.Mul) else (t,):
+            if isinstance(f, se.Pow) and isinstance(f.args[1], se.Number) and f.args[1] < 0:
+                if not isinstance(f.args[1], se.Integer):
+                    return False  # a root in a denominator: as_numer_denom's business
+                den[f.args[0]] = den.get(f.args[0], 0) - int(f.args[1])
+            else:
+                num.append(f)
+        parsed.append((se.Mul(*num), den))
+    bases = {b for _, den in parsed for b in den}
+    if not bases or len(bases) > DENOMINATORS_MAX:
+        return False
+    root = _powers_of(bases)
+    groups: dict[frozenset, list[tuple[se.Basic, dict[se.Basic, int]]]] = {}
+    for num, den in parsed:
+        mapped: dict[se.Basic, int] = {}
+        for b, k in den.items():
+            r, m = root.get(b, (b, 1))
+            mapped[r] = mapped.get(r, 0) + k * m
+        groups.setdefault(frozenset(mapped), []).append((num, mapped))
+    for members in groups.values():
+        tick()
+        lcm: dict[se.Basic, int] = {}
+        for _, den in members:
+            for b, k in den.items():
+                lcm[b] = max(lcm.get(b, 0), k)
+        total = se.Add(*[num * se.Mul(*[b ** (k - den.get(b, 0)) for b, k in lcm.items()])
+                         for num, den in members])  # fmt: skip
+        if se.expand(total) != 0:
+            return False
+    return True
+
+
+def _powers_of(bases: set[se.Basic]) -> dict[se.Basic, tuple[se.Basic, int]]:
+    """Each base that is an expanded power ``q^k`` (``2 <= k <=`` :data:`POWER_MAX`) of another
+    base ``q`` (itself not such a power): ``{p: (q, k)}``."""
+    sums = sorted((b for b in bases if isinstance(b, se.Add)), key=lambda b: len(b.args))
+    out: dict[se.Basic, tuple[se.Basic, int]] = {}
+    for q in sums:
+        if q in out:
+            continue
+        power = q
+        for k in range(2, POWER_MAX + 1):
+            tick()
+            if _terms(power) * _terms(q) > POWER_PRODUCT_MAX:
+                break
+            power = se.expand(power * q)
+            n = _terms(power)
+            hits = [p for p in sums if p not in out and p is not q and len(p.args) == n
+                    and p == power]  # fmt: skip
+            for p in hits:
+                out[p] = (q, k)
+            if n > len(sums[-1].args):
+                break
+    return out
 
 
 def exp_as_symbols(e: se.Basic) -> se.Basic:
@@ -226,13 +327,17 @@ def se_zero(diff: se.Basic) -> str | None:
 
 
 #: Past :data:`ALGEBRA_MAX_TREE`, the exponentials-by-monomial normal form is still tried up to
-#: this size (a blockwise softmax's backward, with its shifts written as factors).
+#: this size (a blockwise softmax's backward, with its shifts written as factors) ...
 EXP_MONOMIALS_MAX_TREE = 100_000
+#: ... and up to this size over its denominators group by group only (a blockwise softmax's
+#: backward at a head dimension of 2: :func:`_zero_over_denominators`), for a caller that
+#: keeps exact results only (``sample=False``).
+EXP_DENOMINATORS_MAX_TREE = 400_000
 
 
-def _exp_monomials_zero(diff: se.Basic) -> bool:
+def _exp_monomials_zero(diff: se.Basic, full: bool = True) -> bool:
     try:
-        return _has_exp_of_sum(diff) and _rational_zero(exp_as_symbols(se.expand(diff)))
+        return _has_exp_of_sum(diff) and _rational_zero(exp_as_symbols(se.expand(diff)), full)
     except (ArithmeticError, RuntimeError, TypeError, ValueError):
         return False
 
@@ -483,7 +588,11 @@ def decide_equal(
         norm: dict[Any, Any] = {}
         if normalize(got, norm) == normalize(expected, norm):
             return Decision(True, "exact", "identical after normalisation")
-        if size <= EXP_MONOMIALS_MAX_TREE and _exp_monomials_zero(got - expected):
+        # past EXP_MONOMIALS_MAX_TREE only for a caller that keeps exact results only (the
+        # tensor level's atoms); one that samples gets its random points at once
+        limit = EXP_MONOMIALS_MAX_TREE if sample else EXP_DENOMINATORS_MAX_TREE
+        if size <= limit and _exp_monomials_zero(got - expected,
+                                                 full=size <= EXP_MONOMIALS_MAX_TREE):  # fmt: skip
             return Decision(True, "exact", "symengine normal form, exponentials by monomial")
         if not sample:
             return Decision(None, "not verified", "too large for the exact steps")

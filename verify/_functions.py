@@ -358,7 +358,7 @@ def _jumps(arrays: Sequence[TArray], name: str) -> bool:
     derivative 0 and still changes the value, so it is never set to 0 (it keeps its value)."""
     for A in arrays:
         try:
-            if _read_in_condition(A.at(T.free_vars(A.shape)), name):
+            if name in _condition_reads(A.at(T.free_vars(A.shape))):
                 return True
         except T.TermError:
             return True
@@ -368,24 +368,63 @@ def _jumps(arrays: Sequence[TArray], name: str) -> bool:
 def _read_in_condition(e: Any, name: str) -> bool:
     """Whether a read of the leaf ``name`` occurs where ``e`` jumps: in a Piecewise condition,
     a relation, a ``sign`` or a ``floor``."""
+    return name in _condition_reads(e)
+
+
+def _condition_reads(e: Any) -> set[str]:
+    """The names of the leaves read where ``e`` jumps: in a Piecewise condition, a relation, a
+    ``sign`` or a ``floor``."""
     memo: set[Any] = set()
+    out: set[str] = set()
 
-    def reads(x: Any) -> bool:
-        return any(T.name_of(f) == name for f in T.fn_atoms(x))
+    def reads(x: Any) -> None:
+        out.update(n for f in T.fn_atoms(x) if (n := T.name_of(f)) is not None)
 
-    def go(x: Any) -> bool:
+    def go(x: Any) -> None:
         if not isinstance(x, se.Basic) or not x.args or x in memo:
-            return False
+            return
         memo.add(x)
         if isinstance(x, se.Piecewise):
-            if any(reads(c) for c in x.args[1::2]):
-                return True
-            return any(go(v) for v in x.args[0::2])
+            for c in x.args[1::2]:
+                reads(c)
+            for v in x.args[0::2]:
+                go(v)
+            return
         if isinstance(x, _RELATIONAL | se.sign | se.floor):
-            return reads(x)
-        return any(go(a) for a in x.args)
+            reads(x)
+            return
+        for a in x.args:
+            go(a)
 
-    return go(e)
+    go(e)
+    return out
+
+
+def _built_once(A: TArray) -> TArray:
+    """``A`` with its element term built once, at free indices of its own, and renamed to the
+    free indices asked for (other ones built again): the same term, since all a term knows of
+    a free index is its range, the same for every free index of one axis. Checking each held
+    leaf builds every array at new free indices."""
+    q0 = T.free_vars(A.shape)
+    built: list[Any] = []
+
+    def fn(idx: tuple[Any, ...]) -> Any:
+        if not built:
+            built.append(A.at(q0))
+        e0 = built[0]
+        renames = {}
+        for a, b in zip(q0, idx, strict=True):
+            if a == b:
+                continue
+            if not (isinstance(a, se.Symbol) and isinstance(b, se.Symbol)
+                    and T.RANGES.get(a) == T.RANGES.get(b)
+                    and T.UPPER.get(a) == T.UPPER.get(b) and a not in T.BOUND
+                    and b not in T.BOUND):  # fmt: skip
+                return A.at(idx)
+            renames[a] = b
+        return e0.xreplace(renames) if renames else e0
+
+    return TArray(A.shape, fn, A.kind)
 
 
 def _proved(o: TOutcome) -> bool:
@@ -398,10 +437,13 @@ def _independent(arrays: Sequence[TArray], held: dict[str, tuple[TArray, str]],
     """The held leaves that ``arrays`` are proved, exactly and for every element, not to depend
     on, closed (:func:`_closed`): those can be set to 0 together."""
     zero: set[str] = set()
+    arrays = [_built_once(A) for A in arrays]
     for name in held:
+        if _jumps(arrays, name):
+            continue
         o = TOutcome("function", name)
         _neutral(o, arrays, ["independent"] * len(arrays), name, st, search=False)
-        if _proved(o) and not _jumps(arrays, name):
+        if _proved(o):
             zero.add(name)
     return _closed(zero, held)
 
@@ -603,15 +645,18 @@ def _reference(F: list[TArray], labels: Sequence[str], held: Held, shifts: set[s
     it); a stopped value that is not set to 0 is held constant while differentiating (JAX's
     meaning), its value put back after."""
     neutral: set[str] = set()
+    once = [_built_once(A) for A in F] if held else F
     for name, (_v, at) in held.items():
         if name in shifts:
             o = TOutcome("function", name)
             try:
                 with T.budget(budget_s):
-                    _neutral(o, F, labels, name, st, search=False)
+                    if _jumps(once, name):
+                        continue
+                    _neutral(o, once, labels, name, st, search=False)
             except (T.TermError, NotTensor, Unsupported, ArithmeticError, RuntimeError):
                 continue
-            if _proved(o) and not _jumps(F, name):
+            if _proved(o):
                 neutral.add(name)
             continue
         if not prove:
@@ -621,12 +666,12 @@ def _reference(F: list[TArray], labels: Sequence[str], held: Held, shifts: set[s
         def one(name: str = name, label: str = label) -> Check:
             t1 = time.perf_counter()
             o = TOutcome(link, label)  # type: ignore[arg-type]
-            _neutral(o, F, labels, name, st)
+            _neutral(o, once, labels, name, st)
             return _decided(o, _coverage(st), link, t1)
 
         c = _attempt(link, label, budget_s, one)
         checks.append(c)
-        if c.result == "pass" and c.method == "exact" and not _jumps(F, name):
+        if c.result == "pass" and c.method == "exact" and not _jumps(once, name):
             neutral.add(name)
     zero = _closed(neutral, held)
     before = {n: v for n, v in held.items() if n in zero or (n in shifts)}

@@ -11,15 +11,15 @@ The backward recomputes ``P = exp(S - L)`` per block and accumulates ``dQ``, ``d
 
     N, D, BLOCK set the size (the issue's target is N = 1024, D = 64, blocks of 128).
 
-Status: verified exactly at the shipped size, N = 4, D = 1, blocks of 2 (two query blocks; the
-second one's running maximum and sum rescaled across two key blocks), in about 10 s, and the
-twin refuted with the element named. Each running maximum is held as a free leaf; the normal
-form takes it out of the exponentials as a factor, splits the saved log-sum-exp (a
-concatenation over query blocks) by block, and the rescalings cancel. Not yet decided: a head
-dimension of 2 or more, and 8 x 2 with blocks of 4 (the term layer runs out of its budget:
-"not verified", never VERIFIED; at 4 x 2 every running maximum is proved not to matter, but
-that proof takes minutes for the last one on the side of JAX's VJP).
-``tests/verify/test_functions.py`` pins both.
+Status: verified exactly at the shipped size, N = 4, D = 2, blocks of 2 (two query blocks; the
+second one's running maximum and sum rescaled across two key blocks; the scores a sum over the
+head dimension scaled by 1/sqrt(2)), in about 15 s, and the twin refuted with the element named.
+Each running maximum is held as a free leaf; the normal form takes it out of the exponentials
+as a factor, splits the saved log-sum-exp (a concatenation over query blocks) by block, and the
+rescalings cancel; each held maximum is proved not to matter (the last one, on the side of
+JAX's VJP, over denominators ``l``, ``l^2``, ``l^4`` compared as powers of one sum). Not yet
+decided: 8 x 2 with blocks of 4 (the term layer runs out of its budget: "not verified", never
+VERIFIED). ``tests/verify/test_functions.py`` checks the shipped size.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-N, D, BLOCK = 4, 1, 2
+N, D, BLOCK = 4, 2, 2
 ARGS = f"f32[{N},{D}] f32[{N},{D}] f32[{N},{D}]"
 
 

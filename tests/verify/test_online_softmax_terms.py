@@ -72,6 +72,52 @@ def test_exponentials_compared_by_monomial() -> None:
     assert d.equal is True and d.method == "exact"
 
 
+def test_a_masked_score_scaled_by_a_root_leaves_its_exponential() -> None:
+    """Attention's scores at a head dimension of 2 are scaled by ``1/sqrt(2)``: a constant that
+    is finite, real and positive, so ``exp(s/sqrt(2) if mask else -oo)`` is ``[mask]
+    exp(s/sqrt(2))`` and ``exp(-log(l))`` over a sum of such exponentials is ``1/l``. A root of
+    a negative number is none of these."""
+    c = se.sqrt(2) / 2
+    assert T.finite(c) and T.positive(c) and T.nonnegative(c)
+    assert T.finite(se.pi) and T.finite(se.log(2))
+    assert not T.finite(se.sqrt(-2)) and not T.positive(se.sqrt(-2))
+    assert not T.finite(se.log(se.Integer(0)))
+    y, k = T.fn("yy"), se.Symbol("_kR")
+    T.TABLES["_T_test_root"] = __import__("numpy").array([[1, 0], [1, 1]])
+    mask = T.fn("_T_test_root")(se.Integer(1), k)
+    masked = se.Piecewise((c * y(k), se.Eq(mask, 1)), (-se.oo, True))
+    assert T.normalize(se.exp(masked)) == mask * se.exp(c * y(k))
+    total = se.exp(c * y(k)) + se.exp(c * y(k + 1))
+    assert T.normalize(se.exp(c * y(k) - se.log(total))) == T.normalize(se.exp(c * y(k)) / total)
+
+
+def test_a_shift_common_to_a_normaliser_leaves_its_power() -> None:
+    """``(A/X + B/X)^-4`` with ``X`` a held maximum's factor is ``X^4 (A + B)^-4``: the shift
+    cancels against the numerator's instead of being expanded into a multinomial."""
+    a, b = se.symbols("a b")
+    x = T.XS(_m(4))
+    e = T.normalize(x**-4 * (a / x + b / x) ** -4)
+    assert not any(T.name_of(f) == "_XS" for f in T.fn_atoms(e))
+    assert se.expand(e - (a + b) ** -4) == 0
+
+
+def test_denominators_that_are_powers_of_one_sum() -> None:
+    """``1/l - (a^2 + 2 a b + b^2)/l^4 ... = 0`` with ``l = a + b`` written ``l``, ``l^2``,
+    ``l^4`` expanded (as symengine writes them): proved group by group over ``l^4``; a
+    difference that is not 0 is not."""
+    from verify._decide import _zero_over_denominators
+
+    a, b, c = se.symbols("a b c")
+    lo = a + b
+    e = se.expand(c / lo - c * lo**2 / se.expand(lo**3) + (a - b) / se.expand(lo**2)
+                  - (a - b) * lo**2 / se.expand(lo**4))  # fmt: skip
+    assert e != 0 and _zero_over_denominators(e)
+    assert not _zero_over_denominators(se.expand(c / lo - c / se.expand(a**2 + b**2)))
+    assert not _zero_over_denominators(se.expand(1 / se.expand(lo**2) - 1 / (a**2 + b**2)))
+    assert not _zero_over_denominators(se.expand(c / se.expand(lo**2) - c * lo / se.expand(lo**4)
+                                                 - 1))  # fmt: skip
+
+
 # -- stop_gradient read by a comparison --------------------------------------------------------
 
 sg = jax.lax.stop_gradient

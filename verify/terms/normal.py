@@ -305,6 +305,8 @@ def _normalize(e: Any, unroll: int) -> Any:
         out = _exp_of_logs(out.args[1])
     if isinstance(out, se.log):
         out = log_of_shift(out)
+    if isinstance(out, se.Pow) and isinstance(out.args[0], se.Add):
+        out = _shift_out_of_power(out)
     if isinstance(out, se.Add | se.Mul | se.Pow):
         out = se.expand(out)
         out = _idempotent_brackets(out)
@@ -402,6 +404,26 @@ def log_of_shift(e: Any) -> Any:
     return se.expand(se.log(se.Mul(*rest)) + se.Add(*shifts))
 
 
+def _shift_out_of_power(p: Any) -> Any:
+    """``(A _XS(s)^c + B _XS(s)^c)^n`` as ``_XS(s)^(c n) (A + B)^n``: the normaliser of an
+    online softmax, every block's sum rescaled by the same running maximum, keeps the shift
+    as one factor that cancels against the numerator's (expanded, ``(A/X + B/X)^4`` is a
+    multinomial with the shift in every term).
+
+    Sound because ``_XS(s)`` is ``exp(s)`` for a finite real ``s`` (:func:`log_of_shift`), so
+    its rational powers are positive reals, and ``(f u)^n = f^n u^n`` for a positive real ``f``
+    and any real ``u``."""
+    base, n = p.args
+    if not isinstance(n, se.Rational | se.Integer) or not any(
+            name_of(f) == "_XS" for f in fn_atoms(base)):  # fmt: skip
+        return p
+    split = _common_shift_factor(base)
+    if split is None:
+        return p
+    f, rest = split
+    return se.Pow(f, n) * se.Pow(rest, n)
+
+
 def _xs_powers(t: Any) -> dict[Any, Any]:
     out = {}
     for f in _factors(t):
@@ -413,19 +435,26 @@ def _xs_powers(t: Any) -> dict[Any, Any]:
 
 def _common_shifts(arg: Any) -> Any:
     """A sum whose every term holds the same shift factor ``_XS(s)^c``, with it taken out."""
+    split = _common_shift_factor(arg)
+    return arg if split is None else split[0] * split[1]
+
+
+def _common_shift_factor(arg: Any) -> tuple[Any, Any] | None:
+    """``(f, u)`` with ``arg = f u``, ``f`` the product of the shift factors ``_XS(s)^c`` that
+    every term of the sum ``arg`` holds; ``None`` when there are none."""
     if not isinstance(arg, se.Add):
-        return arg
+        return None
     terms = list(arg.args)
     common = _xs_powers(terms[0])
     for t in terms[1:]:
         if not common:
-            return arg
+            return None
         have = _xs_powers(t)
         common = {b: c for b, c in common.items() if have.get(b) == c}
     if not common:
-        return arg
+        return None
     f = se.Mul(*[b**c for b, c in common.items()])
-    return f * se.expand(se.Add(*[t / f for t in terms]))
+    return f, se.expand(se.Add(*[t / f for t in terms]))
 
 
 def _exp_of_logs(a: Any) -> Any:
@@ -500,7 +529,7 @@ def nonnegative(e: Any) -> bool:
         return all(nonnegative(a) for a in e.args)
     if isinstance(e, se.Pow) and e.args[0] == se.E:
         return _real(e.args[1])
-    return False
+    return _positive_power(e)
 
 
 def positive(e: Any) -> bool:
@@ -518,7 +547,17 @@ def positive(e: Any) -> bool:
         return all(nonnegative(a) for a in e.args) and any(positive(a) for a in e.args)
     if isinstance(e, se.Pow) and e.args[0] == se.E:  # exp(-oo) is 0
         return _real(e.args[1]) and not has_infinity(e.args[1])
-    return False
+    return _positive_power(e)
+
+
+def _positive_power(e: Any) -> bool:
+    """Whether ``e`` is ``b^r`` for a positive rational ``b`` and a rational ``r``
+    (``sqrt(2)``, the ``1/sqrt(d)`` that scales attention's scores): a positive real."""
+    if not isinstance(e, se.Pow):
+        return False
+    b, r = e.args
+    rational = se.Rational | se.Integer
+    return isinstance(b, rational) and b > 0 and isinstance(r, rational)
 
 
 def _positive_sum(body: Any, k: Any) -> bool:
@@ -576,7 +615,8 @@ def _real(e: Any) -> bool:
             stack.extend(x.args)  # into sums, maxima and reads too
         if isinstance(x, se.log):
             return False
-        if isinstance(x, se.Pow) and x.args[0] != se.E and not isinstance(x.args[1], se.Integer):
+        if isinstance(x, se.Pow) and x.args[0] != se.E and not isinstance(x.args[1], se.Integer) \
+                and not _positive_power(x):  # fmt: skip
             return False
         if isinstance(x, se.Number) and not x.is_real and x not in (se.oo, -se.oo):
             return False
@@ -678,7 +718,9 @@ def finite(e: Any) -> bool:
         base, ex = e.args
         if base == se.E:
             return finite(ex)
-        return finite(base) and isinstance(ex, se.Integer) and int(ex) >= 0
+        if finite(base) and isinstance(ex, se.Integer) and int(ex) >= 0:
+            return True
+        return _finite_constant(e)  # sqrt(2): the 1/sqrt(d) of attention's scores at d = 2
     if isinstance(e, se.Max | se.Min):
         ok = [finite(a) for a in e.args]
         if all(ok):
@@ -693,7 +735,25 @@ def finite(e: Any) -> bool:
         return all(finite(e.args[i]) for i in range(0, len(e.args), 2))
     if isinstance(e, se.floor):
         return finite(e.args[0])
-    return False
+    return _finite_constant(e)
+
+
+def _finite_constant(e: Any) -> bool:
+    """Whether ``e`` is a constant (no symbol, no read, no infinity) whose value is a finite
+    real number: ``sqrt(2)``, ``pi``, ``log(2)``. Its value is the same for every value of the
+    leaves, so one evaluation decides it; anything that does not evaluate to a finite real
+    (``sqrt(-1)``, an overflow) counts as not known finite."""
+    if not isinstance(e, se.Basic) or e.free_symbols or fn_atoms(e) or has_infinity(e):
+        return False
+    if e.atoms(se.Piecewise):
+        return False
+    try:
+        v = e.evalf()
+    except (RuntimeError, TypeError, ValueError, ArithmeticError):
+        return False
+    if not isinstance(v, se.Number) or not v.is_real:
+        return False
+    return bool(np.isfinite(float(v)))
 
 
 def _holds_first(c: Any, k: Any, lo: Any) -> bool:
