@@ -86,22 +86,15 @@ def _size_ok(e: se.Basic, limit: int = 20000) -> bool:
 # -- symengine normal forms -------------------------------------------------------------------
 
 
-def split_exp(e: se.Basic, memo: dict[Any, Any] | None = None) -> se.Basic:
+def split_exp(e: se.Basic) -> se.Basic:
     """``exp(a + c * Max(...))`` as ``exp(a) * exp(c * Max(...))`` and ``exp(a + c * log(u))``
     as ``exp(a) * u**c``, everywhere in ``e``: the max shift of softmax-like forms and the log
     of a normaliser come out as factors. Polynomial exponents stay whole (splitting them into
     monomials would only make the expressions grow). Shared subterms are visited once."""
-    if not isinstance(e, se.Basic) or not e.args or isinstance(e, se.Number):
-        return e  # a number is a leaf (-oo has args (-1,) but no func)
-    memo = {} if memo is None else memo
-    hit = memo.get(e)
-    if hit is None:
-        hit = memo[e] = _split_exp(e, memo)
-    return hit
+    return rewrite(e, _split_exp)
 
 
-def _split_exp(e: se.Basic, memo: dict[Any, Any]) -> se.Basic:
-    args = [split_exp(a, memo) for a in e.args]
+def _split_exp(e: se.Basic, args: list[Any]) -> se.Basic:
     if isinstance(e, se.Pow) and args[0] == se.E:
         terms = args[1].args if isinstance(args[1], se.Add) else (args[1],)
         special = [t for t in terms if _splittable(t)]
