@@ -654,7 +654,8 @@ def _reference(F: list[TArray], labels: Sequence[str], held: Held, shifts: set[s
                     if _jumps(once, name):
                         continue
                     _neutral(o, once, labels, name, st, search=False)
-            except (T.TermError, NotTensor, Unsupported, ArithmeticError, RuntimeError):
+            except (T.OutOfTime, T.TermError, NotTensor, Unsupported, ArithmeticError,
+                    RuntimeError):  # fmt: skip
                 continue
             if _proved(o):
                 neutral.add(name)

@@ -38,7 +38,7 @@ from ._cases import flat_pieces
 from ._decide import Decision, decide_memo
 from ._report import Check, Counterexample, Link, Method
 from ._sig import IndexPlan, Signature, index_plan, iter_elements, named_symbols, rule_params
-from .terms import OutOfTime, fold_extrema
+from .terms import fold_extrema
 
 #: Per check, at most this many elements are compared; beyond, a deterministic sample (first,
 #: last and random elements) is, and the check is marked probabilistic with that coverage.
@@ -331,8 +331,6 @@ def _call(fn: Callable[..., Any] | None, what: str, *args: Any, **kw: Any) -> An
         raise RuleError(f"the op has no {what} rule")
     try:
         return fn(*args, **kw)
-    except OutOfTime:  # the verifier's deadline, not the rule's failure
-        raise
     except Exception as e:
         raise RuleError(
             f"the {what} rule failed on symbolic arguments: {type(e).__name__}: {e}"
@@ -488,8 +486,6 @@ def _check_kinks(
     kink_params = {k: v for k, v in params.items() if k != "_position"}
     try:
         points = op.kinks_rule(rng, *sig.arg_types, **kink_params)  # type: ignore[misc]
-    except OutOfTime:
-        raise
     except Exception as e:
         col.fail(f"the kinks rule failed: {type(e).__name__}: {e}")
         return

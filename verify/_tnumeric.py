@@ -649,8 +649,6 @@ class _Eval:
     def _sum_range(self, body: Any, k: Any) -> tuple[int, int]:
         try:
             lo, hi = T._concrete_range(k, body, {}, {})
-        except T.OutOfTime:
-            raise
         except T.TermError as e:
             raise Unsupported(str(e)) from None
         return lo, max(hi - lo + 1, 0)

@@ -4,6 +4,7 @@ stopped; a result the timeout cut short is never cached; a mismatch found in tim
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -156,3 +157,19 @@ def test_a_check_that_ends_after_the_deadline_keeps_only_proofs_and_refutations(
     checks, complete = _verify._timed(time.time() + 60, names, slow)
     assert complete and [c.method for c in checks] == ["exact", "probabilistic", "exact",
                                                        "not verified"]  # fmt: skip
+
+
+def test_no_broad_handler_swallows_the_budget() -> None:
+    """The tensor level's budget (``terms.OutOfTime``) is a ``BaseException``: an ``except
+    Exception`` around a step of the work (ours around a cheap attempt, sympy's around a
+    rewrite) cannot swallow it, so a check that runs out of time stops there and says so
+    instead of reporting "not proved". Before, this loop ran until its own 5 s guard."""
+    from verify import terms as T
+
+    assert not issubclass(T.OutOfTime, Exception)
+    start = time.process_time()
+    with pytest.raises(T.OutOfTime), T.budget(0.05):
+        while time.process_time() - start < 5:
+            with contextlib.suppress(Exception):  # a broad handler around each step
+                T.tick()
+    assert time.process_time() - start < 1

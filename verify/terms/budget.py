@@ -5,11 +5,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from .core import TermError
 
+class OutOfTime(BaseException):
+    """The time budget of a tensor-level check ran out (see :func:`budget`).
 
-class OutOfTime(TermError):
-    """The time budget of a tensor-level check ran out (see :func:`budget`)."""
+    A ``BaseException``, as ``KeyboardInterrupt`` is: no ``except Exception`` on the way (ours
+    around a cheap attempt, sympy's around a rewrite) can swallow it, so a check that runs out
+    of time says so ("the time budget ran out"), never "not proved", and stops at once. Only
+    the owners of a budget catch it, by name."""
 
 
 _DEADLINE: list[float] = []

@@ -15,7 +15,6 @@ import symengine as se
 
 from .._dims import Dim, size_expr
 from . import grid
-from .budget import OutOfTime
 from .core import EQ, GE, LEAF_SHAPES, ONE, TABLES, ZERO, TermError, exact_scalar
 from .index import (
     _assemble,
@@ -96,8 +95,6 @@ def _sign_facts_z3(e: Any, facts: bool) -> tuple[bool, bool, bool]:
         neg = s.check(t >= 0) == z3.unsat
         zero = s.check(t != 0) == z3.unsat
         out = (nonneg, neg, zero)
-    except OutOfTime:
-        raise
     except Exception:
         pass
     return out
