@@ -538,7 +538,7 @@ def _forward_tree_size(graph: tl.GraphData) -> int:
     idx = {ix.name: np.zeros(ix.type.shape, np.int64) for ix in graph.index_inputs
            if ix.value is None}  # fmt: skip
     try:
-        vals = eval_all(graph, leaves, idx or None, B=_sym_backend())
+        vals = eval_all(graph, leaves, idx or None, B=SYM)
     except Exception:
         return E2E_MAX_TREE + 1
     memo: dict[Any, int] = {}
@@ -550,10 +550,6 @@ def _forward_tree_size(graph: tl.GraphData) -> int:
             if worst > E2E_MAX_TREE:
                 return worst
     return worst
-
-
-def _sym_backend() -> Any:
-    return SYM
 
 
 def _e2e_index_sets(graph: tl.GraphData) -> list[dict[str, np.ndarray]]:
