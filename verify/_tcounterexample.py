@@ -45,25 +45,31 @@ def _search(
     if vectors:
         points = _tnatvec.elements(points)
     big = False
-    pairs = []  # (values, index vectors, got, expected) written out at concrete elements
-    for values in points:
-        if not big and expanded_size(got, values) + expanded_size(expected, values) > EXPAND_MAX:
-            big = True  # too large to write out: certified numbers below
-        if big:
-            break
-        # runtime index vectors read in the terms get concrete values too (a few per element)
-        for nat in (_tnatvec.assignments(values, vectors, rng, (got, expected))
-                    if vectors else [{}]):  # fmt: skip
-            try:
-                ge = T.concretize(T.normalize(got), values, nat)
-                xe = T.concretize(T.normalize(expected), values, nat)
-            except T.TermError:
-                continue
-            pairs.append((values, nat, ge, xe))
+    pairs: list[tuple] = []  # (values, index vectors, got, expected) written out so far
+
+    def written_out() -> Any:
+        """The elements written out one by one, as the first pass asks for them (a large sum
+        written out at 24 elements costs seconds; the first one often refutes)."""
+        nonlocal big
+        for values in points:
+            if expanded_size(got, values) + expanded_size(expected, values) > EXPAND_MAX:
+                big = True  # too large to write out: certified numbers below
+                return
+            # runtime index vectors read in the terms get concrete values too (a few each)
+            for nat in (_tnatvec.assignments(values, vectors, rng, (got, expected))
+                        if vectors else [{}]):  # fmt: skip
+                try:
+                    ge = T.concretize(T.normalize(got), values, nat)
+                    xe = T.concretize(T.normalize(expected), values, nat)
+                except T.TermError:
+                    continue
+                pairs.append((values, nat, ge, xe))
+                yield pairs[-1]
+
     # every element probed at random points first (cheap), then decided in full (a proof
     # attempt on one large true element must not keep a false one from being looked at)
     for probing in (True,) if probe_only else (True, False):
-        for values, nat, ge, xe in pairs:
+        for values, nat, ge, xe in written_out() if probing else pairs:
             d = decide_memo(ge, xe, dict(domains_for_elements(ge, xe, domains)), seed,
                             probe_only=probing)  # fmt: skip
             if d.equal is False:
