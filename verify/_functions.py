@@ -365,12 +365,6 @@ def _jumps(arrays: Sequence[TArray], name: str) -> bool:
     return False
 
 
-def _read_in_condition(e: Any, name: str) -> bool:
-    """Whether a read of the leaf ``name`` occurs where ``e`` jumps: in a Piecewise condition,
-    a relation, a ``sign`` or a ``floor``."""
-    return name in _condition_reads(e)
-
-
 def _condition_reads(e: Any) -> set[str]:
     """The names of the leaves read where ``e`` jumps: in a Piecewise condition, a relation, a
     ``sign`` or a ``floor``."""

@@ -10,7 +10,7 @@ every check passed exactly.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
@@ -270,10 +270,6 @@ class Report:
 
     def __str__(self) -> str:
         return render_text(self)
-
-
-def _row_checks(checks: Sequence[Check]) -> str:
-    return ", ".join(f"{c.name} ({c.method})" for c in checks)
 
 
 def render_text(report: Report, *, max_rows: int = 60) -> str:

@@ -48,7 +48,6 @@ from ._rules import MAX_ELEMENTS, Collector, _seed, choose_elements, compare_arr
 from ._sig import Signature, index_plan, named_symbols, rule_params
 from ._tbackend import TENSOR
 
-CALL_KINDS = ("fwd", "jvp", "vjp")
 INT32_MAX = 2**31 - 1
 
 

@@ -296,10 +296,6 @@ def _contract(tabs: Sequence[Tab], k: Any, n_k: int, scope: Mapping[Any, tuple[i
     return _finish(out_vars, m, np.maximum(r, 0.0), False)
 
 
-def _neg(t: Tab) -> Tab:
-    return Tab(t.vars, -t.mid, t.rad)
-
-
 def _recip(t: Tab) -> Tab:
     m, r = _fl(t)
     if np.any(np.abs(m) <= r) or np.any(m == 0):
