@@ -220,3 +220,45 @@ def test_real_models_with_position_ids(name: str, route: str, tmp_path: Path) ->
     report = verify.verify_graph(imported.graph)
     assert report.verdict == "verified"
     assert all(c.method == "exact" for c in report.all_checks), report.summary()
+
+
+@pytest.mark.parametrize("k", [-2, -6, 3])
+def test_onnx_gather_at_an_index_input_plus_a_number_wraps_as_onnx(k: int) -> None:
+    """ONNX's ``Gather`` reads an index ``j`` in ``[-n, 0)`` at row ``n + j``: a table of 6 rows
+    at ``ids + k`` reads, where ``ids + k`` is negative, the table's last rows (as ONNX's
+    reference evaluator does), not zeros (PyTorch's ``embedding`` refuses a negative index, so
+    its import may read anything there). Forward, the gradient (each row gets the seeds of the
+    positions that read it, wrapped ones included) and the verifier."""
+    pytest.importorskip("onnx")
+    from onnx import TensorProto, helper, numpy_helper
+    from onnx.reference import ReferenceEvaluator
+
+    verify = pytest.importorskip("verify")
+    rng = np.random.default_rng(3)
+    table = rng.normal(size=(6, 3)).astype(np.float32)
+    nodes = [helper.make_node("Add", ["ids", "k"], ["j"]),
+             helper.make_node("Gather", ["table", "j"], ["y"])]  # fmt: skip
+    graph = helper.make_graph(
+        nodes,
+        "shifted",
+        [helper.make_tensor_value_info("ids", TensorProto.INT64, [2, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4, 3])],
+        initializer=[numpy_helper.from_array(table, "table"),
+                     numpy_helper.from_array(np.array(k, np.int64), "k")],
+    )  # fmt: skip
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    ids = np.array([[0, 1, 2, 5], [1, 0, 2, 2]], np.int64) % (6 - max(k, 0))
+    j = ids + k  # in range for ONNX: [-6, 6)
+    assert (j < 0).any() == (k < 0) and j.min() >= -6 and j.max() < 6
+    (want,) = ReferenceEvaluator(m).run(None, {"ids": ids})
+    imported = interop.from_onnx(m)
+    cg = compiler.compile(imported.graph).batched(over=imported.batched, grads="sum")
+    got = cg.forward(imported.params, {imported.batched[0]: ids})
+    np.testing.assert_array_equal(np.asarray(got), want)
+    seed = rng.normal(size=want.shape).astype(np.float32)
+    grads = cg.vjp_with_seed(imported.params, seed, {imported.batched[0]: ids})
+    expected = np.zeros_like(table)
+    np.add.at(expected, j.reshape(-1) % 6, seed.reshape(-1, 3))
+    np.testing.assert_allclose(np.asarray(grads["table"]), expected, atol=1e-6, rtol=0)
+    report = verify.verify_graph(imported.graph)
+    assert report.verdict == "verified", report.summary()

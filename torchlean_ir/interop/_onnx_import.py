@@ -563,7 +563,12 @@ def _split(c: _Ctx, node: Any, ins: list[T | None]) -> list[T]:
     return c.tr.split(x, axis, sizes)
 
 
-@_imports("Gather", ours="slice / concat; gather_rows_nat for runtime indices (embedding)")
+@_imports(
+    "Gather",
+    ours="slice / concat; gather_rows_nat for runtime indices (embedding)",
+    note="at an integer input plus a number k, the table's rows moved by k; a negative i + k "
+    "reads from the end of the table, as ONNX's negative indices",
+)
 def _gather(c: _Ctx, node: Any, ins: list[T | None]) -> list[T]:
     data, idx = _need(ins[0], "data"), _need(ins[1], "indices")
     axis = int(c.attr("axis", 0)) % data.rank
@@ -572,7 +577,7 @@ def _gather(c: _Ctx, node: Any, ins: list[T | None]) -> list[T]:
             raise Refused(
                 f"Gather at an integer input plus {idx.imap.shift} (only rows of a table)"
             )
-        data = shifted_rows(c.tr, data, idx.imap.shift)
+        data = shifted_rows(c.tr, data, idx.imap.shift, wrap=True)
         idx = index_t(replace(idx.imap, shift=0))
     if idx.index is not None:
         return [_gather_nat(c.tr, data, idx, axis)]
