@@ -166,6 +166,10 @@ def test_positions_computed_from_input_ids_are_refused_in_one_line(
         assert msg.endswith(f" (CumSum 'node_cumsum'): CumSum {what}"), msg
 
 
+#: ``from_onnx``'s ``tied`` for the models whose output layer is tied to the token embedding
+TIED = {"opt": ["lm_head.weight"]}
+
+
 @pytest.mark.heavy
 @pytest.mark.parametrize("route", ["pt2", "onnx"])
 @pytest.mark.parametrize("name", ["roberta", "opt"])
@@ -173,7 +177,8 @@ def test_real_models_with_position_ids(name: str, route: str, tmp_path: Path) ->
     """RoBERTa and OPT exported with ``position_ids`` (as the models compute them): forward
     (the loss and the logits) within 1e-5 and the gradient of the loss within 1e-4 of PyTorch
     (weights perturbed so that the ONNX exporter merges no initializers; gradients of the
-    exporter's folded transposes mapped back onto their weights), verified, every check exact."""
+    exporter's folded transposes mapped back onto their weights, one to one: OPT's output layer
+    imported tied to its token embedding), verified, every check exact."""
     pytest.importorskip("transformers")
     verify = pytest.importorskip("verify")
     from .corpus import POSITION_ID_MODELS
@@ -190,9 +195,11 @@ def test_real_models_with_position_ids(name: str, route: str, tmp_path: Path) ->
             imported = interop.from_torch(torch.export.export(model, args=(), kwargs=kwargs))
         else:
             torch.onnx.export(model, args=(), kwargs=kwargs, f=str(path), dynamo=True)
-            imported = interop.from_onnx(path)
+            # OPT's output layer, the transpose of its token embedding: one parameter
+            imported = interop.from_onnx(path, tied=TIED.get(name, ()))
     names = [ix.name for ix in imported.graph.index_inputs]
     assert sorted(imported.source_names.get(k, k) for k in names) == sorted(kwargs)
+    assert len(imported.params) == len(list(model.parameters()))  # PyTorch's, no more
     index = {k: kwargs[imported.source_names.get(k, k)].numpy() for k in names}
     cg = compiler.compile(imported.graph).batched(over=imported.batched, grads="mean")
     loss, logits = cg.forward(imported.params, index)
@@ -213,3 +220,45 @@ def test_real_models_with_position_ids(name: str, route: str, tmp_path: Path) ->
     report = verify.verify_graph(imported.graph)
     assert report.verdict == "verified"
     assert all(c.method == "exact" for c in report.all_checks), report.summary()
+
+
+@pytest.mark.parametrize("k", [-2, -6, 3])
+def test_onnx_gather_at_an_index_input_plus_a_number_wraps_as_onnx(k: int) -> None:
+    """ONNX's ``Gather`` reads an index ``j`` in ``[-n, 0)`` at row ``n + j``: a table of 6 rows
+    at ``ids + k`` reads, where ``ids + k`` is negative, the table's last rows (as ONNX's
+    reference evaluator does), not zeros (PyTorch's ``embedding`` refuses a negative index, so
+    its import may read anything there). Forward, the gradient (each row gets the seeds of the
+    positions that read it, wrapped ones included) and the verifier."""
+    pytest.importorskip("onnx")
+    from onnx import TensorProto, helper, numpy_helper
+    from onnx.reference import ReferenceEvaluator
+
+    verify = pytest.importorskip("verify")
+    rng = np.random.default_rng(3)
+    table = rng.normal(size=(6, 3)).astype(np.float32)
+    nodes = [helper.make_node("Add", ["ids", "k"], ["j"]),
+             helper.make_node("Gather", ["table", "j"], ["y"])]  # fmt: skip
+    graph = helper.make_graph(
+        nodes,
+        "shifted",
+        [helper.make_tensor_value_info("ids", TensorProto.INT64, [2, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4, 3])],
+        initializer=[numpy_helper.from_array(table, "table"),
+                     numpy_helper.from_array(np.array(k, np.int64), "k")],
+    )  # fmt: skip
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    ids = np.array([[0, 1, 2, 5], [1, 0, 2, 2]], np.int64) % (6 - max(k, 0))
+    j = ids + k  # in range for ONNX: [-6, 6)
+    assert (j < 0).any() == (k < 0) and j.min() >= -6 and j.max() < 6
+    (want,) = ReferenceEvaluator(m).run(None, {"ids": ids})
+    imported = interop.from_onnx(m)
+    cg = compiler.compile(imported.graph).batched(over=imported.batched, grads="sum")
+    got = cg.forward(imported.params, {imported.batched[0]: ids})
+    np.testing.assert_array_equal(np.asarray(got), want)
+    seed = rng.normal(size=want.shape).astype(np.float32)
+    grads = cg.vjp_with_seed(imported.params, seed, {imported.batched[0]: ids})
+    expected = np.zeros_like(table)
+    np.add.at(expected, j.reshape(-1) % 6, seed.reshape(-1, 3))
+    np.testing.assert_allclose(np.asarray(grads["table"]), expected, atol=1e-6, rtol=0)
+    report = verify.verify_graph(imported.graph)
+    assert report.verdict == "verified", report.summary()

@@ -13,10 +13,14 @@ embeddings), exported with their labels, so the ONNX model computes the model's 
   The exporter folds what it can: a weight's transpose (``val_47``), the rows of a position
   embedding the positions read (``embedding_1``), both initializers of their own whose metadata
   (``pkg.onnxscript.optimizer.folded_from``) names the parameter; their gradients are mapped back
-  onto it before the comparison. LLaMA's rotary sin and cos tables, folded from the buffer
-  ``inv_freq``, are constants by the user's word (``--constant model.rotary_emb.inv_freq``), so
-  every parameter of ours is one of PyTorch's, and 20 compiled Adam steps follow
-  ``torch.optim.Adam``'s losses within 1e-4;
+  onto it before the comparison, one to one. What the file cannot say, the user says: GPT-2's
+  output layer, folded into the transpose of the token embedding it is tied to, is that
+  transpose of the one parameter (``--tie lm_head.weight``: the exporter keeps the tied tensor
+  under that name); LLaMA's rotary sin and cos tables, folded from the buffer ``inv_freq``, are
+  constants (``--constant model.rotary_emb.inv_freq``). So the import has exactly PyTorch's
+  parameters (GPT-2: 28, LLaMA: 21), each of ours one of PyTorch's, its transpose or its
+  leading rows, and for these two 20 compiled Adam steps follow ``torch.optim.Adam``'s losses
+  within 1e-4;
 - the verifier: VERIFIED, every check exact (GPT-2 through the ``torchlean-verify`` command line).
 
 Two things are set up so that the comparison with PyTorch is one of the same function: the
@@ -53,10 +57,15 @@ from .test_transformers import MODELS, N  # noqa: E402
 
 _FOLDED = "pkg.onnxscript.optimizer.folded_from"
 
-#: what the user says that the file cannot: LLaMA's rotary sin and cos tables, which the
-#: exporter folds from the non-persistent buffer ``inv_freq`` into initializers of their own,
-#: are constants (from ``.pt2`` they are, the buffer being declared)
-_CONSTANTS = {"llama": ["--constant", "model.rotary_emb.inv_freq"]}
+#: what the user says that the file cannot: GPT-2's output layer, which the exporter folds into
+#: the transpose of the token embedding it is tied to (kept as ``lm_head.weight``), is that
+#: transpose of the one parameter; LLaMA's rotary sin and cos tables, which the exporter folds
+#: from the non-persistent buffer ``inv_freq`` into initializers of their own, are constants
+#: (from ``.pt2`` both hold, the program keeping the tie and declaring the buffer)
+SAYS = {
+    "gpt2": ["--tie", "lm_head.weight"],
+    "llama": ["--constant", "model.rotary_emb.inv_freq"],
+}
 
 
 def _export(tmp_path: Path, name: str) -> tuple[Any, dict[str, Any], Path]:
@@ -92,29 +101,32 @@ def _folded_from(path: Path) -> dict[str, list[str]]:
 def _onto_parameters(
     grads: dict[str, np.ndarray], params: dict[str, np.ndarray], named: dict[str, Any], path: Path
 ) -> dict[str, np.ndarray]:
-    """Our gradients summed onto PyTorch's parameters: an initializer that is a parameter, its
-    transpose, or its leading rows (folded by the exporter, which names the parameter); tied
-    parameters (GPT-2's embedding and head) under each of their names."""
+    """Our gradients onto PyTorch's parameters, one to one: each parameter of ours is one of
+    PyTorch's, its transpose, or its leading rows (folded by the exporter, which names the
+    parameter), no two of ours are the same one of PyTorch's (GPT-2's and OPT's output layer is
+    imported tied to the token embedding: ``--tie lm_head.weight``), and every one of PyTorch's
+    has its counterpart. ``named`` lists PyTorch's tied parameters under each of their names
+    (``remove_duplicate=False``; the file keeps one of them), and so does the result."""
     folded = _folded_from(path)
     first: dict[int, str] = {}
     canon = {k: first.setdefault(id(p), k) for k, p in named.items()}
-    acc = {k: np.zeros(tuple(p.shape)) for k, p in named.items() if canon[k] == k}
+    out: dict[str, np.ndarray] = {}
     for k, g in grads.items():
-        sources = [k] if k in named else [s for s in folded.get(k, []) if s in named]
-        sources = [canon[s] for s in sources]
-        (src,) = sources  # every parameter of ours is one of PyTorch's (the rotary tables are
-        # constants: imported with --constant model.rotary_emb.inv_freq)
+        (src,) = {canon[s] for s in ([k] if k in named else folded.get(k, [])) if s in named}
+        assert src not in out, (k, src)  # one of ours for each of PyTorch's
         p = named[src].detach().numpy()
-        v = params[k].reshape(-1)
-        if p.size == v.size and np.array_equal(params[k].reshape(p.shape), p):
-            acc[src] += g.reshape(p.shape)
-        elif p.ndim == 2 and p.size == v.size and np.array_equal(params[k].reshape(p.T.shape), p.T):
-            acc[src] += g.reshape(p.T.shape).T
+        v = params[k]
+        if v.size == p.size and np.array_equal(v.reshape(p.shape), p):
+            out[src] = g.reshape(p.shape)
+        elif p.ndim == 2 and v.size == p.size and np.array_equal(v.reshape(p.T.shape), p.T):
+            out[src] = g.reshape(p.T.shape).T
         else:
             rows = v.size // p.shape[1]
-            assert np.array_equal(params[k].reshape(rows, -1), p[:rows]), k
-            acc[src][:rows] += g.reshape(rows, -1)
-    return {k: acc[canon[k]] for k in named}
+            assert np.array_equal(v.reshape(rows, -1), p[:rows]), k
+            out[src] = np.zeros(p.shape)
+            out[src][:rows] = g.reshape(rows, -1)
+    assert sorted(out) == sorted(set(canon.values()))  # and one of PyTorch's for each of ours
+    return {k: out[canon[k]] for k in named}
 
 
 @pytest.mark.parametrize("name", list(MODELS))
@@ -124,7 +136,7 @@ def test_language_model_through_onnx(
     model, kwargs, path = _export(tmp_path, name)
     code = cli.main(["import", str(path), "-o", str(tmp_path / "g.json"),
                      "--params", str(tmp_path / "p.safetensors"),
-                     *_CONSTANTS.get(name, [])])  # fmt: skip
+                     *SAYS.get(name, [])])  # fmt: skip
     assert code in (0, None), capsys.readouterr()
     assert "output 0: the source's is the mean over the batch" in capsys.readouterr().out
     graph = tl.load(tmp_path / "g.json")
@@ -133,6 +145,7 @@ def test_language_model_through_onnx(
     assert sorted(over) == sorted(kwargs)
     assert all(leaf.kind == "param" for leaf in graph.leaves)  # no float input: ids only
     index = {k: v.numpy() for k, v in kwargs.items()}
+    assert len(params) == len(list(model.parameters()))  # PyTorch's, no more
 
     # forward: the loss (this sample's mean; PyTorch's is their mean) and the logits
     out = model(**kwargs)
@@ -142,7 +155,7 @@ def test_language_model_through_onnx(
     assert _rel(loss.mean(), out.loss.item()) < 1e-5
     assert _rel(logits, out.logits.detach().numpy()) < 1e-5
 
-    # the gradient of the loss, every parameter of PyTorch's (tied ones under each name)
+    # the gradient of the loss, onto every parameter of PyTorch's (tied ones under each name)
     grads = cg.vjp_with_seed(params, (np.ones(N, np.float32), None), index)
     named = dict(model.named_parameters(remove_duplicate=False))
     theirs = dict(zip(named, torch.autograd.grad(out.loss, list(named.values())), strict=True))
@@ -153,22 +166,12 @@ def test_language_model_through_onnx(
 
     # verified, every check exact (GPT-2's through the command line)
     assert_verified_exactly(graph, tmp_path / "g.json" if name == "gpt2" else None, capsys)
-    if name == "llama":
-        _twenty_adam_steps_follow_torch(graph, params, model, kwargs, index, path)
-
-
-def _twenty_adam_steps_follow_torch(
-    graph: Any, params: dict[str, np.ndarray], model: Any, kwargs: Any, index: Any, path: Path
-) -> None:
-    """20 compiled Adam steps on the loss against ``torch.optim.Adam``: each parameter of ours
-    is one of PyTorch's or its transpose (Adam is elementwise, so it trains them alike), none a
-    table PyTorch holds constant."""
-    folded = _folded_from(path)
-    named = dict(model.named_parameters())
-    sources = [k if k in named else folded[k][0] for k in params]
-    assert sorted(sources) == sorted(named)  # one to one
-    over = tuple(ix.name for ix in graph.index_inputs)
-    assert_adam_follows_torch(graph, params, index, over, model, kwargs)
+    if name in SAYS:
+        # 20 compiled Adam steps on the loss follow torch.optim.Adam: each parameter of ours is
+        # one of PyTorch's, its transpose or its leading rows, one to one (above; Adam is
+        # elementwise and leaves rows of zero gradient where they are, so it trains them
+        # alike), none a table PyTorch holds constant, none a copy of a tied one
+        assert_adam_follows_torch(graph, params, index, over, model, kwargs)
 
 
 def test_an_index_input_as_float_data_through_onnx(tmp_path: Path) -> None:

@@ -290,3 +290,120 @@ def test_initializers_named_constant_by_the_user(tmp_path: Any, capsys: Any) -> 
         f"torchlean: error: {tmp_path / 'm.pt2'}: --constant is for .onnx models (a .pt2 "
         "program declares its buffers, which import as constants or frozen parameters)\n"
     )
+
+
+def _tied_like(emb: np.ndarray, t_from: np.ndarray | None = None) -> Any:
+    """``(x @ emb_t) @ emb + rows`` as ``torch.onnx.export`` writes a tied output layer: the
+    parameter ``emb`` (5 x 4), ``emb_t`` its transpose and ``rows`` its leading 3 rows (1 x 3 x
+    4), both folded by the exporter into initializers of their own whose metadata
+    (``folded_from``) names ``emb``; ``t_from``: the values of ``emb_t`` (default ``emb.T``)."""
+    inits = {
+        "emb": emb,
+        "emb_t": emb.T.copy() if t_from is None else t_from,
+        "rows": emb[:3].reshape(1, 3, 4).copy(),
+    }
+    nodes = [
+        helper.make_node("MatMul", ["x", "emb_t"], ["a"]),
+        helper.make_node("MatMul", ["a", "emb"], ["b"]),
+        helper.make_node("Add", ["b", "rows"], ["y"]),
+    ]
+    m = _model(nodes, [("x", [2, 3, 4])], ("y", [2, 3, 4]), inits)
+    for name, sources in [("emb_t", ["emb"]), ("rows", ["add", "arange", "emb", "val_3"])]:
+        vi = helper.make_tensor_value_info(name, TensorProto.FLOAT, list(inits[name].shape))
+        prop = vi.metadata_props.add()
+        prop.key, prop.value = "pkg.onnxscript.optimizer.folded_from", repr(sources)
+        m.graph.value_info.append(vi)
+    return m
+
+
+def test_initializers_tied_by_the_user(tmp_path: Any, capsys: Any) -> None:
+    """An initializer folded from a parameter the file holds is, by the user's word
+    (``tied``, ``--tie``), that parameter's transpose or leading rows: one parameter, the same
+    values, its gradient the sum of the three untied ones, verified; refused in one line: a
+    name that names nothing, a parameter that is not in the file, values that differ, a fold
+    that is neither, values that cannot tell two folds apart (a fresh model's zeros), a name
+    both constant and tied, ``--tie`` for a ``.pt2``."""
+    rng = np.random.default_rng(7)
+    emb = rng.normal(size=(5, 4)).astype(np.float32)
+    m = _tied_like(emb)
+    x = rng.normal(size=(2, 3, 4)).astype(np.float32)
+    (want,) = ReferenceEvaluator(m).run(None, {"x": x})
+    untied = interop.from_onnx(m)
+    assert sorted(untied.params) == ["emb", "emb_t", "rows"]
+    for tied in (["emb"], {"emb": "emb"}, {"emb_t": "emb", "rows": "emb"}):
+        imp = interop.from_onnx(m, tied=tied)
+        assert sorted(imp.params) == ["emb"], tied
+        assert sorted(leaf.name for leaf in imp.graph.leaves) == ["emb", "x"]
+        assert {"transpose2d", "slice"} <= {n.op for n in imp.graph.nodes}
+        np.testing.assert_allclose(_ours(imp, x), want, atol=1e-6, rtol=0)
+
+    # the gradient flows to the one parameter: the untied ones' gradients, folded back, summed
+    seed = rng.normal(size=(2, 3, 4)).astype(np.float32)
+
+    def grads(imp: interop.Imported) -> dict[str, np.ndarray]:
+        cg = compiler.compile(imp.graph).batched(over=imp.batched, grads="sum")
+        return cg.vjp_with_seed({**imp.params, "x": x}, seed)
+
+    g, apart = grads(imp), grads(untied)
+    together = np.asarray(apart["emb"]) + np.asarray(apart["emb_t"]).T
+    together[:3] += np.asarray(apart["rows"]).reshape(3, 4)
+    np.testing.assert_allclose(g["emb"], together, atol=1e-5, rtol=1e-5)
+    report = verify.verify_graph(imp.graph)
+    assert report.verdict == "verified", report.summary()
+
+    def refused(model: Any, **kw: Any) -> str:
+        with pytest.raises(interop.InteropError) as e:
+            interop.from_onnx(model, **kw)
+        assert "\n" not in str(e.value)
+        return str(e.value)
+
+    assert refused(m, tied={"embed": "emb"}) == (
+        "from_onnx: tied: 'embed' to 'emb': 'embed' is no float initializer of the model other "
+        "than 'emb', nor a source one was folded from (pkg.onnxscript.optimizer.folded_from)"
+    )
+    assert refused(m, tied={"emb": "model.embed.weight"}) == (
+        "from_onnx: tied: 'emb' to 'model.embed.weight': 'model.embed.weight' is no float "
+        "initializer of the model (the file holds the tied tensor as 'emb': tie 'emb' to itself)"
+    )
+    off = emb.T.copy()
+    off[1, 2] += 1e-3
+    assert refused(_tied_like(emb, off), tied=["emb"]) == (
+        "from_onnx: tied: 'emb' to 'emb': 'emb_t' of shape [4, 5] is not 'emb' of shape [5, 4] "
+        "as itself nor as its transpose: the values differ"
+    )
+    columns = _tied_like(emb, emb[:, :2].copy())  # a fold that is not ours: 2 columns
+    assert refused(columns, tied=["emb"]) == (
+        "from_onnx: tied: 'emb' to 'emb': 'emb_t' of shape [5, 2] is no fold of 'emb' of shape "
+        "[5, 4] (only the parameter itself, its transpose or its leading rows, reshaped)"
+    )
+    zeros = np.zeros((5, 4), np.float32)
+    assert refused(_tied_like(zeros), tied=["emb"]) == (
+        "from_onnx: tied: 'emb' to 'emb': 'emb_t' of shape [4, 5] equals 'emb' as itself and as "
+        "its transpose: the values do not tell which (perturb the weights before exporting)"
+    )
+    assert refused(m, tied=["emb"], constants=["rows"]) == (
+        "from_onnx: 'rows' is named by both constants and tied (a constant, or a fold of the "
+        "parameter 'emb': one of them)"
+    )
+
+    from torchlean_ir import cli
+
+    path = tmp_path / "m.onnx"
+    onnx.save(m, str(path))
+    assert cli.main(["import", str(path), "-o", str(tmp_path / "g.json"),
+                     "--tie", "emb_t=emb", "--tie", "rows=emb"]) == 0  # fmt: skip
+    assert "1 parameter values not written" in capsys.readouterr().out
+    assert cli.main(["import", str(path), "--report", "--tie", "emb"]) == 0
+    assert "would import" in capsys.readouterr().out
+    assert cli.main(["import", str(path), "-o", str(tmp_path / "g.json"),
+                     "--tie", "emb_t="]) == 2  # fmt: skip
+    assert capsys.readouterr().err == (
+        "torchlean: error: --tie: expected NAME or NAME=PARAM, got 'emb_t='\n"
+    )
+    assert cli.main(["import", str(tmp_path / "m.pt2"), "-o", str(tmp_path / "g.json"),
+                     "--tie", "lm_head.weight"]) == 2  # fmt: skip
+    out, err = capsys.readouterr()
+    assert out == "" and err == (
+        f"torchlean: error: {tmp_path / 'm.pt2'}: --tie is for .onnx models (a .pt2 program "
+        "keeps a tensor PyTorch ties as one parameter, which imports as one)\n"
+    )

@@ -4,6 +4,7 @@
 
     torchlean import MODEL.pt2|MODEL.onnx -o GRAPH.json [--params PARAMS.safetensors]
                      [--constant NAME ...]  (.onnx: initializers that are not parameters)
+                     [--tie NAME[=PARAM] ...]  (.onnx: initializers that are folds of one)
     torchlean import MODEL.pt2|MODEL.onnx --report
     torchlean export GRAPH.json -o MODEL.onnx (--params PARAMS.safetensors | --zero-params)
 
@@ -62,6 +63,11 @@ def cmd_import(args: argparse.Namespace) -> int:
             f"{path}: --constant is for .onnx models (a .pt2 program declares its buffers, "
             "which import as constants or frozen parameters)"
         )
+    if args.tie and ext != ".onnx":
+        raise InteropError(
+            f"{path}: --tie is for .onnx models (a .pt2 program keeps a tensor PyTorch ties as "
+            "one parameter, which imports as one)"
+        )
     if args.report:
         return _report(args)
     if args.output is None:
@@ -74,7 +80,12 @@ def cmd_import(args: argparse.Namespace) -> int:
     with quiet_loaders("onnx" if ext == ".onnx" else "torch.export"):
         if ext == ".onnx":
             model = load_onnx(path, max_bytes=args.max_bytes)
-            imported = from_onnx(model, batch_axis=args.batch_axis, constants=args.constant or ())
+            imported = from_onnx(
+                model,
+                batch_axis=args.batch_axis,
+                constants=args.constant or (),
+                tied=_ties(args.tie),
+            )
         else:
             program = load_pt2(path, max_bytes=args.max_bytes)
             imported = from_torch(program, batch_axis=args.batch_axis)
@@ -94,6 +105,19 @@ def cmd_import(args: argparse.Namespace) -> int:
         line += f"; {len(imported.params)} parameter values not written (no --params)"
     print(line, file=args.out)
     return 0
+
+
+def _ties(specs: list[str] | None) -> dict[str, str]:
+    """``--tie NAME[=PARAM]`` as :func:`from_onnx`'s ``tied`` (PARAM defaults to NAME)."""
+    out: dict[str, str] = {}
+    for spec in specs or ():
+        name, eq, param = spec.partition("=")
+        if not name or (eq and not param):
+            raise InteropError(f"--tie: expected NAME or NAME=PARAM, got {spec!r}")
+        if out.get(name, param or name) != (param or name):
+            raise InteropError(f"--tie: {name!r} tied to both {out[name]!r} and {param or name!r}")
+        out[name] = param or name
+    return out
 
 
 def _summary(imported: Imported) -> list[str]:
@@ -119,6 +143,7 @@ def _report(args: argparse.Namespace) -> int:
         batch_axis=args.batch_axis,
         max_bytes=args.max_bytes,
         constants=args.constant or (),
+        tied=_ties(args.tie),
     )
     if imported is not None:
         print(f"{args.model}: would import: {', '.join(_summary(imported))}", file=args.out)
@@ -215,6 +240,15 @@ def add_parsers(
         help="(.onnx) import this float initializer as a constant, not a trained parameter; "
         "a source named in the exporter's folded_from metadata (a buffer such as "
         "model.rotary_emb.inv_freq) names every initializer folded from it; repeatable",
+    )
+    p.add_argument(
+        "--tie",
+        action="append",
+        metavar="NAME[=PARAM]",
+        help="(.onnx) the float initializers NAME names (itself, or every initializer the "
+        "exporter folded from the source NAME) are the parameter PARAM (default NAME), its "
+        "transpose or its leading rows, checked on the values: one parameter, not two "
+        "(GPT-2's and OPT's output layer: --tie lm_head.weight); repeatable",
     )
     p.add_argument(
         "--max-bytes",

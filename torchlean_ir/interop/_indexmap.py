@@ -378,17 +378,23 @@ def batch_free(tr: Tracer, m: np.ndarray, like: T) -> np.ndarray:
     return m
 
 
-def shifted_rows(tr: Tracer, table: T, shift: int) -> T:
-    """``table`` (rows along axis 0) as read at indices ``i + shift`` by reading it at ``i``:
-    its rows from ``shift`` on, or ``-shift`` zero rows then the table. Indices in range for
-    the source (PyTorch and ONNX refuse others) read the same rows."""
+def shifted_rows(tr: Tracer, table: T, shift: int, *, wrap: bool = False) -> T:
+    """``table`` (rows along axis 0, ``n`` of them) as read at indices ``i + shift`` by reading
+    it at ``i`` (a natural): its rows from ``shift`` on, or for a negative shift ``-shift`` rows
+    then the table. Those rows are read where ``i + shift`` is negative: zeros for PyTorch's
+    ``embedding``, which refuses a negative index; with ``wrap``, the table's last rows, as
+    ONNX's ``Gather`` reads an index ``j`` in ``[-n, 0)`` at row ``n + j`` (below ``-n``, which
+    ONNX refuses too, zeros). Indices the source accepts read the same rows."""
     n = table.full[0]
     if shift >= n:
         raise Refused(f"indices plus {shift} into a table of {n} rows (all out of range)")
     if shift > 0:
         return tr.slice(table, 0, shift, n)
-    zeros = tr.const(np.zeros((-shift, *table.full[1:])))
-    return tr.concat([zeros, table], 0)
+    below = -shift - (min(n, -shift) if wrap else 0)
+    parts = [tr.const(np.zeros((below, *table.full[1:])))] if below else []
+    if wrap:
+        parts.append(tr.slice(table, 0, max(n + shift, 0), n))  # the rows of -1, -2, ...
+    return tr.concat([*parts, table], 0)
 
 
 def index_t(imap: IndexMap) -> T:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import os
+from collections import abc
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
@@ -562,7 +563,12 @@ def _split(c: _Ctx, node: Any, ins: list[T | None]) -> list[T]:
     return c.tr.split(x, axis, sizes)
 
 
-@_imports("Gather", ours="slice / concat; gather_rows_nat for runtime indices (embedding)")
+@_imports(
+    "Gather",
+    ours="slice / concat; gather_rows_nat for runtime indices (embedding)",
+    note="at an integer input plus a number k, the table's rows moved by k; a negative i + k "
+    "reads from the end of the table, as ONNX's negative indices",
+)
 def _gather(c: _Ctx, node: Any, ins: list[T | None]) -> list[T]:
     data, idx = _need(ins[0], "data"), _need(ins[1], "indices")
     axis = int(c.attr("axis", 0)) % data.rank
@@ -571,7 +577,7 @@ def _gather(c: _Ctx, node: Any, ins: list[T | None]) -> list[T]:
             raise Refused(
                 f"Gather at an integer input plus {idx.imap.shift} (only rows of a table)"
             )
-        data = shifted_rows(c.tr, data, idx.imap.shift)
+        data = shifted_rows(c.tr, data, idx.imap.shift, wrap=True)
         idx = index_t(replace(idx.imap, shift=0))
     if idx.index is not None:
         return [_gather_nat(c.tr, data, idx, axis)]
@@ -1142,6 +1148,7 @@ def from_onnx(
     batched: Sequence[str] | None = None,
     batch_size: int | None = None,
     constants: Sequence[str] = (),
+    tied: abc.Mapping[str, str] | Sequence[str] = (),
 ) -> Imported:
     """Import an ONNX model (a path, bytes or ``onnx.ModelProto``) as a per-sample graph.
 
@@ -1156,12 +1163,18 @@ def from_onnx(
     leaves, integer inputs index inputs (labels, token ids). ``constants`` names float
     initializers to import as constants instead (see :func:`constant_initializers`): an
     initializer by its name, or every initializer the exporter folded from a named source (a
-    buffer the file no longer declares, such as LLaMA's rotary ``inv_freq``). Raises
-    :class:`InteropError` with one line naming the ONNX node for anything that cannot be
-    expressed (or a name of ``constants`` that names nothing); never a partial graph.
+    buffer the file no longer declares, such as LLaMA's rotary ``inv_freq``). ``tied`` maps
+    a name to a float initializer, the parameter it is tied to (a sequence of names maps each
+    to itself): every initializer the name names (itself, or those folded from it) is that
+    parameter, its transpose or its leading rows (reshaped), checked on the values, and imports
+    as that op applied to the parameter's leaf, so its gradient flows to the one parameter (see
+    :func:`tied_initializers`: GPT-2's and OPT's output layer, the transpose of the token
+    embedding, ``tied=["lm_head.weight"]``). Raises :class:`InteropError` with one line naming
+    the ONNX node for anything that cannot be expressed (or a name of ``constants`` or ``tied``
+    that names nothing, a tie the values deny); never a partial graph.
     """
     imported = _import(
-        model, batch_axis, batched, batch_size, Refusals("from_onnx", False), constants
+        model, batch_axis, batched, batch_size, Refusals("from_onnx", False), constants, tied
     )
     assert imported is not None  # a refusal raised
     return imported
@@ -1174,11 +1187,12 @@ def onnx_report(
     batched: Sequence[str] | None = None,
     batch_size: int | None = None,
     constants: Sequence[str] = (),
+    tied: abc.Mapping[str, str] | Sequence[str] = (),
 ) -> tuple[tuple[Unsupported, ...], Imported | None]:
     """Every refusal of :func:`from_onnx` on ``model`` (not only the first), and the import
     when there is none."""
     refusals = Refusals("from_onnx", collect=True)
-    imported = _import(model, batch_axis, batched, batch_size, refusals, constants)
+    imported = _import(model, batch_axis, batched, batch_size, refusals, constants, tied)
     return tuple(refusals.records), imported
 
 
@@ -1189,6 +1203,7 @@ def _import(
     batch_size: int | None,
     refusals: Refusals,
     constants: Sequence[str] = (),
+    tied: abc.Mapping[str, str] | Sequence[str] = (),
 ) -> Imported | None:
     where = "from_onnx"
     _need_onnx(where)
@@ -1285,11 +1300,20 @@ def _import(
         for name in nd.input:
             ctx.readers.setdefault(name, []).append(nd)
     roles = initializer_roles(g, inits)
+    ties = tied_initializers(g, inits, tied)
     for key in constant_initializers(g, inits, constants):
+        if key in ties:
+            raise InteropError(
+                f"{where}: {key!r} is named by both constants and tied (a constant, or a fold "
+                f"of the parameter {ties[key][0]!r}: one of them)"
+            )
         roles[key] = "const"
     for key, arr in inits.items():
-        role = roles.get(key, "const")
-        env[key] = _initializer(tr, names, key, arr, role, np_dtype, _uses(g, key))
+        if key not in ties:
+            role = roles.get(key, "const")
+            env[key] = _initializer(tr, names, key, arr, role, np_dtype, _uses(g, key))
+    for key, (target, fold, rows) in ties.items():
+        env[key] = _fold(tr, env[target], fold, rows, inits[key].shape)
     for i, node in enumerate(g.node):
         src = node.name or node.output[0]
         loc = f"node {i}"
@@ -1485,6 +1509,117 @@ def constant_initializers(
     return out
 
 
+#: How an initializer can be a parameter ``p`` tied to it (:func:`tied_initializers`), each
+#: reshaped to the initializer's shape: ``p`` itself, its transpose (a matrix), its leading rows
+_FOLDS = {"itself": "itself", "transpose": "its transpose", "rows": "its leading rows"}
+
+
+def _folds(arr: np.ndarray, p: np.ndarray) -> tuple[list[str], dict[str, bool], int]:
+    """The folds of ``p`` (:data:`_FOLDS`) that have ``arr``'s size, whether ``arr`` equals each
+    exactly, and the number of leading rows."""
+    shapes: dict[str, tuple[int, ...]] = {}
+    rows = 0
+    if arr.size == p.size:
+        shapes["itself"] = p.shape
+        if p.ndim == 2:
+            shapes["transpose"] = p.shape[::-1]
+    elif p.ndim >= 1 and p.size and arr.size and arr.size % (p.size // p.shape[0]) == 0:
+        rows = arr.size // (p.size // p.shape[0])
+        if rows < p.shape[0]:
+            shapes["rows"] = (rows, *p.shape[1:])
+    want = {"itself": lambda: p, "transpose": lambda: p.T, "rows": lambda: p[:rows]}
+    agree = {k: bool(np.array_equal(arr.reshape(s), want[k]())) for k, s in shapes.items()}
+    return list(shapes), agree, rows
+
+
+def tied_initializers(
+    g: Any, inits: dict[str, np.ndarray], tied: abc.Mapping[str, str] | Sequence[str]
+) -> dict[str, tuple[str, str, int]]:
+    """The float initializers that ``tied`` ties to a parameter: initializer -> (the parameter,
+    the fold, the leading rows it holds for ``"rows"``).
+
+    ``tied`` maps a name to a float initializer of the model, the parameter (a sequence of
+    names maps each to itself). A name is an initializer, or a source that initializers were
+    folded from (:func:`folded_from`), which names all of them but the parameter itself. Each is
+    the parameter, its transpose or its leading rows, reshaped (:data:`_FOLDS`), and must equal
+    it exactly. ``torch.onnx.export`` keeps a tensor that PyTorch ties (GPT-2's and OPT's token
+    embedding and output layer) under one name (``lm_head.weight``) and folds the output
+    layer's transpose into an initializer of its own whose metadata names that source: equal
+    values alone do not say that two initializers are one parameter (a fresh model's zeros
+    agree too), so the user says (``tied=["lm_head.weight"]``). Raises :class:`InteropError`,
+    in one line naming the option and the names, for a name that names nothing, a parameter
+    that is no float initializer, an initializer that is no fold of it or one whose values
+    differ from it, or whose values cannot tell two folds apart."""
+    if isinstance(tied, str):
+        tied = [tied]
+    if not isinstance(tied, abc.Mapping):
+        tied = {name: name for name in tied}
+    if not tied:
+        return {}
+    floats = [k for k, a in inits.items() if np.issubdtype(a.dtype, np.floating)]
+    folded = folded_from(g)
+    out: dict[str, tuple[str, str, int]] = {}
+    for name, target in tied.items():
+        what = f"from_onnx: tied: {name!r} to {target!r}"
+        if target not in floats:
+            held = name in floats and any(name in f for f in folded.values())
+            raise InteropError(
+                f"{what}: {target!r} is no float initializer of the model ("
+                + (
+                    f"the file holds the tied tensor as {name!r}: tie {name!r} to itself"
+                    if held
+                    else "a tensor PyTorch ties is in the file under one of its names: the "
+                    "source that the folded initializers' pkg.onnxscript.optimizer.folded_from "
+                    "names"
+                )
+                + ")"
+            )
+        hits = [k for k in floats if k != target and (k == name or name in folded.get(k, ()))]
+        if not hits:
+            raise InteropError(
+                f"{what}: {name!r} is no float initializer of the model other than {target!r}, "
+                "nor a source one was folded from (pkg.onnxscript.optimizer.folded_from)"
+            )
+        p = inits[target]
+        for k in hits:
+            arr = inits[k]
+            here = f"{what}: {k!r} of shape {list(arr.shape)}"
+            if k in tied.values():
+                raise InteropError(f"{here} is itself a parameter others are tied to")
+            shapes, agree, rows = _folds(arr, p)
+            if not shapes:
+                raise InteropError(
+                    f"{here} is no fold of {target!r} of shape {list(p.shape)} (only the "
+                    "parameter itself, its transpose or its leading rows, reshaped)"
+                )
+            hit = [f for f in shapes if agree[f]]
+            if not hit:
+                folds = " nor as ".join(_FOLDS[f] for f in shapes)
+                raise InteropError(
+                    f"{here} is not {target!r} of shape {list(p.shape)} as {folds}: the values "
+                    "differ"
+                )
+            if len(hit) > 1:
+                raise InteropError(
+                    f"{here} equals {target!r} as {' and as '.join(_FOLDS[f] for f in hit)}: the "
+                    "values do not tell which (perturb the weights before exporting)"
+                )
+            if k in out and out[k][0] != target:
+                raise InteropError(f"{here} is tied to both {out[k][0]!r} and {target!r}")
+            out[k] = (target, hit[0], rows)
+    return out
+
+
+def _fold(tr: Tracer, p: T, fold: str, rows: int, shape: tuple[int, ...]) -> T:
+    """The fold of :func:`tied_initializers` applied to the parameter ``p``: a ``transpose``
+    or ``slice`` of its leaf (so its gradient flows to ``p``), reshaped to ``shape``."""
+    if fold == "transpose":
+        p = tr.transpose(p, 0, 1)
+    elif fold == "rows":
+        p = tr.slice(p, 0, 0, rows)
+    return tr.reshape_to(p, shape)
+
+
 def _role(arr: np.ndarray, uses: list[tuple[str, int]], kind: str | None, declares: bool) -> str:
     """One initializer's role (see :func:`initializer_roles`); ``declares``: the exporter
     declares its parameters."""
@@ -1584,4 +1719,5 @@ __all__ = [
     "folded_from",
     "from_onnx",
     "onnx_report",
+    "tied_initializers",
 ]

@@ -9,7 +9,7 @@ its own.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ._common import Imported, Unsupported
@@ -44,9 +44,10 @@ def report(
     batched: Sequence[str] | None = None,
     max_bytes: int = MAX_FILE_BYTES,
     constants: Sequence[str] = (),
+    tied: Mapping[str, str] | Sequence[str] = (),
 ) -> tuple[tuple[Unsupported, ...], Imported | None]:
     """:func:`import_report`'s records, and the import itself when there are none
-    (``constants``: those of :func:`from_onnx`, for an ONNX model)."""
+    (``constants`` and ``tied``: those of :func:`from_onnx`, for an ONNX model)."""
     from ._onnx_import import onnx_report
     from ._torch_import import torch_report
 
@@ -62,12 +63,15 @@ def report(
                     batch_axis=batch_axis,
                     batched=batched,
                     constants=constants,
+                    tied=tied,
                 )
             program = load_pt2(path, max_bytes=max_bytes)
             return torch_report(program, batch_axis=batch_axis, batched=batched)
     if hasattr(model, "graph_signature"):  # a torch.export.ExportedProgram
         return torch_report(model, batch_axis=batch_axis, batched=batched)
-    return onnx_report(model, batch_axis=batch_axis, batched=batched, constants=constants)
+    return onnx_report(
+        model, batch_axis=batch_axis, batched=batched, constants=constants, tied=tied
+    )
 
 
 def report_lines(records: Sequence[Unsupported]) -> list[str]:
