@@ -139,20 +139,28 @@ def _conv_e(it: Interpreter, eqn: Any, invals: list, *, window_strides: Any, pad
     ksz = w.shape[2:]
     eff = [(k - 1) * rd + 1 for k, rd in zip(ksz, rhs_dilation, strict=True)]
     osp = [(x.shape[2 + d] - eff[d]) // window_strides[d] + 1 for d in range(nsp)]
-    out = np.empty([Nb, O, *osp], dtype=object)
+    # taps[p, t]: where in one group's input block (Ig, *spatial), flattened, output position p
+    # reads its t-th term (input feature c, kernel offset kix, in that order)
+    block = (Ig, *x.shape[2:])
+    pos = np.indices(osp).reshape(nsp, -1)  # (nsp, P)
+    kix = np.indices(ksz).reshape(nsp, -1)  # (nsp, K)
+    src = [pos[d][:, None] * window_strides[d] + kix[d][None, :] * rhs_dilation[d]
+           for d in range(nsp)]  # fmt: skip
+    P, K = pos.shape[1], kix.shape[1]
+    chan = np.broadcast_to(np.arange(Ig)[:, None], (Ig, K)).reshape(-1)
+    taps = np.ravel_multi_index(
+        (np.broadcast_to(chan, (P, Ig * K)),
+         *[np.broadcast_to(np.tile(sd, (1, Ig)), (P, Ig * K)) for sd in src]), block,
+    ) if P and Ig * K else np.zeros((P, Ig * K), dtype=np.intp)  # fmt: skip
+    out = np.empty([Nb, O, P], dtype=object)
     for n in range(Nb):
         for o in range(O):
             g = o // Og
             nb = (o // Ob) * Nb + n
-            for pos in np.ndindex(*osp):
-                terms = []
-                for c in range(Ig):
-                    for kix in np.ndindex(*ksz):
-                        src = tuple(pos[d] * window_strides[d] + kix[d] * rhs_dilation[d]
-                                    for d in range(nsp))  # fmt: skip
-                        terms.append(x[(nb, g * Ig + c, *src)] * w[(o, c, *kix)])
-                out[(n, o, *pos)] = se.Add(*terms) if terms else zero
-    return np.transpose(out, np.argsort(ospec))
+            products = x[nb, g * Ig : (g + 1) * Ig].reshape(-1)[taps] * w[o].reshape(-1)
+            for p in range(P):
+                out[n, o, p] = se.Add(*products[p]) if Ig * K else zero
+    return np.transpose(out.reshape(Nb, O, *osp), np.argsort(ospec))
 
 
 @tensor("conv_general_dilated")
