@@ -251,10 +251,11 @@ def _floor_by_gcd(ints: dict[Any, int], c0: int, d: int) -> Any:
     """``floor((sum(a_v v) + c0) / d)`` without the terms that cannot reach the next multiple:
     with ``g`` dividing ``d`` and the coefficients of some terms, and the other terms plus a
     share ``s`` of the constant (``s`` congruent to ``c0`` mod ``g``: the least at or above
-    minus their lower bound) staying in ``[0, g)``, it is ``floor(P / (d / g))`` for ``P`` the first terms
-    divided by ``g`` plus ``(c0 - s) / g``. A symbol ``v`` that occurs beside ``floor(v / k)`` is
-    first written ``k floor(v / k) + (v mod k)``, so ``floor((v + 2 floor(v / 2)) / 4)`` is
-    ``floor(v / 2)``. ``None`` when no such ``g`` exists."""
+    minus their lower bound) staying in ``[0, g)``, it is ``floor(P / (d / g))`` for ``P`` the
+    first terms divided by ``g`` plus ``(c0 - s) / g``. A symbol ``v`` that occurs beside
+    ``floor(v / k)`` is first written ``k floor(v / k) + (v mod k)``, so
+    ``floor((v + 2 floor(v / 2)) / 4)`` is ``floor(v / 2)``. ``None`` when no such ``g``
+    exists."""
     ints = dict(ints)
     back: dict[Any, Any] = {}
     for f in list(ints):
