@@ -876,6 +876,21 @@ def _conv2d_vjp_undilated(B: Any, args: tuple, out: Any, ct: Any, *, stride: Any
     return (B.reshape(gW, W.shape), B.sum(ct, axis=tuple(range(1, d + 1))), gx)
 
 
+def _conv2d_vjp_next_group(B: Any, args: tuple, out: Any, ct: Any, *, stride: Any,
+                           padding: Any, groups: int = 1) -> tuple:  # fmt: skip
+    from torchlean_ir.ops import _windows as w
+    from torchlean_ir.ops import conv
+
+    S, P = w.per_dim(stride, 2), w.per_dim(padding, 2)
+    gW, gb, _ = conv._conv_vjp(B, args, ct, S, P, groups)
+    # the input gradient of channel block g reads the output block g + 1 (mod groups): a group
+    # offset off by one block, invisible with one group (the roll is then the identity)
+    shift = (ct.shape[0] // groups) % ct.shape[0]
+    rolled = B.concatenate([ct[shift:], ct[:shift]], 0) if shift else ct
+    _, _, gx = conv._conv_vjp(B, args, rolled, S, P, groups)
+    return (gW, gb, gx)
+
+
 def _avg_pool_vjp_exclude_pad(B: Any, args: tuple, out: Any, ct: Any, **attrs: Any) -> tuple:
     from torchlean_ir.ops.pool import _geometry
 
@@ -931,6 +946,16 @@ def _big_conv(stride: int) -> Callable[[], tl.GraphData]:
         W, bias = b.param("W", (64, 64, 3, 3)), b.param("b", (64,))
         x = b.param("x", (64, 32, 32))
         y = b.apply("conv2d", W, bias, x, stride=stride, padding=1)
+        return b.build(b.sum(y * y))
+
+    return build
+
+
+def _big_grouped_conv(groups: int) -> Callable[[], tl.GraphData]:
+    def build() -> tl.GraphData:
+        b = tl.GraphBuilder("f64")
+        W, bias = b.param("W", (64, 64 // groups, 1, 1)), b.param("b", (64,))
+        y = b.apply("conv2d", W, bias, b.param("x", (64, 32, 32)), padding=0, groups=groups)
         return b.build(b.sum(y * y))
 
     return build
@@ -1000,6 +1025,11 @@ LARGE_MUTANTS: list[LargeMutant] = [
                 note="only at stride 2 (64 channels, 32x32); rule and lowering",
                 element=r"grad x\[\d+,\d+,\d+\]",
                 twin=_big_conv(1)),
+    LargeMutant("grouped conv2d vjp reads the next group's cotangent", "rule",
+                _big_grouped_conv(2), _rule("conv2d", "vjp_rule", _conv2d_vjp_next_group),
+                note="1x1, 2 groups of 32 channels (ShuffleNet's pointwise convolutions), "
+                "32x32; verifies with one group (a padded 3x3 costs 9 s more to refute)",
+                element=r"grad x\[\d+,\d+,\d+\]", twin=_big_grouped_conv(1)),
     LargeMutant("avg_pool2d_pad vjp excludes the padding", "rule", _big_avg_pool,
                 _rule("avg_pool2d_pad", "vjp_rule", _avg_pool_vjp_exclude_pad),
                 note="only windows over the border (64x32x32, padding 1)",

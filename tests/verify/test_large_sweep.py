@@ -120,6 +120,13 @@ CASES: list[Large] = [
     # -- convolutions --------------------------------------------------------------------------
     Large("conv2d", ((64, 64, 3, 3), (64,), (64, 32, 32)), {"stride": 1, "padding": 1}),
     Large("conv", ((64, 64, 3), (64,), (64, 1024)), {"stride": (2,), "padding": (1,)}, label="1d"),
+    # AlexNet's second convolution: 2 groups of 48 input and 128 output channels, 5x5
+    Large(
+        "conv2d",
+        ((256, 48, 5, 5), (256,), (96, 26, 26)),
+        {"stride": 1, "padding": 2, "groups": 2},
+        label="grouped",
+    ),
     Large(
         "conv",
         ((16, 16, 3, 3, 3), (16,), (16, 16, 16, 16)),

@@ -3,6 +3,9 @@ variable inside its sum."""
 
 from __future__ import annotations
 
+import itertools
+import random
+
 import symengine as se
 
 from verify import _tdecide
@@ -69,3 +72,44 @@ def test_a_lifted_bracket_is_not_multiplied_into_a_division_by_a_bracket() -> No
     wrong = b * se.exp(-x(1)) + c * se.exp(-y(q + 1))
     assert _tdecide.decide_tensor(t, right, [q]).equal is True
     assert _tdecide.decide_tensor(t, wrong, [q]).equal is not True
+
+
+def _values(e: se.Basic, box: dict) -> list[int]:
+    """``e`` at every point of ``box`` (symbol -> range), in order."""
+    names = list(box)
+    out = []
+    for point in itertools.product(*box.values()):
+        v = e.xreplace({s: se.Integer(p) for s, p in zip(names, point, strict=True)})
+        out.append(int(v))
+    return out
+
+
+def test_a_floor_of_a_padded_block_index_drops_the_inner_terms_with_a_negative_offset() -> None:
+    """``floor((5 a + b + 99) / 100)`` for ``b`` in ``[1, 5]`` is ``floor((a + 20) / 20)``: the
+    constant's share that keeps ``b`` inside one block is -1, not ``99 mod 5 = 4`` (a grouped
+    convolution's channel group, read through the flat index of a padded window: its rule
+    VJP met the adjoint only when the group's channels were few enough to unroll)."""
+    a = _terms.fresh("_a", 0, 40, bound=False)
+    b = _terms.fresh("_b", 1, 6, bound=False)
+    e = se.floor((5 * a + b + 99) / 100)
+    s = _terms.simplify_index(e)
+    assert s == se.floor((a + 20) / 20) or s == 1 + se.floor(a / 20), s
+    assert _values(s, {a: range(40), b: range(1, 6)}) == _values(e, {a: range(40), b: range(1, 6)})
+    c = _terms.fresh("_c", 0, 6, bound=False)  # b one wider: no offset fits, the floor stays
+    wide = _terms.simplify_index(se.floor((5 * a + c + 99) / 100))
+    assert wide.has(c), wide
+
+
+def test_floors_simplified_by_the_ranges_equal_the_floors_at_every_point() -> None:
+    """Random floors of small linear forms over small boxes: the simplified floor has the
+    original's value at every point (the offsets of the gcd split included)."""
+    rng = random.Random(3)
+    for _ in range(300):
+        box = {}
+        for _ in range(rng.choice((1, 2, 2, 3))):
+            lo = rng.randint(-3, 3)
+            box[_terms.fresh("_r", lo, lo + rng.randint(1, 7), bound=False)] = None
+        box = {s: range(_terms.RANGES[s][0], _terms.RANGES[s][1]) for s in box}
+        form = sum(rng.choice((1, 2, 3, 4, 5, 6, 10, -2, -5)) * s for s in box)
+        e = se.floor((form + rng.randint(-120, 120)) / rng.choice((2, 3, 4, 6, 10, 12, 20, 100)))
+        assert _values(_terms.simplify_index(e), box) == _values(e, box), e

@@ -249,11 +249,13 @@ _MODS: dict[tuple[Any, int], Any] = {}
 
 def _floor_by_gcd(ints: dict[Any, int], c0: int, d: int) -> Any:
     """``floor((sum(a_v v) + c0) / d)`` without the terms that cannot reach the next multiple:
-    with ``g`` dividing ``d`` and the coefficients of some terms, and the other terms (and
-    ``c0 mod g``) staying in ``[0, g)``, it is ``floor(P / (d / g))`` for ``P`` the first terms
-    divided by ``g`` (plus ``c0 // g``). A symbol ``v`` that occurs beside ``floor(v / k)`` is
-    first written ``k floor(v / k) + (v mod k)``, so ``floor((v + 2 floor(v / 2)) / 4)`` is
-    ``floor(v / 2)``. ``None`` when no such ``g`` exists."""
+    with ``g`` dividing ``d`` and the coefficients of some terms, and the other terms plus a
+    share ``s`` of the constant (``s`` congruent to ``c0`` mod ``g``: the least at or above
+    minus their lower bound) staying in ``[0, g)``, it is ``floor(P / (d / g))`` for ``P`` the
+    first terms divided by ``g`` plus ``(c0 - s) / g``. A symbol ``v`` that occurs beside
+    ``floor(v / k)`` is first written ``k floor(v / k) + (v mod k)``, so
+    ``floor((v + 2 floor(v / 2)) / 4)`` is ``floor(v / 2)``. ``None`` when no such ``g``
+    exists."""
     ints = dict(ints)
     back: dict[Any, Any] = {}
     for f in list(ints):
@@ -276,11 +278,16 @@ def _floor_by_gcd(ints: dict[Any, int], c0: int, d: int) -> Any:
         back[m] = v - k * f
     for g in sorted({math.gcd(d, a) for a in ints.values()} - {1}, reverse=True):
         big = {v: a for v, a in ints.items() if a % g == 0}
-        r = se.Add(*[a * v for v, a in ints.items() if v not in big]) + c0 % g
-        lo, hi = interval(r)
-        if lo is None or hi is None or lo < 0 or hi > g - 1:
+        lo, hi = interval(se.Add(*[a * v for v, a in ints.items() if v not in big]))
+        if lo is None or hi is None:
             continue
-        p = se.Add(*[(a // g) * v for v, a in big.items()]) + c0 // g
+        # the constant's share s (s = c0 mod g) that keeps the other terms plus s in [0, g):
+        # the least one at or above -lo, e.g. floor((5 a + b + 99) / 100) = floor((a + 20) / 20)
+        # for b in [1, 5] (s = -1: a padded window's flat index, a reshape's block)
+        s = -math.floor(lo) + (c0 + math.floor(lo)) % g
+        if s > g - 1 - math.ceil(hi):
+            continue
+        p = se.Add(*[(a // g) * v for v, a in big.items()]) + (c0 - s) // g
         out = _simplify_floor(se.expand(p / (d // g)))
         return se.expand(out.xreplace(back)) if back else out
     return None
