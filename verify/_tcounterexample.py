@@ -24,6 +24,11 @@ from ._toutcome import TDecision
 #: Concrete elements tried for a counterexample.
 MAX_POINTS = 24
 
+#: Of those, the elements the quick look before a proof attempt probes (``probe_only``): the
+#: first ones (an undecided region's point, unusual table positions, corners), each written
+#: out in full; the search after a failed proof probes them all.
+QUICK_POINTS = 8
+
 
 def _search(
     got: Any,
@@ -35,12 +40,14 @@ def _search(
     seed: int,
     probe_only: bool = False,
 ) -> TDecision:
-    """With ``probe_only``, the elements are only probed at a few points (the quick look
-    before a proof attempt, :func:`verify._tdecide.decide_tensor`)."""
+    """With ``probe_only``, the first :data:`QUICK_POINTS` elements are only probed at a few
+    points (the quick look before a proof attempt, :func:`verify._tdecide.decide_tensor`)."""
     free_all = list(free)
     free = [v for v in free if isinstance(v, se.Symbol)]
     rng = random.Random(seed)
     points = _candidate_points(got, expected, free, nat_symbols, region_point, rng)
+    if probe_only:
+        points = points[:QUICK_POINTS]
     vectors = _tnatvec.nat_vectors(got, expected)
     if vectors:
         points = _tnatvec.elements(points)
@@ -169,7 +176,7 @@ def _candidate_points(
     if region_point is not None:
         add([region_point.get(s, ranges[i][0]) for i, s in enumerate(syms)])
     # table positions: where a table read at the free indices is nonzero / unusual
-    for f in got.atoms(se.FunctionSymbol) | expected.atoms(se.FunctionSymbol):
+    for f in T.fn_atoms(got) | T.fn_atoms(expected):
         if not T.is_table(f) or len(out) > MAX_POINTS // 2:
             continue
         table = T.TABLES[T.name_of(f)]

@@ -138,7 +138,7 @@ def _decide(got: Any, expected: Any, free_all: Sequence[Any], domains: Mapping[s
 def _kinked(e: Any) -> bool:
     """Whether ``e`` branches on a relation of values: it holds a Piecewise (index conditions
     are brackets, not Piecewise)."""
-    return isinstance(e, se.Basic) and bool(e.atoms(se.Piecewise))
+    return T.has_piecewise(e)
 
 
 __all__ = ["decide_tensor"]

@@ -168,7 +168,7 @@ def _as_maxima(e: Any, unroll: int, facts: Mapping[Any, Any] | None = None) -> A
             if m is not None:
                 repl[f] = m
     # a masked cell never wins: max(-oo, a, ...) = max(a, ...)
-    for m in e.atoms(se.Max):
+    for m in T.atoms_of(e, se.Max):
         if -se.oo in m.args and len(m.args) > 1:
             repl[m] = se.Max(*[a for a in m.args if a != -se.oo])
     if repl:
@@ -185,7 +185,7 @@ def _shifted(e: Any, unroll: int) -> Any:
 
 def _maxish(e: Any) -> bool:
     """Whether ``e`` holds a window maximum ``_MAXR`` or a Piecewise (a one-hot)."""
-    return bool(e.atoms(se.Piecewise)) or any(T.name_of(f) == "_MAXR" for f in T.fn_atoms(e))
+    return T.has_piecewise(e) or any(T.name_of(f) == "_MAXR" for f in T.fn_atoms(e))
 
 
 __all__ = ["MAXR_VALUES_MAX"]

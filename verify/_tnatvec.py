@@ -63,7 +63,7 @@ def nat_vectors(*terms: Any) -> list[NatVector]:
     for e in terms:
         if not isinstance(e, se.Basic):
             continue
-        for f in e.atoms(se.FunctionSymbol):
+        for f in T.fn_atoms(e):
             n = T.name_of(f)
             if n is not None and n in T.NAT_RANGES and T.is_read(f):
                 names.add(n)
@@ -143,7 +143,7 @@ def bracket_values(terms: Sequence[Any], vec: NatVector, point: Mapping[Any, int
     for e in terms:
         if not isinstance(e, se.Basic):
             continue
-        brackets = [f for f in e.atoms(se.FunctionSymbol) if T.is_bracket(f)]
+        brackets = [f for f in T.fn_atoms(e) if T.is_bracket(f)]
         for f in sorted(brackets, key=str):
             lin = T.linear(f.args[0].xreplace(sub))
             if lin is None:

@@ -545,7 +545,7 @@ def _numeric(a: TArray) -> TArray:
 
 def _has_piecewise(a: TArray) -> bool:
     q = T.free_vars(a.shape)
-    return bool(a.at(q).atoms(se.Piecewise))
+    return T.has_piecewise(a.at(q))
 
 
 def _compare_choice(a: TArray, b: TArray, name: str) -> TArray:

@@ -111,6 +111,39 @@ def has_floor(e: Any) -> bool:
     return hit
 
 
+_ATOMS_MEMO: dict[type, dict[Any, frozenset]] = {}
+
+
+def atoms_of(e: Any, kind: type) -> frozenset:
+    """The subterms of ``e`` of type ``kind`` (``se.Piecewise``, ``se.Max``), nested ones
+    included: ``e.atoms(kind)`` memoised over shared subterms (``atoms`` walks a term as a
+    tree, seconds on the large shared terms of a window's derivative)."""
+    memo = _ATOMS_MEMO.setdefault(kind, {})
+
+    def go(x: Any) -> frozenset:
+        if not isinstance(x, se.Basic) or not x.args or isinstance(x, se.Number):
+            return frozenset()
+        hit = memo.get(x)
+        if hit is None:
+            out: set = set()
+            for a in x.args:
+                out |= go(a)
+            if isinstance(x, kind):
+                out.add(x)
+            hit = frozenset(out)
+            if len(memo) > 500000:
+                memo.clear()
+            memo[x] = hit
+        return hit
+
+    return go(e)
+
+
+def has_piecewise(e: Any) -> bool:
+    """Does ``e`` branch on a relation of values, a ``Piecewise``? (memoised)"""
+    return bool(atoms_of(e, se.Piecewise))
+
+
 def fn_atoms(e: Any) -> frozenset:
     """The ``FunctionSymbol`` atoms of ``e``, nested ones included (memoised)."""
     if isinstance(e, se.FunctionSymbol) and not e.args:  # the read of a 0-d leaf

@@ -16,6 +16,7 @@ from .core import (
     SUM,
     ZERO,
     TermError,
+    atoms_of,
     fn_atoms,
     is_sum,
     name_of,
@@ -84,7 +85,7 @@ def _without_zero_branches(d: Any) -> Any:
     differentiates a Piecewise branch by branch without asking whether it moves at all, and its
     chain rule through a sum (an opaque function) keeps a ``Subs(Derivative(_SUM(...)))``
     factor beside such a zero: with the zero written as 0, the product is 0."""
-    zeros = {p: ZERO for p in d.atoms(se.Piecewise) if all(v == 0 for v in p.args[0::2])}
+    zeros = {p: ZERO for p in atoms_of(d, se.Piecewise) if all(v == 0 for v in p.args[0::2])}
     return d.xreplace(zeros) if zeros else d
 
 
