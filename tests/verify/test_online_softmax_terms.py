@@ -163,3 +163,30 @@ def test_a_masked_sum_beside_a_moving_read_has_no_opaque_derivative() -> None:
     d = T.jvp_term(T.fn("xx")(i) * s, {"xx": "dxx"}, conventional)
     assert d == T.fn("dxx")(i) * s
     assert not d.atoms(se.Subs)
+
+
+def test_sums_over_one_range_are_decided_by_their_summands() -> None:
+    """``sum_k y x^2 / (1 + x^2) + sum_k y / (1 + x^2) = sum_k y``: three sums over one range of
+    64 values (too long to unroll), 0 only once their summands are added; decided at one free
+    index over the range (``verify/_tsummands.py``). A wrong summand is not proved."""
+    from verify._tdecide import decide_tensor
+
+    (i,) = T.free_vars((3,))
+    n = 64
+
+    def x(k: se.Basic) -> se.Basic:
+        return T.leaf_read("x", (i, k), (3, n))
+
+    def y(k: se.Basic) -> se.Basic:
+        return T.leaf_read("y", (i, k), (3, n))
+
+    want = T.ssum(y, 0, n)
+    got = T.ssum(lambda k: y(k) * x(k) ** 2 / (1 + x(k) ** 2), 0, n) + T.ssum(
+        lambda k: y(k) / (1 + x(k) ** 2), 0, n
+    )
+    d = decide_tensor(got, want, [i], counterexamples=False)
+    assert d.equal is True and d.method == "exact" and "summands" in d.how, d
+    bad = T.ssum(lambda k: y(k) * x(k) ** 2 / (1 + x(k) ** 2), 0, n) + T.ssum(
+        lambda k: y(k) / (1 + x(k) ** 2) ** 2, 0, n
+    )
+    assert decide_tensor(bad, want, [i], counterexamples=False).equal is not True
