@@ -20,8 +20,9 @@ rescalings cancel; each held maximum is proved not to matter (the last one, on t
 JAX's VJP, over denominators ``l``, ``l^2``, ``l^4`` compared as powers of one sum). A block's
 sums stay one symbolic summand (sums over one range compared by their summands), so the block
 size costs nothing: with two query blocks, 8 x 2 in blocks of 4 verifies in about 5 s, 64 x 8
-in blocks of 32 in about 4 s. The number of blocks is what grows: four query blocks (8 x 2 in
-blocks of 2) take about 100 s; N = 1024 in blocks of 128 (eight) is not yet decided.
+in blocks of 32 in about 4 s. The number of blocks is what grows: three query blocks (12 x 2
+in blocks of 4) about 13 s, four (16 x 2 in blocks of 4) about 66 s; N = 1024 in blocks of 128
+(eight) is not yet decided.
 ``tests/verify/test_functions.py`` checks the shipped size and 8 x 2 in blocks of 4.
 """
 
