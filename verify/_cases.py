@@ -13,8 +13,12 @@
   normal forms, then sympy's rewriting; a leaf that stays nonzero is evaluated at an exact
   witness point of its case: a counterexample, or "not proved here".
 
-Conditions that are not linear with rational coefficients end the attempt (``None``): the
-caller falls back to the next method.
+A condition on a polynomial ``d`` that is not linear is made linear by a change of variables
+where ``d = c*u + r`` for a variable ``u`` with a rational ``c != 0`` and ``r`` free of ``u``
+(``u := (w - r) / c``, ``w`` new: a bijection of the variables, so a proof in ``w`` is a proof
+in ``u``; a clipped variance ``max(0, E[x^2] - E[x]^2)`` with the sums as symbols); points are
+given back in the original variables. Other conditions that are not linear with rational
+coefficients end the attempt (``None``): the caller falls back to the next method.
 """
 
 from __future__ import annotations
@@ -224,6 +228,110 @@ class CaseResult:
     unproved: tuple[dict[str, Fraction], ...] = ()
 
 
+_RELATIONS = (se.StrictLessThan, se.LessThan, se.Equality, se.Unequality)
+
+#: Changes of variables tried for one equality, at most.
+MAX_CHANGES = 8
+
+
+def _relations(e: Any) -> list[Any]:
+    """The relations in the conditions of ``e``'s ``Piecewise`` atoms."""
+    out: dict[Any, None] = {}
+    for p in e.atoms(se.Piecewise):
+        stack = list(p.args[1::2])
+        while stack:
+            c = stack.pop()
+            if isinstance(c, _RELATIONS):
+                out[c] = None
+            elif type(c).__name__ in ("And", "Or", "Not", "Xor"):
+                stack.extend(c.args)
+    return list(out)
+
+
+def _is_linear(d: Any) -> bool:
+    try:
+        lin.linearize(d)
+    except lin.Nonlinear:
+        return False
+    return True
+
+
+def _expanded_relations(e: Any) -> Any:
+    """Every relation ``a < b`` of a condition written ``0 < expand(b - a)`` (the same
+    relation): a change of variables then shows as the new symbol."""
+    repl = {r: type(r)(se.Integer(0), se.expand(r.args[1] - r.args[0])) for r in _relations(e)}
+    return e.xreplace(repl) if repl else e
+
+
+@dataclass(frozen=True)
+class _Change:
+    """``var := value``, ``value`` in the variables after the change, ``new`` among them."""
+
+    var: Any
+    value: Any
+    new: str
+
+
+def linear_conditions(e: Any, names: list[str]) -> tuple[Any, list[str], list[_Change]] | None:
+    """``e`` with conditions made linear by changes of variables: a relation of a polynomial
+    ``d`` that is not linear, where ``d = c*u + r`` for a symbol ``u`` with a rational ``c != 0``
+    and ``r`` free of ``u`` (a variance ``E[x^2] - E[x]^2`` with ``E[x^2]`` a symbol), is a
+    relation of a new symbol ``w := d``: ``u := (w - r) / c`` everywhere. Such a change is a
+    bijection of the real variables (``u`` is free and real), so ``e`` is 0 for every value of
+    the old variables exactly when it is for every value of the new ones. ``u`` appears in no
+    linear relation (which would become nonlinear). Returns the new expression, the new
+    variable names and the changes (to map a point back, :func:`_point_back`); ``e`` as it is
+    when every condition is linear; ``None`` when one is not and no change makes it linear."""
+    changes: list[_Change] = []
+    if not _relations(e):
+        return e, names, changes
+    e = _expanded_relations(e)
+    for k in range(MAX_CHANGES + 1):
+        diffs = [r.args[1] - r.args[0] for r in _relations(e)]
+        nonlinear = [d for d in diffs if not _is_linear(d)]
+        if not nonlinear:
+            return e, names, changes
+        if k == MAX_CHANGES:
+            break
+        fixed = set().union(*(d.free_symbols for d in diffs if _is_linear(d)))
+        d = min(nonlinear, key=str)
+        pick = None
+        for u in sorted(d.free_symbols, key=lambda s: s.name):
+            if u in fixed or u.name not in names:
+                continue
+            c = d.diff(u)
+            if isinstance(c, se.Rational) and c != 0 and u not in se.expand(d - c * u).free_symbols:
+                pick = (u, c)
+                break
+        if pick is None:
+            break
+        u, c = pick
+        w = f"_cv{k}"
+        while w in names:
+            w += "_"
+        value = se.expand((se.Symbol(w) - se.expand(d - c * u)) / c)
+        e = _expanded_relations(e.subs({u: value}))
+        names = [n for n in names if n != u.name] + [w]
+        changes.append(_Change(u, value, w))
+    return None
+
+
+def _point_back(pt: dict[str, Fraction], changes: list[_Change]) -> dict[str, Fraction]:
+    """A point of the new variables as a point of the old ones (the changes undone, last
+    first)."""
+    if not changes:
+        return pt
+    out = dict(pt)
+    for ch in reversed(changes):
+        sub = {se.Symbol(k): se.Rational(v.numerator, v.denominator) for k, v in out.items()}
+        v = se.expand(ch.value.subs(sub))
+        if not isinstance(v, se.Rational):  # a variable the point does not name: 0
+            v = se.expand(v.subs({s: 0 for s in v.free_symbols}))
+        out[ch.var.name] = Fraction(int(v.p), int(v.q))
+    fresh = {ch.new for ch in changes}
+    return {k: v for k, v in out.items() if k not in fresh}
+
+
 def decide_cases(
     diff: Any,
     names: list[str],
@@ -232,14 +340,32 @@ def decide_cases(
     differ: Any,
     seed: int = 0,
 ) -> CaseResult | None:
-    """Case-split ``diff`` (see the module doc); ``None`` when conditions are out of reach."""
-    st = _State(names, random.Random(seed))
+    """Case-split ``diff`` (see the module doc); ``None`` when conditions are out of reach.
+    Where a condition is not linear, it is made linear by a change of variables if one exists
+    (:func:`linear_conditions`; not under ``base`` constraints, which are on the original
+    variables), and the points found are given back in the original variables."""
+    e = first_max_pieces(diff)
     try:
-        _split(first_max_pieces(diff), list(base), st, leaf_zero, differ)
-    except _GiveUp:
-        if st.counterexample is not None:
-            return CaseResult(False, st.leaves, st.counterexample)
+        return _decide(e, names, base, leaf_zero, differ, seed, [])
+    except lin.Nonlinear:
+        pass
+    made = linear_conditions(e, list(names)) if not base else None
+    if made is None or not made[2]:
         return None
+    try:
+        return _decide(made[0], made[1], base, leaf_zero, differ, seed, made[2])
     except lin.Nonlinear:
         return None
-    return CaseResult(not st.unproved, st.leaves, None, tuple(st.unproved))
+
+
+def _decide(e: Any, names: list[str], base: list[lin.Lin], leaf_zero: Any, differ: Any,
+            seed: int, changes: list[_Change]) -> CaseResult | None:  # fmt: skip
+    st = _State(list(names), random.Random(seed))
+    try:
+        _split(e, list(base), st, leaf_zero, lambda pt: differ(_point_back(pt, changes)))
+    except _GiveUp:
+        if st.counterexample is not None:
+            return CaseResult(False, st.leaves, _point_back(st.counterexample, changes))
+        return None
+    unproved = tuple(_point_back(pt, changes) for pt in st.unproved)
+    return CaseResult(not st.unproved, st.leaves, None, unproved)

@@ -38,7 +38,7 @@ from ._cases import flat_pieces
 from ._decide import Decision, decide_memo
 from ._report import Check, Counterexample, Link, Method
 from ._sig import IndexPlan, Signature, index_plan, iter_elements, named_symbols, rule_params
-from .terms import fold_extrema
+from .terms import fold_extrema, has_atom
 
 #: Per check, at most this many elements are compared; beyond, a deterministic sample (first,
 #: last and random elements) is, and the check is marked probabilistic with that coverage.
@@ -72,6 +72,8 @@ def conventional(e: Any) -> Any:
 def _conventional(e: Any) -> Any:
     """:func:`conventional`, memoised: a condition and a value read the same arguments, so a
     nested maximum is rewritten once, not once per place it is read."""
+    if not has_atom(e, (se.Max, se.Min)):  # memoised: most terms hold none
+        return e
     while True:  # each found again in the term as rewritten so far
         atoms = e.atoms(se.Max, se.Min)
         if not atoms:

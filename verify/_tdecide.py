@@ -52,6 +52,8 @@ from ._tcounterexample import _search
 from ._tmaxima import _shifted
 from ._toutcome import TDecision
 from ._tsplit import _Splitter
+from ._tsummands import MAX_DEPTH as MAX_SUMMAND_DEPTH
+from ._tsummands import summands
 from ._ttables import _tables
 
 
@@ -89,7 +91,8 @@ def decide_tensor(
 
 def _decide(got: Any, expected: Any, free_all: Sequence[Any], domains: Mapping[str, str] | None,
             nat_symbols: Sequence[Any], seed: int, counterexamples: bool,
-            unrolls: tuple[int, ...] = (T.UNROLL_NONE, T.UNROLL_SHORT)) -> TDecision:  # fmt: skip
+            unrolls: tuple[int, ...] = (T.UNROLL_NONE, T.UNROLL_SHORT),
+            depth: int = 0) -> TDecision:  # fmt: skip
     domains = dict(domains or {})
     free = [v for v in free_all if isinstance(v, se.Symbol)]
     point = None
@@ -130,15 +133,46 @@ def _decide(got: Any, expected: Any, free_all: Sequence[Any], domains: Mapping[s
             how += wide or (", short ranges unrolled" if unroll else "")
             method = "probabilistic" if split.probabilistic else "exact"
             return TDecision(True, how, method=method)
+        merged = _by_summands(g, x, free_all, domains, nat_symbols, seed, unroll, depth)
+        if merged is not None:
+            return merged
     if not counterexamples:
         return TDecision(None, "not proved at tensor level")
     return _search(got, expected, free_all, nat_symbols, point, domains, seed)
 
 
+def _by_summands(g: Any, x: Any, free_all: Sequence[Any], domains: Mapping[str, str],
+                 nat_symbols: Sequence[Any], seed: int, unroll: int,
+                 depth: int) -> TDecision | None:  # fmt: skip
+    """``g == x`` decided by the summands of its sums over one range (:mod:`verify._tsummands`):
+    each group's summand proved equal at a free index over the range, and the rest equal;
+    ``None`` when that does not apply or does not prove it (no counterexample from here)."""
+    if depth >= MAX_SUMMAND_DEPTH:
+        return None
+    parts = summands(g, x)
+    if parts is None:
+        return None
+    groups, g_rest, x_rest = parts
+    hows = []
+    for gs, xs, q in groups:
+        d = _decide(gs, xs, [*free_all, q], domains, nat_symbols, seed, False, (unroll,),
+                    depth + 1)  # fmt: skip
+        if d.equal is not True or d.method != "exact":
+            return None
+        hows.append(d.how)
+    if g_rest != x_rest and se.expand(g_rest - x_rest) != 0:
+        d = _decide(g_rest, x_rest, free_all, domains, nat_symbols, seed, False, (unroll,),
+                    depth + 1)  # fmt: skip
+        if d.equal is not True or d.method != "exact":
+            return None
+    return TDecision(True, f"sums by their summands over {len(groups)} range(s) "
+                           f"({'; '.join(sorted(set(hows)))})")  # fmt: skip
+
+
 def _kinked(e: Any) -> bool:
     """Whether ``e`` branches on a relation of values: it holds a Piecewise (index conditions
     are brackets, not Piecewise)."""
-    return T.has_piecewise(e)
+    return T.has_atom(e, se.Piecewise)
 
 
 __all__ = ["decide_tensor"]

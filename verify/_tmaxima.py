@@ -185,7 +185,7 @@ def _shifted(e: Any, unroll: int) -> Any:
 
 def _maxish(e: Any) -> bool:
     """Whether ``e`` holds a window maximum ``_MAXR`` or a Piecewise (a one-hot)."""
-    return T.has_piecewise(e) or any(T.name_of(f) == "_MAXR" for f in T.fn_atoms(e))
+    return T.has_atom(e, se.Piecewise) or any(T.name_of(f) == "_MAXR" for f in T.fn_atoms(e))
 
 
 __all__ = ["MAXR_VALUES_MAX"]

@@ -73,6 +73,35 @@ def test_tie_mismatch_is_found_on_the_tie() -> None:
     assert d.point["x"] == d.point["y"]
 
 
+def test_a_nonlinear_condition_is_decided_after_a_change_of_variables() -> None:
+    """A clipped variance ``max(0, s2/4 - s1^2/16)`` (``s1``, ``s2`` the sums of x and x^2 as
+    symbols): its condition is linear in ``w := s2/4 - s1^2/16``. The derivative through it
+    (a tie split in halves) against JAX's form (``0 <= v`` tested): equal on every branch."""
+    s1, s2, dv = se.symbols("s1 s2 dv")
+    v = s2 / 4 - s1**2 / 16
+    eps = se.Rational(1, 10**5)
+    got = dv * se.Piecewise((1, v >= 0), (0, True)) / se.Piecewise((2, v <= 0), (1, True))
+    got = got / (eps + se.Max(0, v)) ** se.Rational(3, 2)
+    half = se.Piecewise((0, v < 0), (dv, v > 0), (dv / 2, True))
+    expected = half / (eps + se.Piecewise((0, v < 0), (v, v > 0), (v / 2, True))) ** se.Rational(
+        3, 2
+    )
+    d = decide_equal(got, expected, sample=False)
+    assert d.equal is True and d.method == "exact" and d.how == "case split"
+
+
+def test_a_mismatch_at_a_nonlinear_kink_is_found_on_it() -> None:
+    """relu'(v) = 1 at v = 0 against 1/2, v = x - y t: the case split finds v = 0 in the new
+    variable and gives the point back in x, y, t."""
+    v = x - y * t
+    got = se.Piecewise((1, v >= 0), (0, True))
+    expected = se.Piecewise((0, v < 0), (1, v > 0), (se.Rational(1, 2), True))
+    d = decide_equal(got, expected)
+    assert d.equal is False and d.method == "exact" and d.how == "case split"
+    assert set(d.point) == {"x", "y", "t"}
+    assert d.point["x"] == d.point["y"] * d.point["t"]
+
+
 def test_transcendental_mismatch_is_proved_by_interval_arithmetic() -> None:
     """A 0.05% scale error on tanh: nonzero at the point, proved by an enclosure."""
     d = decide_equal((1 - se.tanh(x) ** 2) * se.Rational(10005, 10000), 1 - se.tanh(x) ** 2)

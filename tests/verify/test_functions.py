@@ -78,6 +78,20 @@ def test_blockwise_attention_verifies_and_its_twin_is_refuted():
     assert ce and all(c is not None and c.element.startswith("grad ") for c in ce)
 
 
+def test_blockwise_attention_at_blocks_of_four_verifies():
+    """8 x 2 in blocks of 4: the sums over a block stay one symbolic summand (the rescaled
+    running sums cancel once the summands over a query block are added,
+    ``verify/_tsummands.py``), so a longer block costs no more than a block of 2."""
+    mod = _example("blockwise_attention")
+    mod.BLOCK = 4
+    rng = np.random.default_rng(1)
+    q, k, v = (jnp.asarray(rng.normal(size=(8, 2)), jnp.float32) for _ in range(3))
+    np.testing.assert_allclose(mod.attention(q, k, v), mod.reference(q, k, v), atol=1e-6)
+    r = verify_function(mod.attention, *parse_arg_specs("f32[8,2] f32[8,2] f32[8,2]"))
+    assert r.verdict == "verified", str(r)
+    assert all(c.method == "exact" for c in r.all_checks), str(r)
+
+
 def test_layer_norm_twin_is_below_float32_tolerances():
     """The eps typo changes the gradient by about 1e-6 relative: a float32 finite-difference
     check with the usual tolerances passes it; the verifier refutes it (above)."""

@@ -55,6 +55,27 @@ def test_var_whose_known_condition_selects_nan_is_not_verified():
     assert "NaN" in " ".join(c.how for c in r.graph_checks)
 
 
+# -- standardize: a clipped variance, its condition linear after a change of variables --------
+
+
+def test_standardize_verifies_and_a_wrong_rule_is_refuted():
+    """JAX's variance ``max(0, E[x^2] - E[x]^2)``: the relation is of a polynomial in the sums as
+    symbols, decided on every branch (infeasible ones too) once ``E[x^2]`` is traded for it."""
+
+    def std(x):
+        return jax.nn.standardize(x, -1)
+
+    def bwd(x, g):  # the projection onto the normalised input forgotten
+        m = x.mean(-1, keepdims=True)
+        r = jax.lax.rsqrt(((x - m) ** 2).mean(-1, keepdims=True) + 1e-5)
+        return r * (g - g.mean(-1, keepdims=True))
+
+    r = verify_function(std, _arg(2, 3, 4))
+    assert r.verdict == "verified", str(r)
+    r = verify_function(_with_vjp(std, bwd), _arg(2, 4))
+    assert r.verdict == "mismatch", str(r)
+
+
 # -- maximum / minimum / clip / relu6: JAX tests which argument equals the maximum -------------
 
 

@@ -163,3 +163,50 @@ def test_a_masked_sum_beside_a_moving_read_has_no_opaque_derivative() -> None:
     d = T.jvp_term(T.fn("xx")(i) * s, {"xx": "dxx"}, conventional)
     assert d == T.fn("dxx")(i) * s
     assert not d.atoms(se.Subs)
+
+
+def test_sums_over_one_range_are_decided_by_their_summands() -> None:
+    """``sum_k y x^2 / (1 + x^2) + sum_k y / (1 + x^2) = sum_k y``: three sums over one range of
+    64 values (too long to unroll), 0 only once their summands are added; decided at one free
+    index over the range (``verify/_tsummands.py``). A wrong summand is not proved."""
+    from verify._tdecide import decide_tensor
+
+    (i,) = T.free_vars((3,))
+    n = 64
+
+    def x(k: se.Basic) -> se.Basic:
+        return T.leaf_read("x", (i, k), (3, n))
+
+    def y(k: se.Basic) -> se.Basic:
+        return T.leaf_read("y", (i, k), (3, n))
+
+    want = T.ssum(y, 0, n)
+    got = T.ssum(lambda k: y(k) * x(k) ** 2 / (1 + x(k) ** 2), 0, n) + T.ssum(
+        lambda k: y(k) / (1 + x(k) ** 2), 0, n
+    )
+    d = decide_tensor(got, want, [i], counterexamples=False)
+    assert d.equal is True and d.method == "exact" and "summands" in d.how, d
+    bad = T.ssum(lambda k: y(k) * x(k) ** 2 / (1 + x(k) ** 2), 0, n) + T.ssum(
+        lambda k: y(k) / (1 + x(k) ** 2) ** 2, 0, n
+    )
+    assert decide_tensor(bad, want, [i], counterexamples=False).equal is not True
+
+
+def test_a_concatenation_over_many_blocks_gives_one_exponential_per_block() -> None:
+    """``exp(r + sum_j [block j] log(l_j))`` over 8 blocks: a piece is split off where its
+    bracket is 1 and the pieces whose brackets exclude it are dropped there: n + 1
+    exponentials (2^(n+1) - 1 terms once the (1 - [c]) factors are expanded, not 3^n); the same
+    value at every index."""
+    from verify.terms.normal import _split_by_bracket
+
+    (q,) = T.free_vars((16,))
+    r = se.Symbol("r")
+    e = r
+    for j in range(8):
+        e += T.ge(q - 2 * j) * T.ge(2 * j + 1 - q) * se.log(1 + T.leaf_read("l", (q,), (16,)))
+    out = _split_by_bracket(e)
+    assert len(out.args) <= 2**9 - 1
+    assert len([p for p in out.atoms(se.Pow) if p.args[0] == se.E]) <= 9
+    for v in range(16):
+        at = {q: se.Integer(v)}
+        assert se.expand(T.normalize(out.xreplace(at)) - T.normalize(se.exp(e.xreplace(at)))) == 0

@@ -545,7 +545,7 @@ def _numeric(a: TArray) -> TArray:
 
 def _has_piecewise(a: TArray) -> bool:
     q = T.free_vars(a.shape)
-    return T.has_piecewise(a.at(q))
+    return T.has_atom(a.at(q), se.Piecewise)
 
 
 def _compare_choice(a: TArray, b: TArray, name: str) -> TArray:

@@ -139,9 +139,25 @@ def atoms_of(e: Any, kind: type) -> frozenset:
     return go(e)
 
 
-def has_piecewise(e: Any) -> bool:
-    """Does ``e`` branch on a relation of values, a ``Piecewise``? (memoised)"""
-    return bool(atoms_of(e, se.Piecewise))
+_HAS_MEMO: dict[tuple[Any, Any], bool] = {}
+
+
+def has_atom(e: Any, kinds: type | tuple[type, ...]) -> bool:
+    """Does ``e`` contain a node of type ``kinds`` (``se.Piecewise``, ``(se.Max, se.Min)``)?
+    Memoised over shared subterms, so a large term that shares its subterms (a DAG) is walked
+    once, where symengine's ``atoms`` walks it as a tree."""
+    if isinstance(e, kinds):
+        return True
+    if not isinstance(e, se.Basic) or not e.args or isinstance(e, se.Number):
+        return False
+    key = (e, kinds)
+    hit = _HAS_MEMO.get(key)
+    if hit is None:
+        hit = any(has_atom(a, kinds) for a in e.args)
+        if len(_HAS_MEMO) > 500000:
+            _HAS_MEMO.clear()
+        _HAS_MEMO[key] = hit
+    return hit
 
 
 def fn_atoms(e: Any) -> frozenset:

@@ -11,7 +11,19 @@ from typing import Any
 import symengine as se
 
 from .._dims import sign
-from .core import BOUND, ONE, RANGES, SIZES, UPPER, ZERO, fresh, is_read, name_of, rebuild
+from .core import (
+    BOUND,
+    ONE,
+    RANGES,
+    SIZES,
+    UPPER,
+    ZERO,
+    fresh,
+    has_floor,
+    is_read,
+    name_of,
+    rebuild,  # fmt: skip
+)
 
 
 def read(name: str, idx: Sequence[Any]) -> Any:
@@ -378,6 +390,8 @@ def _residue_of(k: Any, factors: Sequence[Any]) -> tuple[int, int] | None:
     substitution being a bijection of the integers; the window only makes it useful."""
     best = None
     for f in factors:
+        if not has_floor(f):  # memoised: a factor's atoms walked only where a floor is
+            continue
         for fl in f.atoms(se.floor):
             if k not in fl.free_symbols:
                 continue

@@ -503,10 +503,51 @@ def _split_by_bracket(a: Any) -> Any:
                 name_of(f) in SHIFT_LEAVES for f in fn_atoms(inner))):  # fmt: skip
             continue
         c = se.Mul(*brackets)
-        others = se.Add(*[u for u in terms if u is not t])
-        return se.expand(c * _exp_of_logs(se.expand(others + inner))
+        rest = [u for u in terms if u is not t]
+        others = se.Add(*rest)
+        # where [c] is 1, a term whose brackets exclude c's is 0 (unless it holds an infinity:
+        # IEEE's 0 * -oo is NaN): dropped there, so that the pieces of a concatenation over n
+        # blocks give n + 1 exponentials, not 2^n (their (1 - [c]) factors still expand)
+        kept = se.Add(*[u for u in rest if has_infinity(u) or not _exclusive(c, u)])
+        return se.expand(c * _exp_of_logs(se.expand(kept + inner))
                          + (1 - c) * _exp_of_logs(others))  # fmt: skip
     return None
+
+
+def _exclusive(c: Any, u: Any) -> bool:
+    """Whether the brackets of ``c`` and those of the term ``u`` are never all 1 together: the
+    single-variable ones (``[a v + b >= 0]``, ``[a v + b == 0]``) bound some index ``v``, with
+    its range, to no integer. A sufficient test (``False`` when unsure)."""
+    bounds: dict[Any, list[Any]] = {}
+    for f in [*_factors(c), *_factors(u)]:
+        n = name_of(f)
+        if n not in ("_GE", "_EQ"):
+            continue
+        form = _integer_form(f.args[0])
+        if form is None or len(form[0]) != 1:
+            continue
+        ((v, a),) = form[0].items()
+        b = form[1]
+        if not isinstance(v, se.Symbol) or a == 0:
+            continue
+        if v not in bounds:
+            lo, hi = RANGES.get(v, (None, None))
+            bounds[v] = [lo, None if hi is None else hi - 1]
+        lohi = bounds[v]
+        if n == "_EQ":
+            if b % a:
+                return True  # a v + b == 0 has no integer solution
+            lohi[0] = -b // a if lohi[0] is None else max(lohi[0], -b // a)
+            lohi[1] = -b // a if lohi[1] is None else min(lohi[1], -b // a)
+        elif a > 0:  # v >= ceil(-b / a)
+            low = -(b // a)
+            lohi[0] = low if lohi[0] is None else max(lohi[0], low)
+        else:  # v <= floor(b / -a)
+            high = b // -a
+            lohi[1] = high if lohi[1] is None else min(lohi[1], high)
+        if lohi[0] is not None and lohi[1] is not None and lohi[0] > lohi[1]:
+            return True
+    return False
 
 
 def nonnegative(e: Any) -> bool:
