@@ -94,21 +94,7 @@ def name_of(e: Any) -> str | None:
     return None
 
 
-_FLOOR_MEMO: dict[Any, bool] = {}
 _FN_MEMO: dict[Any, frozenset] = {}
-
-
-def has_floor(e: Any) -> bool:
-    """Does ``e`` contain a ``floor``? (memoised over shared subterms)"""
-    if not isinstance(e, se.Basic) or not e.args or isinstance(e, se.Number):
-        return False
-    hit = _FLOOR_MEMO.get(e)
-    if hit is None:
-        hit = isinstance(e, se.floor) or any(has_floor(a) for a in e.args)
-        if len(_FLOOR_MEMO) > 500000:
-            _FLOOR_MEMO.clear()
-        _FLOOR_MEMO[e] = hit
-    return hit
 
 
 _ATOMS_MEMO: dict[type, dict[Any, frozenset]] = {}
@@ -158,6 +144,11 @@ def has_atom(e: Any, kinds: type | tuple[type, ...]) -> bool:
             _HAS_MEMO.clear()
         _HAS_MEMO[key] = hit
     return hit
+
+
+def has_floor(e: Any) -> bool:
+    """Does ``e`` contain a ``floor``? (memoised over shared subterms)"""
+    return has_atom(e, se.floor)
 
 
 def fn_atoms(e: Any) -> frozenset:
