@@ -94,37 +94,6 @@ def name_of(e: Any) -> str | None:
     return None
 
 
-_FN_MEMO: dict[Any, frozenset] = {}
-
-
-_ATOMS_MEMO: dict[type, dict[Any, frozenset]] = {}
-
-
-def atoms_of(e: Any, kind: type) -> frozenset:
-    """The subterms of ``e`` of type ``kind`` (``se.Piecewise``, ``se.Max``), nested ones
-    included: ``e.atoms(kind)`` memoised over shared subterms (``atoms`` walks a term as a
-    tree, seconds on the large shared terms of a window's derivative)."""
-    memo = _ATOMS_MEMO.setdefault(kind, {})
-
-    def go(x: Any) -> frozenset:
-        if not isinstance(x, se.Basic) or not x.args or isinstance(x, se.Number):
-            return frozenset()
-        hit = memo.get(x)
-        if hit is None:
-            out: set = set()
-            for a in x.args:
-                out |= go(a)
-            if isinstance(x, kind):
-                out.add(x)
-            hit = frozenset(out)
-            if len(memo) > 500000:
-                memo.clear()
-            memo[x] = hit
-        return hit
-
-    return go(e)
-
-
 _HAS_MEMO: dict[tuple[Any, Any], bool] = {}
 
 
@@ -151,45 +120,44 @@ def has_floor(e: Any) -> bool:
     return has_atom(e, se.floor)
 
 
-def fn_atoms(e: Any) -> frozenset:
-    """The ``FunctionSymbol`` atoms of ``e``, nested ones included (memoised)."""
-    if isinstance(e, se.FunctionSymbol) and not e.args:  # the read of a 0-d leaf
+_ATOMS_MEMO: dict[type, dict[Any, frozenset]] = {}
+_NONE: frozenset = frozenset()
+
+
+def atoms_of(e: Any, kind: type, prune: bool = False) -> frozenset:
+    """The subterms of ``e`` of type ``kind``, nested ones and nullary ones (the read of a 0-d
+    leaf) included: ``e.atoms(kind)`` memoised over shared subterms (``atoms`` walks a term as a
+    tree, seconds on the large shared terms of a window's derivative). ``prune``: subterms
+    without one are skipped by :func:`has_atom` first (for a kind most subterms lack)."""
+    if isinstance(e, kind) and not e.args:
         return frozenset((e,))
     if not isinstance(e, se.Basic) or not e.args or isinstance(e, se.Number):
-        return frozenset()
-    hit = _FN_MEMO.get(e)
+        return _NONE
+    if prune and not has_atom(e, kind):
+        return _NONE
+    memo = _ATOMS_MEMO.setdefault(kind, {})
+    hit = memo.get(e)
     if hit is None:
         out: set = set()
         for a in e.args:
-            out |= fn_atoms(a)
-        if isinstance(e, se.FunctionSymbol):
+            out |= atoms_of(a, kind, prune)
+        if isinstance(e, kind):
             out.add(e)
         hit = frozenset(out)
-        if len(_FN_MEMO) > 500000:
-            _FN_MEMO.clear()
-        _FN_MEMO[e] = hit
+        if len(memo) > 500000:
+            memo.clear()
+        memo[e] = hit
     return hit
 
 
-_FLOORS_MEMO: dict[Any, frozenset] = {}
+def fn_atoms(e: Any) -> frozenset:
+    """The ``FunctionSymbol`` atoms of ``e``, nested ones included (memoised)."""
+    return atoms_of(e, se.FunctionSymbol)
 
 
 def floor_atoms(e: Any) -> frozenset:
     """The ``floor`` subterms of ``e`` (memoised)."""
-    if not isinstance(e, se.Basic) or not e.args or isinstance(e, se.Number) or not has_floor(e):
-        return frozenset()
-    hit = _FLOORS_MEMO.get(e)
-    if hit is None:
-        out: set = set()
-        for a in e.args:
-            out |= floor_atoms(a)
-        if isinstance(e, se.floor):
-            out.add(e)
-        hit = frozenset(out)
-        if len(_FLOORS_MEMO) > 500000:
-            _FLOORS_MEMO.clear()
-        _FLOORS_MEMO[e] = hit
-    return hit
+    return atoms_of(e, se.floor, prune=True)
 
 
 def is_sum(e: Any) -> bool:
