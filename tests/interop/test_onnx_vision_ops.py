@@ -239,12 +239,17 @@ def _rotary_like() -> Any:
         helper.make_node("Add", ["b", "c"], ["y"]),
     ]
     m = _model(nodes, [("x", [2, 3, d])], ("y", [2, 3, d]), inits)
-    for name, sources in [("val_w", ["layer.weight"]),
-                          ("cos_t", ["arange", "cos", "rotary.inv_freq", "val_3"]),
-                          ("sin_t", ["arange", "rotary.inv_freq", "sin", "val_3"])]:  # fmt: skip
+    return _folded(m, inits, {"val_w": ["layer.weight"],
+                              "cos_t": ["arange", "cos", "rotary.inv_freq", "val_3"],
+                              "sin_t": ["arange", "rotary.inv_freq", "sin", "val_3"]})  # fmt: skip
+
+
+def _folded(m: Any, inits: dict[str, np.ndarray], sources: dict[str, list[str]]) -> Any:
+    """``m`` with the exporter's ``folded_from`` metadata on the initializers of ``sources``."""
+    for name, names in sources.items():
         vi = helper.make_tensor_value_info(name, TensorProto.FLOAT, list(inits[name].shape))
         prop = vi.metadata_props.add()
-        prop.key, prop.value = "pkg.onnxscript.optimizer.folded_from", repr(sources)
+        prop.key, prop.value = "pkg.onnxscript.optimizer.folded_from", repr(names)
         m.graph.value_info.append(vi)
     return m
 
@@ -308,12 +313,7 @@ def _tied_like(emb: np.ndarray, t_from: np.ndarray | None = None) -> Any:
         helper.make_node("Add", ["b", "rows"], ["y"]),
     ]
     m = _model(nodes, [("x", [2, 3, 4])], ("y", [2, 3, 4]), inits)
-    for name, sources in [("emb_t", ["emb"]), ("rows", ["add", "arange", "emb", "val_3"])]:
-        vi = helper.make_tensor_value_info(name, TensorProto.FLOAT, list(inits[name].shape))
-        prop = vi.metadata_props.add()
-        prop.key, prop.value = "pkg.onnxscript.optimizer.folded_from", repr(sources)
-        m.graph.value_info.append(vi)
-    return m
+    return _folded(m, inits, {"emb_t": ["emb"], "rows": ["add", "arange", "emb", "val_3"]})
 
 
 def test_initializers_tied_by_the_user(tmp_path: Any, capsys: Any) -> None:
