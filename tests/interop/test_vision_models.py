@@ -111,7 +111,7 @@ def _models(*heavy: str) -> Any:
     and MobileNetV2's training step (its XLA compilation) take about two minutes of CPU in all,
     which CI runs. Through ONNX the same checks of ResNet and MobileNetV2 (their verification,
     27 to 46 s each, their training and MobileNetV2's gradient, 10 to 30 s each) are heavy: CI
-    has no margin left for them; ViT's and ResNet's gradient run in every run."""
+    has no margin left for them, ResNet's gradient too; ViT's run in every run."""
     return pytest.mark.parametrize(
         "case",
         [pytest.param(n, marks=pytest.mark.heavy) if n in heavy else n for n in MODELS],
@@ -287,7 +287,7 @@ def test_through_onnx(case: _Case, through_onnx: _Onnx) -> None:
     assert _rel(got, want) <= 1e-5
 
 
-@_models("mobilenet")
+@_models("resnet", "mobilenet")
 def test_gradient_through_onnx(case: _Case, through_onnx: _Onnx) -> None:
     """The compiled VJP of the imported logits, at a random cotangent, against
     ``torch.autograd.grad``, within 1e-4 relative to the largest magnitude. The exporter folds
