@@ -514,22 +514,31 @@ def _split_by_bracket(a: Any) -> Any:
     return None
 
 
+def _one_variable(f: Any) -> tuple[str, Any, Any, Any] | None:
+    """A bracket ``[a v + b >= 0]`` / ``[a v + b == 0]`` of one index symbol ``v`` as
+    ``(name, v, a, b)`` (``a != 0``); ``None`` for any other factor."""
+    n = name_of(f)
+    if n not in ("_GE", "_EQ"):
+        return None
+    form = _integer_form(f.args[0])
+    if form is None or len(form[0]) != 1:
+        return None
+    ((v, a),) = form[0].items()
+    if not isinstance(v, se.Symbol) or a == 0:
+        return None
+    return n, v, a, form[1]
+
+
 def _exclusive(c: Any, u: Any) -> bool:
     """Whether the brackets of ``c`` and those of the term ``u`` are never all 1 together: the
     single-variable ones (``[a v + b >= 0]``, ``[a v + b == 0]``) bound some index ``v``, with
     its range, to no integer. A sufficient test (``False`` when unsure)."""
     bounds: dict[Any, list[Any]] = {}
     for f in [*_factors(c), *_factors(u)]:
-        n = name_of(f)
-        if n not in ("_GE", "_EQ"):
+        one = _one_variable(f)
+        if one is None:
             continue
-        form = _integer_form(f.args[0])
-        if form is None or len(form[0]) != 1:
-            continue
-        ((v, a),) = form[0].items()
-        b = form[1]
-        if not isinstance(v, se.Symbol) or a == 0:
-            continue
+        n, v, a, b = one
         if v not in bounds:
             lo, hi = RANGES.get(v, (None, None))
             bounds[v] = [lo, None if hi is None else hi - 1]
@@ -903,14 +912,11 @@ def _refine(t: Any) -> Any:
     factors = _factors(t)
     narrowed: dict[Any, tuple[int, int | None]] = {}
     for f in factors:
-        n = name_of(f)
-        if n not in ("_GE", "_EQ"):
+        one = _one_variable(f)
+        if one is None:
             continue
-        form = _integer_form(f.args[0])
-        if form is None or len(form[0]) != 1:
-            continue
-        ((v, a),), c = form[0].items(), form[1]
-        if not isinstance(v, se.Symbol) or v not in RANGES or a not in (1, -1):
+        n, v, a, c = one
+        if v not in RANGES or a not in (1, -1):
             continue
         lo, hi = narrowed.get(v, RANGES[v])
         if n == "_EQ":
