@@ -5,8 +5,10 @@ expressions, maxima with the terms common to every value taken out, :func:`_extr
 integers and booleans by NumPy); ``argmax`` a :class:`verify._jaxpr.Choice` where the comparisons
 are symbolic. Tensor level: a reduction is a sum (a maximum) over a bound variable
 (:func:`verify._tensor.reduce`), a product over a short axis written out factor by factor, a
-prefix sum a sum under a bracket, ``argmax`` a first-maximum ``Piecewise`` chain over the
-(short) axis.
+prefix sum a sum under a bracket, a prefix product or maximum (``cumprod``, ``cummax``,
+``cummin``) written out position by position over a short axis (a sum over the positions ``m``
+of ``[i == m]`` times the product, or the maximum as ``reduce_max`` writes it, of the prefix
+up to ``m``), ``argmax`` a first-maximum ``Piecewise`` chain over the (short) axis.
 """
 
 from __future__ import annotations
@@ -271,6 +273,89 @@ element("cummin")(_cumulative(lambda x, y: se.Min(x, y)))
 def _cumsum_t(it: TInterpreter, eqn: Any, invals: list, *, axis: int, reverse: bool,
               **_: Any) -> TArray:  # fmt: skip
     return _prefix_sum(invals[0], axis, reverse, lambda v: v)
+
+
+#: A cumulative product or maximum is written out position by position (a product over a
+#: symbolic range has no term, and the derivative of a maximum needs its values): at most this
+#: many positions along the axis.
+CUM_MAX = 16
+
+
+def _per_position(a: TArray, axis: int, reverse: bool, what: str,
+                  prefix: Callable[[Callable[[Any], Any], int, int], Any]) -> TArray:  # fmt: skip
+    """``out[..., i, ...] = sum_m [i == m] prefix(read, lo, hi)``, ``read(k)`` the value
+    ``a[..., k, ...]`` and ``[lo, hi)`` the prefix ``k <= m`` (``k >= m`` when reversed): one
+    term per position of the (static, at most :data:`CUM_MAX`) axis."""
+    n = a.shape[axis]
+    if not isinstance(n, int | np.integer):
+        raise Unsupported(f"{what} over an axis of symbolic size")
+    if n > CUM_MAX:
+        raise Unsupported(f"{what} over an axis of {n} entries (at most {CUM_MAX}: each "
+                          "position's prefix is written out)")  # fmt: skip
+
+    def fn(idx: tuple[Any, ...]) -> Any:
+        i = idx[axis]
+
+        def read(k: Any) -> Any:
+            at = list(idx)
+            at[axis] = k
+            return a.at(tuple(at))
+
+        terms = []
+        for m in range(n):
+            sel = T.eq(i - m)
+            if sel == 0:
+                continue
+            lo, hi = (m, n) if reverse else (0, m + 1)
+            terms.append(sel * prefix(read, lo, hi))
+        return se.Add(*terms) if terms else T.ZERO
+
+    return TArray(a.shape, fn, a.kind)
+
+
+@tensor("cumprod")
+def _cumprod_t(it: TInterpreter, eqn: Any, invals: list, *, axis: int, reverse: bool,
+               **_: Any) -> TArray:  # fmt: skip
+    """Each position's prefix product written out (:func:`_per_position`)."""
+    if out_tkind(eqn) != "f":
+        c = concrete(invals[0])
+        if c is None:
+            raise Unsupported("cumprod of symbolic integers")
+        moved = np.flip(c, axis) if reverse else c
+        out = np.cumprod(moved, axis=axis)
+        return from_concrete((np.flip(out, axis) if reverse else out).astype(out_dtype(eqn)))
+    return _per_position(invals[0], axis, reverse, "cumprod", _prefix_prod)
+
+
+def _prefix_prod(read: Callable[[Any], Any], lo: int, hi: int) -> Any:
+    return se.Mul(*[read(se.Integer(k)) for k in range(lo, hi)])
+
+
+@tensor("cummax", "cummin")
+def _cummax_t(it: TInterpreter, eqn: Any, invals: list, *, axis: int, reverse: bool,
+              **_: Any) -> TArray:  # fmt: skip
+    """Each position's prefix maximum written out as ``reduce_max`` writes a maximum over an
+    axis (:func:`verify._tensor.reduce`: ``Max`` of the values, two of them splitting a tie in
+    halves, more giving it to the first maximum, ops.md's ``max`` and ``max_pool``); ``cummin``
+    the negated maximum of the negated values."""
+    a = invals[0]
+    if out_tkind(eqn) != "f":
+        c = concrete(a)
+        if c is None:
+            raise Unsupported(f"{eqn.primitive.name} of symbolic integers")
+        acc = np.maximum if eqn.primitive.name == "cummax" else np.minimum
+        moved = np.flip(c, axis) if reverse else c
+        out = acc.accumulate(moved, axis=axis)
+        return from_concrete((np.flip(out, axis) if reverse else out).astype(out_dtype(eqn)))
+    if eqn.primitive.name == "cummin":
+        neg = TT.unary(a, lambda v: -v, a.kind)
+        return TT.unary(_per_position(neg, axis, reverse, "cummin", _prefix_max),
+                        lambda v: -v, a.kind)  # fmt: skip
+    return _per_position(a, axis, reverse, "cummax", _prefix_max)
+
+
+def _prefix_max(read: Callable[[Any], Any], lo: int, hi: int) -> Any:
+    return T.smax(read, lo, hi)
 
 
 @tensor("cumlogsumexp")
