@@ -289,3 +289,42 @@ def test_wrong_cummax_rule_is_refuted():
         assert r.verdict == "mismatch", str(r)
         ce = r.counterexamples[0]
         assert re.fullmatch(r"grad \w+\[[0-9,]+\]", ce.element), ce.describe()
+
+
+# -- sort: order statistics, the permutation a choice that gather / scatter-add read by case ---
+
+
+def test_sort_verifies_and_wrong_rules_are_refuted():
+    """JAX's derivative of ``sort`` gathers the tangent at the sorted ``iota`` (its VJP
+    scatter-adds the cotangent there): read as a choice among the positions, case by case, it
+    meets the derivative of the order statistics term by term, ties included (the stable order
+    decides both)."""
+    for f, shape in ((lambda x: jnp.sort(x, -1), (5,)),
+                     (lambda x: jnp.sort(x, 0), (3, 4)),
+                     (lambda x: jnp.take_along_axis(x, jnp.argsort(x, -1), -1) * 2, (2, 4)),
+                     (lambda x: -jnp.sort(-x, -1), (2, 3))):  # fmt: skip
+        r = verify_function(f, _arg(*shape))
+        assert r.verdict == "verified", str(r)
+        assert all(c.method == "exact" for c in r.all_checks)
+
+    def srt(x):
+        return jnp.sort(x, -1)
+
+    def unpermuted(x, g):  # the cotangent sent back in sorted order, not to its entries
+        return g
+
+    def descending(x, g):  # scattered by the permutation of the descending order
+        rows = jnp.arange(x.shape[0])[:, None]
+        return jnp.zeros_like(x).at[rows, jnp.argsort(-x, -1)].add(g)
+
+    for bwd, shape in ((unpermuted, (4,)), (descending, (2, 3))):
+        r = verify_function(_with_vjp(srt, bwd), _arg(*shape))
+        assert r.verdict == "mismatch", str(r)
+        ce = r.counterexamples[0]
+        assert re.fullmatch(r"grad \w+\[[0-9,]+\]", ce.element), ce.describe()
+
+
+def test_sort_over_a_long_axis_is_not_verified():
+    r = verify_function(lambda x: jnp.sort(x, -1), _arg(17))
+    assert r.verdict == "undecided"
+    assert "sort over an axis of 17 entries" in " ".join(c.how for c in r.graph_checks)

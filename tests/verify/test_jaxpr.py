@@ -202,17 +202,25 @@ def _tensor_values(fn: Callable[..., Any], x: np.ndarray) -> list[np.ndarray]:
     return got
 
 
-def test_tensor_cumulative_rules_match_jax() -> None:
-    """``cumprod`` / ``cummax`` / ``cummin`` at tensor level (each position's prefix written
-    out), both directions, on a middle axis, with ties, against JAX."""
+def _sort_with_positions(v: Any) -> Any:
+    iota = lax.broadcasted_iota(jnp.int32, v.shape, 1)
+    return lax.sort((v, iota, 2 * v), dimension=1, num_keys=1)
+
+
+def test_tensor_cumulative_and_sort_rules_match_jax() -> None:
+    """``cumprod`` / ``cummax`` / ``cummin`` (each position's prefix written out) and ``sort``
+    (order statistics; the sorted iota, the permutation, a choice of integers) at tensor
+    level, both directions, on a middle axis, with ties, against JAX."""
     x = np.round(R.normal(size=(2, 5, 3)) * 2) / 2  # halves: ties in every row
     fns = [
         lambda v: (lax.cumprod(v, 1), lax.cumprod(v, 1, reverse=True), lax.cumprod(v, 2)),
         lambda v: (lax.cummax(v, 1), lax.cummax(v, 1, reverse=True), lax.cummin(v, 1),
                    lax.cummin(v, 0, reverse=True)),
+        lambda v: (jnp.sort(v, 1), jnp.sort(v, 0), jnp.argsort(v, 2), *_sort_with_positions(v)),
+        lambda v: jnp.take_along_axis(v, jnp.argsort(v, 1), 1) * 2,  # a gather at the choice
     ]  # fmt: skip
     for fn in fns:
-        want = fn(jnp.asarray(x))
+        want = jax.tree_util.tree_leaves(fn(jnp.asarray(x)))
         for g, w in zip(_tensor_values(fn, x), want, strict=True):
             np.testing.assert_allclose(g, np.asarray(w), rtol=1e-12, atol=1e-12)
 
