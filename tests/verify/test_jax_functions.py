@@ -265,7 +265,8 @@ def test_cummax_differs_from_jax_only_at_a_tie():
     """JAX differentiates ``cummax`` through a tree of pairwise ``max``, each splitting a tie in
     halves; the reference's prefix maximum is ``reduce_max``'s (two values split a tie in halves,
     more give it to the first maximum). Over two values they agree; over more they differ only
-    at a tie of three or more values of a prefix: the counterexample is one."""
+    where the maximum of a prefix of three or more values is tied: the counterexample is such a
+    tie (the decision tries tie points first: a row whose values are equal)."""
     assert verify_function(lambda x: jax.lax.cummax(x, 0), _arg(2)).verdict == "verified"
     assert verify_function(lambda x: jax.lax.cummin(x, 1), _arg(3, 2)).verdict == "verified"
     for f, shape in ((lambda x: jax.lax.cummax(x, 0), (5,)),
@@ -274,7 +275,7 @@ def test_cummax_differs_from_jax_only_at_a_tie():
         assert r.verdict == "mismatch", str(r)
         for ce in r.counterexamples:
             xs = [v for k, v in ce.inputs.items() if k.startswith("x[")]
-            assert max(xs.count(v) for v in xs) >= 3, ce.describe()  # a tie of three
+            assert max(xs.count(v) for v in xs) >= 3, ce.describe()  # a tied prefix of three
 
 
 def test_wrong_cummax_rule_is_refuted():

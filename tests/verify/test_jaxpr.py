@@ -202,6 +202,9 @@ def _tensor_values(fn: Callable[..., Any], x: np.ndarray) -> list[np.ndarray]:
     return got
 
 
+K = np.array([[3, 1, 2, 1], [1, 1, 0, 2]], np.int32)
+
+
 def _sort_with_positions(v: Any) -> Any:
     iota = lax.broadcasted_iota(jnp.int32, v.shape, 1)
     return lax.sort((v, iota, 2 * v), dimension=1, num_keys=1)
@@ -218,6 +221,8 @@ def test_tensor_cumulative_and_sort_rules_match_jax() -> None:
                    lax.cummin(v, 0, reverse=True)),
         lambda v: (jnp.sort(v, 1), jnp.sort(v, 0), jnp.argsort(v, 2), *_sort_with_positions(v)),
         lambda v: jnp.take_along_axis(v, jnp.argsort(v, 1), 1) * 2,  # a gather at the choice
+        lambda v: (lax.cumprod(K, 1, reverse=True), lax.cummax(K, 1), lax.cummin(K, 0),
+                   jnp.sort(K, 1), jnp.argsort(K, 1)),  # concrete integers, by NumPy
     ]  # fmt: skip
     for fn in fns:
         want = jax.tree_util.tree_leaves(fn(jnp.asarray(x)))

@@ -413,8 +413,10 @@ def _sort_t(it: TInterpreter, eqn: Any, invals: list, *, dimension: int, is_stab
     if keys.kind != "f":
         c = concrete(keys)
         vals = [concrete(v) for v in invals]
-        if c is None or any(v is None for v in vals):
+        if c is None:
             raise Unsupported("sort of symbolic integers")
+        if any(v is None for v in vals):
+            raise Unsupported("sort by integer keys of an operand that is not concrete")
         order = np.argsort(c, axis=dimension, kind="stable")
         return [from_concrete(np.take_along_axis(v, order, dimension).astype(
             eqn.outvars[j].aval.dtype)) for j, v in enumerate(vals)]  # fmt: skip
