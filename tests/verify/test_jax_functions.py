@@ -329,3 +329,17 @@ def test_sort_over_a_long_axis_is_not_verified():
     r = verify_function(lambda x: jnp.sort(x, -1), _arg(17))
     assert r.verdict == "undecided"
     assert "sort over an axis of 17 entries" in " ".join(c.how for c in r.graph_checks)
+
+
+def test_an_index_chosen_by_a_condition_on_data_is_read_by_case():
+    """``x[where(x[0] > 0, 2, 1)]``: the dynamic slice at a choice reads each case; an index
+    holding two choices is refused ("not verified"), never read as it stands."""
+    r = verify_function(lambda x: x[jnp.where(x[0] > 0, 2, 1)] * x, _arg(3))
+    assert r.verdict == "verified", str(r)
+
+    def two(x):
+        return x[jnp.where(x[0] > 0, 1, 0) + jnp.where(x[1] > 0, 1, 0)] * x
+
+    r = verify_function(two, _arg(3))
+    assert r.verdict == "undecided", str(r)
+    assert "an index chosen by conditions on values" in " ".join(c.how for c in r.graph_checks)

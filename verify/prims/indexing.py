@@ -4,8 +4,8 @@
 Element level: concrete start indices (a symbolic one is :class:`verify._primitives.Unsupported`),
 clamped as XLA clamps them; gathers and scatters position by position. Tensor level: reads and
 accumulations at index terms, with brackets for their bounds (a runtime index input stays a
-symbol over every natural); an index chosen by conditions on values (``sort``'s permutation)
-read case by case (:func:`_at_chosen`).
+symbol over every natural); an index chosen by conditions on values (``sort``'s permutation, a
+``where`` on data) read case by case (:func:`_at_chosen`).
 """
 
 from __future__ import annotations
@@ -73,11 +73,23 @@ def _dynamic_slice_e(it: Interpreter, eqn: Any, invals: list, *, slice_sizes: An
 @tensor("dynamic_slice")
 def _dynamic_slice_t(it: TInterpreter, eqn: Any, invals: list, *, slice_sizes: Any) -> TArray:
     a, *idx = invals
-    starts = [_clamped_start(s.at(()), n, k) for s, n, k in zip(idx, a.shape, slice_sizes,
-                                                                strict=True)]  # fmt: skip
-    return TArray(tuple(slice_sizes),
-                  lambda o: a.at(tuple(se.expand(s + i) for s, i in zip(starts, o, strict=True))),
-                  a.kind)  # fmt: skip
+    raw = [s.at(()) for s in idx]
+
+    def clamped(given: list[Any]) -> list[Any]:
+        return [_clamped_start(s, n, k) for s, n, k in zip(given, a.shape, slice_sizes,
+                                                           strict=True)]  # fmt: skip
+
+    plain = clamped(raw) if not any(T.has_atom(s, se.Piecewise) for s in raw) else None
+
+    def value(o: tuple, starts: list[Any]) -> Any:
+        return a.at(tuple(se.expand(s + i) for s, i in zip(starts, o, strict=True)))
+
+    def fn(o: tuple) -> Any:
+        if plain is not None:
+            return value(o, plain)
+        return _at_chosen(raw, lambda ss: value(o, clamped(ss)))
+
+    return TArray(tuple(slice_sizes), fn, a.kind)
 
 
 @element("dynamic_update_slice")
@@ -94,10 +106,20 @@ def _dynamic_update_slice_e(it: Interpreter, eqn: Any, invals: list, **_: Any) -
 @tensor("dynamic_update_slice")
 def _dynamic_update_slice_t(it: TInterpreter, eqn: Any, invals: list, **_: Any) -> TArray:
     a, upd, *idx = invals
-    starts = [_clamped_start(s.at(()), n, k) for s, n, k in zip(idx, a.shape, upd.shape,
-                                                                strict=True)]  # fmt: skip
+    raw = [s.at(()) for s in idx]
+
+    def clamped(given: list[Any]) -> list[Any]:
+        return [_clamped_start(s, n, k) for s, n, k in zip(given, a.shape, upd.shape,
+                                                           strict=True)]  # fmt: skip
+
+    plain = clamped(raw) if not any(T.has_atom(s, se.Piecewise) for s in raw) else None
 
     def fn(o: tuple) -> Any:
+        if plain is not None:
+            return value(o, plain)
+        return _at_chosen(raw, lambda ss: value(o, clamped(ss)))
+
+    def value(o: tuple, starts: list[Any]) -> Any:
         inside = T.ONE
         src = []
         for i, s, k in zip(o, starts, upd.shape, strict=True):
@@ -192,7 +214,7 @@ def _brackets_evaluated(e: Any) -> Any:
         n = T.name_of(x)
         if n in ("_GE", "_EQ") and isinstance(args[0], se.Number):
             return T.ge(args[0]) if n == "_GE" else T.eq(args[0])
-        if isinstance(x, se.Piecewise):
+        if isinstance(x, se.Piecewise) and args[-1] == se.true:  # some branch is taken
             values = set(args[0::2])
             if len(values) == 1 and isinstance(args[0], se.Number):
                 return args[0]
