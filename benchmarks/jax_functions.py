@@ -83,6 +83,8 @@ FUNCTIONS: dict[str, Callable[[tuple[int, ...]], tuple]] = {
     "jnp.std": _unary(lambda x: jnp.std(x, -1)),
     "jnp.prod": _unary(lambda x: jnp.prod(x, -1)),
     "jnp.cumsum": _unary(lambda x: jnp.cumsum(x, -1)),
+    "jnp.cumprod": _unary(lambda x: jnp.cumprod(x, -1)),
+    "jax.lax.cummax": _unary(lambda x: jax.lax.cummax(x, x.ndim - 1)),
     "jnp.sort": _unary(lambda x: jnp.sort(x, -1)),
     "jnp.matmul": _matmul,
     "jnp.einsum": _unary(lambda x: jnp.einsum("...ij,...kj->...ik", x, x)),

@@ -3,6 +3,8 @@ row that verifies is pinned here, with a wrong custom rule for the same function
 
 from __future__ import annotations
 
+import re
+
 import jax
 import jax.numpy as jnp
 import symengine as se
@@ -221,3 +223,123 @@ def test_min_over_two_values_verifies_and_a_wrong_rule_is_refuted():
 
     r = verify_function(_with_vjp(mn, bwd), _arg(2, 3))
     assert r.verdict == "mismatch", str(r)
+
+
+# -- cumprod / cummax: each position's prefix written out ---------------------------------------
+
+
+def _revcumsum(v, axis):
+    return jnp.flip(jnp.cumsum(jnp.flip(v, axis), axis), axis)
+
+
+def test_cumprod_verifies_and_a_wrong_rule_is_refuted():
+    """JAX differentiates ``cumprod`` through its associative scan (slices, pads, products): the
+    reference is each position's prefix product, written out."""
+    for f, shape in ((lambda x: jnp.cumprod(x, -1), (5,)),
+                     (lambda x: jnp.cumprod(x, 0), (3, 4)),
+                     (lambda x: jax.lax.cumprod(x, 1, reverse=True), (2, 4))):  # fmt: skip
+        r = verify_function(f, _arg(*shape))
+        assert r.verdict == "verified", str(r)
+        assert all(c.method == "exact" for c in r.all_checks)
+
+    def cp(x):
+        return jnp.cumprod(x, -1)
+
+    def bwd(x, g):  # sum_{i >= k} g_i out_i, the division by x_k forgotten
+        return _revcumsum(g * jnp.cumprod(x, -1), -1)
+
+    for shape in ((4,), (2, 3)):
+        r = verify_function(_with_vjp(cp, bwd), _arg(*shape))
+        assert r.verdict == "mismatch", str(r)
+        ce = r.counterexamples[0]
+        assert re.fullmatch(r"grad \w+\[[0-9,]+\]", ce.element), ce.describe()
+
+
+def test_cumprod_over_a_long_axis_is_not_verified():
+    r = verify_function(lambda x: jnp.cumprod(x, -1), _arg(2, 17))
+    assert r.verdict == "undecided"
+    assert "cumprod over an axis of 17 entries" in " ".join(c.how for c in r.graph_checks)
+
+
+def test_cummax_differs_from_jax_only_at_a_tie():
+    """JAX differentiates ``cummax`` through a tree of pairwise ``max``, each splitting a tie in
+    halves; the reference's prefix maximum is ``reduce_max``'s (two values split a tie in halves,
+    more give it to the first maximum). Over two values they agree; over more they differ only
+    where the maximum of a prefix of three or more values is tied: the counterexample is such a
+    tie (the decision tries tie points first: a row whose values are equal)."""
+    assert verify_function(lambda x: jax.lax.cummax(x, 0), _arg(2)).verdict == "verified"
+    assert verify_function(lambda x: jax.lax.cummin(x, 1), _arg(3, 2)).verdict == "verified"
+    for f, shape in ((lambda x: jax.lax.cummax(x, 0), (5,)),
+                     (lambda x: jax.lax.cummax(x, 1, reverse=True), (3, 4))):  # fmt: skip
+        r = verify_function(f, _arg(*shape))
+        assert r.verdict == "mismatch", str(r)
+        for ce in r.counterexamples:
+            xs = [v for k, v in ce.inputs.items() if k.startswith("x[")]
+            assert max(xs.count(v) for v in xs) >= 3, ce.describe()  # a tied prefix of three
+
+
+def test_wrong_cummax_rule_is_refuted():
+    def cm(x):
+        return jax.lax.cummax(x, x.ndim - 1)
+
+    def bwd(x, g):  # each position's cotangent to its own input where it is a new maximum
+        return g * (x == jax.lax.cummax(x, x.ndim - 1))
+
+    for shape in ((4,), (2, 3)):
+        r = verify_function(_with_vjp(cm, bwd), _arg(*shape))
+        assert r.verdict == "mismatch", str(r)
+        ce = r.counterexamples[0]
+        assert re.fullmatch(r"grad \w+\[[0-9,]+\]", ce.element), ce.describe()
+
+
+# -- sort: order statistics, the permutation a choice that gather / scatter-add read by case ---
+
+
+def test_sort_verifies_and_wrong_rules_are_refuted():
+    """JAX's derivative of ``sort`` gathers the tangent at the sorted ``iota`` (its VJP
+    scatter-adds the cotangent there): read as a choice among the positions, case by case, it
+    meets the derivative of the order statistics term by term, ties included (the stable order
+    decides both)."""
+    for f, shape in ((lambda x: jnp.sort(x, -1), (5,)),
+                     (lambda x: jnp.sort(x, 0), (3, 4)),
+                     (lambda x: jnp.take_along_axis(x, jnp.argsort(x, -1), -1) * 2, (2, 4)),
+                     (lambda x: -jnp.sort(-x, -1), (2, 3))):  # fmt: skip
+        r = verify_function(f, _arg(*shape))
+        assert r.verdict == "verified", str(r)
+        assert all(c.method == "exact" for c in r.all_checks)
+
+    def srt(x):
+        return jnp.sort(x, -1)
+
+    def unpermuted(x, g):  # the cotangent sent back in sorted order, not to its entries
+        return g
+
+    def descending(x, g):  # scattered by the permutation of the descending order
+        rows = jnp.arange(x.shape[0])[:, None]
+        return jnp.zeros_like(x).at[rows, jnp.argsort(-x, -1)].add(g)
+
+    for bwd, shape in ((unpermuted, (4,)), (descending, (2, 3))):
+        r = verify_function(_with_vjp(srt, bwd), _arg(*shape))
+        assert r.verdict == "mismatch", str(r)
+        ce = r.counterexamples[0]
+        assert re.fullmatch(r"grad \w+\[[0-9,]+\]", ce.element), ce.describe()
+
+
+def test_sort_over_a_long_axis_is_not_verified():
+    r = verify_function(lambda x: jnp.sort(x, -1), _arg(17))
+    assert r.verdict == "undecided"
+    assert "sort over an axis of 17 entries" in " ".join(c.how for c in r.graph_checks)
+
+
+def test_an_index_chosen_by_a_condition_on_data_is_read_by_case():
+    """``x[where(x[0] > 0, 2, 1)]``: the dynamic slice at a choice reads each case; an index
+    holding two choices is refused ("not verified"), never read as it stands."""
+    r = verify_function(lambda x: x[jnp.where(x[0] > 0, 2, 1)] * x, _arg(3))
+    assert r.verdict == "verified", str(r)
+
+    def two(x):
+        return x[jnp.where(x[0] > 0, 1, 0) + jnp.where(x[1] > 0, 1, 0)] * x
+
+    r = verify_function(two, _arg(3))
+    assert r.verdict == "undecided", str(r)
+    assert "an index chosen by conditions on values" in " ".join(c.how for c in r.graph_checks)

@@ -181,6 +181,55 @@ def test_interpreter_matches_jax(name: str, fn: Callable[..., Any], args: tuple)
             np.testing.assert_array_equal(g.astype(w.dtype), w, err_msg=name)
 
 
+def _tensor_values(fn: Callable[..., Any], x: np.ndarray) -> list[np.ndarray]:
+    """The tensor-level terms of ``fn`` on a leaf of ``x``'s shape, every element concretized
+    and evaluated at ``x`` (exact rationals of its values)."""
+    from verify import terms as T
+    from verify._tensor import leaf
+    from verify._tjaxpr import TInterpreter
+    from verify.terms.core import element_symbol
+
+    closed = jax.make_jaxpr(fn)(x)
+    outs = TInterpreter().run(closed, leaf("x", x.shape))
+    env = {element_symbol("x", ix): T.exact_scalar(x[ix]) for ix in np.ndindex(x.shape)}
+    got = []
+    for o in outs:
+        vals = np.empty(o.shape)
+        for ix in np.ndindex(*o.shape):
+            e = T.concretize(o.at(tuple(se.Integer(i) for i in ix)), {})
+            vals[ix] = float(e.xreplace(env))
+        got.append(vals)
+    return got
+
+
+K = np.array([[3, 1, 2, 1], [1, 1, 0, 2]], np.int32)
+
+
+def _sort_with_positions(v: Any) -> Any:
+    iota = lax.broadcasted_iota(jnp.int32, v.shape, 1)
+    return lax.sort((v, iota, 2 * v), dimension=1, num_keys=1)
+
+
+def test_tensor_cumulative_and_sort_rules_match_jax() -> None:
+    """``cumprod`` / ``cummax`` / ``cummin`` (each position's prefix written out) and ``sort``
+    (order statistics; the sorted iota, the permutation, a choice of integers) at tensor
+    level, both directions, on a middle axis, with ties, against JAX."""
+    x = np.round(R.normal(size=(2, 5, 3)) * 2) / 2  # halves: ties in every row
+    fns = [
+        lambda v: (lax.cumprod(v, 1), lax.cumprod(v, 1, reverse=True), lax.cumprod(v, 2)),
+        lambda v: (lax.cummax(v, 1), lax.cummax(v, 1, reverse=True), lax.cummin(v, 1),
+                   lax.cummin(v, 0, reverse=True)),
+        lambda v: (jnp.sort(v, 1), jnp.sort(v, 0), jnp.argsort(v, 2), *_sort_with_positions(v)),
+        lambda v: jnp.take_along_axis(v, jnp.argsort(v, 1), 1) * 2,  # a gather at the choice
+        lambda v: (lax.cumprod(K, 1, reverse=True), lax.cummax(K, 1), lax.cummin(K, 0),
+                   jnp.sort(K, 1), jnp.argsort(K, 1)),  # concrete integers, by NumPy
+    ]  # fmt: skip
+    for fn in fns:
+        want = jax.tree_util.tree_leaves(fn(jnp.asarray(x)))
+        for g, w in zip(_tensor_values(fn, x), want, strict=True):
+            np.testing.assert_allclose(g, np.asarray(w), rtol=1e-12, atol=1e-12)
+
+
 def test_where_is_the_symbolic_backends_piecewise() -> None:
     x = verify.named_symbols("x", (3,))
     closed = jax.make_jaxpr(lambda v: jnp.where(v > 0, v, 0.0))(np.zeros(3))

@@ -4,11 +4,13 @@
 Element level: concrete start indices (a symbolic one is :class:`verify._primitives.Unsupported`),
 clamped as XLA clamps them; gathers and scatters position by position. Tensor level: reads and
 accumulations at index terms, with brackets for their bounds (a runtime index input stays a
-symbol over every natural).
+symbol over every natural); an index chosen by conditions on values (``sort``'s permutation, a
+``where`` on data) read case by case (:func:`_at_chosen`).
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -71,11 +73,23 @@ def _dynamic_slice_e(it: Interpreter, eqn: Any, invals: list, *, slice_sizes: An
 @tensor("dynamic_slice")
 def _dynamic_slice_t(it: TInterpreter, eqn: Any, invals: list, *, slice_sizes: Any) -> TArray:
     a, *idx = invals
-    starts = [_clamped_start(s.at(()), n, k) for s, n, k in zip(idx, a.shape, slice_sizes,
-                                                                strict=True)]  # fmt: skip
-    return TArray(tuple(slice_sizes),
-                  lambda o: a.at(tuple(se.expand(s + i) for s, i in zip(starts, o, strict=True))),
-                  a.kind)  # fmt: skip
+    raw = [s.at(()) for s in idx]
+
+    def clamped(given: list[Any]) -> list[Any]:
+        return [_clamped_start(s, n, k) for s, n, k in zip(given, a.shape, slice_sizes,
+                                                           strict=True)]  # fmt: skip
+
+    plain = clamped(raw) if not any(T.has_atom(s, se.Piecewise) for s in raw) else None
+
+    def value(o: tuple, starts: list[Any]) -> Any:
+        return a.at(tuple(se.expand(s + i) for s, i in zip(starts, o, strict=True)))
+
+    def fn(o: tuple) -> Any:
+        if plain is not None:
+            return value(o, plain)
+        return _at_chosen(raw, lambda ss: value(o, clamped(ss)))
+
+    return TArray(tuple(slice_sizes), fn, a.kind)
 
 
 @element("dynamic_update_slice")
@@ -92,10 +106,20 @@ def _dynamic_update_slice_e(it: Interpreter, eqn: Any, invals: list, **_: Any) -
 @tensor("dynamic_update_slice")
 def _dynamic_update_slice_t(it: TInterpreter, eqn: Any, invals: list, **_: Any) -> TArray:
     a, upd, *idx = invals
-    starts = [_clamped_start(s.at(()), n, k) for s, n, k in zip(idx, a.shape, upd.shape,
-                                                                strict=True)]  # fmt: skip
+    raw = [s.at(()) for s in idx]
+
+    def clamped(given: list[Any]) -> list[Any]:
+        return [_clamped_start(s, n, k) for s, n, k in zip(given, a.shape, upd.shape,
+                                                           strict=True)]  # fmt: skip
+
+    plain = clamped(raw) if not any(T.has_atom(s, se.Piecewise) for s in raw) else None
 
     def fn(o: tuple) -> Any:
+        if plain is not None:
+            return value(o, plain)
+        return _at_chosen(raw, lambda ss: value(o, clamped(ss)))
+
+    def value(o: tuple, starts: list[Any]) -> Any:
         inside = T.ONE
         src = []
         for i, s, k in zip(o, starts, upd.shape, strict=True):
@@ -104,6 +128,110 @@ def _dynamic_update_slice_t(it: TInterpreter, eqn: Any, invals: list, **_: Any) 
         return inside * upd.at(tuple(src)) + (1 - inside) * a.at(o)
 
     return TArray(a.shape, fn, a.kind)
+
+
+#: An index chosen by conditions on values (``sort``'s permutation, ``argmax``) under brackets
+#: of at most this many combinations of index values is read case by case.
+CHOSEN_MAX = 64
+
+
+def _at_chosen(starts: list[Any], read: Callable[[list[Any]], Any]) -> Any:
+    """``read(starts)``, where one start may be an index chosen by conditions on values (it
+    holds a ``Piecewise``: ``sort``'s permutation, an ``argmax``, at a symbolic position
+    ``sum_m [i == m] Piecewise(...)``, perhaps wrapped as a negative index is). It is read case
+    by case (:func:`_chosen_cases`), ``sum_c [x == c] sum_j read(s_cj) [branch j taken]``; a
+    start holding a ``Piecewise`` in another form is refused (read as it stands, the read of
+    a leaf at a ``Piecewise`` would mean nothing)."""
+    chosen = [kk for kk, s in enumerate(starts) if T.has_atom(s, se.Piecewise)]
+    if not chosen:
+        return read(starts)
+    if len(chosen) > 1:
+        raise T.TermError("an index chosen by conditions on values in more than one axis")
+    (kk,) = chosen
+    out = []
+    for guard, v, branch in _chosen_cases(starts[kk]):
+        out.append(guard * read([*starts[:kk], v, *starts[kk + 1 :]]) * branch)
+    return se.Add(*out)
+
+
+def _chosen_cases(s: Any) -> list[tuple[Any, Any, Any]]:
+    """``[(guard, v, branch)]`` with ``s = v`` wherever ``guard * branch`` is 1, exactly one of
+    them 1 at any point: ``guard`` the brackets ``[x == c]`` of one combination of values of
+    the index symbols in ``s``'s brackets (exact: they range over those values); in that
+    case the one ``Piecewise`` of integers ``P`` left in ``s`` takes its branch ``j``
+    (``branch``, :func:`_branch`; its last condition ``True``, so one branch is taken) and
+    ``v`` is ``s`` with ``P`` at its value there, free of ``Piecewise``. Raises
+    :class:`verify.terms.TermError` where ``s`` is not of that form."""
+
+    def refuse(why: str) -> T.TermError:
+        return T.TermError(f"an index chosen by conditions on values, {why}")
+
+    syms = sorted({x for f in T.fn_atoms(s) if T.is_bracket(f) and not T.has_atom(f, se.Piecewise)
+                   for x in f.free_symbols}, key=str)  # fmt: skip
+    ranges = []
+    for x in syms:
+        lo, hi = T.RANGES.get(x, (0, None))
+        if hi is None:
+            raise refuse("under a bracket of unknown range")
+        ranges.append(range(lo, hi))
+    if int(np.prod([len(r) for r in ranges], dtype=np.int64)) > CHOSEN_MAX:
+        raise refuse(f"over more than {CHOSEN_MAX} cases")
+    out = []
+    for combo in itertools.product(*ranges):
+        env = {x: se.Integer(c) for x, c in zip(syms, combo, strict=True)}
+        sc = T.normalize(_brackets_evaluated(s.xreplace(env) if env else s))
+        guard = T.ONE
+        for x, c in env.items():
+            guard = guard * T.eq(x - c)
+        every = T.atoms_of(sc, se.Piecewise)
+        inner = set().union(*[T.atoms_of(a, se.Piecewise) for o in every for a in o.args])
+        pws = every - inner  # the outermost
+        if not pws:
+            out.append((guard, sc, T.ONE))
+            continue
+        if len(pws) > 1:
+            raise refuse(f"more than one choice in {sc}")
+        (pw,) = pws
+        values, conds = pw.args[0::2], pw.args[1::2]
+        if not all(isinstance(v, se.Integer) for v in values) or conds[-1] != se.true:
+            raise refuse(f"not a choice among integers: {pw}")
+        if any(c.free_symbols & set(syms) for c in conds):
+            raise refuse("on index symbols")
+        for j, v in enumerate(values):
+            vj = T.normalize(_brackets_evaluated(sc.xreplace({pw: v})))
+            if T.has_atom(vj, se.Piecewise):
+                raise refuse(f"not read: {vj}")
+            out.append((guard, vj, _branch(conds, j)))
+    return out
+
+
+def _brackets_evaluated(e: Any) -> Any:
+    """``e`` with every bracket of a number (``[-3 == 0]``, nested ones too) at its value and
+    every ``Piecewise`` whose values are all one number at it (a comparison of a choice among
+    ``0..n-1`` with 0: ``Piecewise((0, c_0), ..., (0, True))``)."""
+
+    def node(x: Any, args: list[Any]) -> Any:
+        n = T.name_of(x)
+        if n in ("_GE", "_EQ") and isinstance(args[0], se.Number):
+            return T.ge(args[0]) if n == "_GE" else T.eq(args[0])
+        if isinstance(x, se.Piecewise) and args[-1] == se.true:  # some branch is taken
+            values = set(args[0::2])
+            if len(values) == 1 and isinstance(args[0], se.Number):
+                return args[0]
+        return T.rebuild(x, args)
+
+    return T.rewrite(e, node)
+
+
+def _branch(conds: Sequence[Any], j: int) -> Any:
+    """The indicator that a ``Piecewise`` with conditions ``conds`` takes its branch ``j``
+    (the first condition that holds is ``j``'s), written as symengine writes the derivative of
+    that ``Piecewise`` in branch ``j``'s value: ``Piecewise((0, c_0), ..., (1, c_j), (0, True))``
+    (the reference's derivative of a choice meets it term by term)."""
+    pieces = [(T.ZERO, c) for c in conds[:j]]
+    if conds[j] == se.true:
+        return se.Piecewise(*pieces, (T.ONE, se.true)) if pieces else T.ONE
+    return se.Piecewise(*pieces, (T.ONE, conds[j]), (T.ZERO, se.true))
 
 
 @element("gather")
@@ -184,10 +312,14 @@ def _gather_t(it: TInterpreter, eqn: Any, invals: list, *, dimension_numbers: An
 
     def fn(o: tuple) -> Any:
         G = tuple(o[i] for i in batch_pos)
+        starts = [indices.at((*G, se.Integer(kk))) for kk in range(len(dn.start_index_map))]
+        return _at_chosen(starts, lambda ss: value(o, G, ss))
+
+    def value(o: tuple, G: tuple, starts: list[Any]) -> Any:
         S: list[Any] = [T.ZERO] * operand.ndim
         ok = T.ONE
         for kk, d in enumerate(dn.start_index_map):
-            s = indices.at((*G, se.Integer(kk)))
+            s = starts[kk]
             hi = operand.shape[d] - slice_sizes[d]
             if in_bounds:
                 S[d] = s
@@ -284,10 +416,15 @@ def _scatter_add_t(it: TInterpreter, eqn: Any, invals: list, *, dimension_number
         def body(k: int, G: list[Any]) -> Any:
             if k < len(scatter_pos):
                 return T.ssum(lambda v: body(k + 1, [*G, v]), 0, updates.shape[scatter_pos[k]])
+            given = [indices.at((*G, se.Integer(kk)))
+                     for kk in range(len(dn.scatter_dims_to_operand_dims))]  # fmt: skip
+            return _at_chosen(given, lambda ss: update(G, ss))
+
+        def update(G: list[Any], given: list[Any]) -> Any:
             starts: list[Any] = [T.ZERO] * operand.ndim
             ok = T.ONE
             for kk, d in enumerate(dn.scatter_dims_to_operand_dims):
-                s = indices.at((*G, se.Integer(kk)))
+                s = given[kk]
                 hi = operand.shape[d] - wsize[d]
                 if clip:
                     s = _clamped_start(s, operand.shape[d], wsize[d])

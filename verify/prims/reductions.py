@@ -1,12 +1,16 @@
-"""Reductions: ``reduce_*``, ``argmax`` / ``argmin`` and the cumulative ``cum*``.
+"""Reductions: ``reduce_*``, ``argmax`` / ``argmin``, the cumulative ``cum*`` and ``sort``.
 
 Element level: every kept position reduced over its values (sums and products of exact
 expressions, maxima with the terms common to every value taken out, :func:`_extremum`; concrete
 integers and booleans by NumPy); ``argmax`` a :class:`verify._jaxpr.Choice` where the comparisons
 are symbolic. Tensor level: a reduction is a sum (a maximum) over a bound variable
 (:func:`verify._tensor.reduce`), a product over a short axis written out factor by factor, a
-prefix sum a sum under a bracket, ``argmax`` a first-maximum ``Piecewise`` chain over the
-(short) axis.
+prefix sum a sum under a bracket, a prefix product or maximum (``cumprod``, ``cummax``,
+``cummin``) written out position by position over a short axis (a sum over the positions ``m``
+of ``[i == m]`` times the product, or the maximum as ``reduce_max`` writes it, of the prefix
+up to ``m``), ``argmax`` a first-maximum ``Piecewise`` chain over the (short) axis, ``sort``
+(tensor level only) order statistics in the stable order, its sorted ``iota`` a choice among
+the positions (:func:`verify.prims.indexing._at_chosen` reads a gather at it).
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from .._primitives import Unsupported, element, out_dtype, tensor
 from .._tensor import TArray
 from .._tjaxpr import TInterpreter, concrete, from_concrete, out_tkind
 from .elementwise import _INFINITE
+from .indexing import _branch
 
 
 def _reduce(a: np.ndarray, axes: Sequence[int], fn: Callable[[list[Any]], Any]) -> np.ndarray:
@@ -273,9 +278,177 @@ def _cumsum_t(it: TInterpreter, eqn: Any, invals: list, *, axis: int, reverse: b
     return _prefix_sum(invals[0], axis, reverse, lambda v: v)
 
 
+#: A cumulative product or maximum is written out position by position (a product over a
+#: symbolic range has no term, and the derivative of a maximum needs its values): at most this
+#: many positions along the axis.
+CUM_MAX = 16
+
+
+def _per_position(a: TArray, axis: int, reverse: bool, what: str,
+                  prefix: Callable[[Callable[[Any], Any], int, int], Any]) -> TArray:  # fmt: skip
+    """``out[..., i, ...] = sum_m [i == m] prefix(read, lo, hi)``, ``read(k)`` the value
+    ``a[..., k, ...]`` and ``[lo, hi)`` the prefix ``k <= m`` (``k >= m`` when reversed): one
+    term per position of the (static, at most :data:`CUM_MAX`) axis."""
+    n = a.shape[axis]
+    if not isinstance(n, int | np.integer):
+        raise Unsupported(f"{what} over an axis of symbolic size")
+    if n > CUM_MAX:
+        raise Unsupported(f"{what} over an axis of {n} entries (at most {CUM_MAX}: each "
+                          "position's prefix is written out)")  # fmt: skip
+
+    def fn(idx: tuple[Any, ...]) -> Any:
+        i = idx[axis]
+
+        def read(k: Any) -> Any:
+            at = list(idx)
+            at[axis] = k
+            return a.at(tuple(at))
+
+        terms = []
+        for m in range(n):
+            sel = T.eq(i - m)
+            if sel == 0:
+                continue
+            lo, hi = (m, n) if reverse else (0, m + 1)
+            terms.append(sel * prefix(read, lo, hi))
+        return se.Add(*terms) if terms else T.ZERO
+
+    return TArray(a.shape, fn, a.kind)
+
+
+@tensor("cumprod")
+def _cumprod_t(it: TInterpreter, eqn: Any, invals: list, *, axis: int, reverse: bool,
+               **_: Any) -> TArray:  # fmt: skip
+    """Each position's prefix product written out (:func:`_per_position`)."""
+    if out_tkind(eqn) != "f":
+        c = concrete(invals[0])
+        if c is None:
+            raise Unsupported("cumprod of symbolic integers")
+        moved = np.flip(c, axis) if reverse else c
+        out = np.cumprod(moved, axis=axis)
+        return from_concrete((np.flip(out, axis) if reverse else out).astype(out_dtype(eqn)))
+    return _per_position(invals[0], axis, reverse, "cumprod", _prefix_prod)
+
+
+def _prefix_prod(read: Callable[[Any], Any], lo: int, hi: int) -> Any:
+    return se.Mul(*[read(se.Integer(k)) for k in range(lo, hi)])
+
+
+@tensor("cummax", "cummin")
+def _cummax_t(it: TInterpreter, eqn: Any, invals: list, *, axis: int, reverse: bool,
+              **_: Any) -> TArray:  # fmt: skip
+    """Each position's prefix maximum written out as ``reduce_max`` writes a maximum over an
+    axis (:func:`verify._tensor.reduce`: ``Max`` of the values, two of them splitting a tie in
+    halves, more giving it to the first maximum, ops.md's ``max`` and ``max_pool``); ``cummin``
+    the negated maximum of the negated values."""
+    a = invals[0]
+    if out_tkind(eqn) != "f":
+        c = concrete(a)
+        if c is None:
+            raise Unsupported(f"{eqn.primitive.name} of symbolic integers")
+        acc = np.maximum if eqn.primitive.name == "cummax" else np.minimum
+        moved = np.flip(c, axis) if reverse else c
+        out = acc.accumulate(moved, axis=axis)
+        return from_concrete((np.flip(out, axis) if reverse else out).astype(out_dtype(eqn)))
+    if eqn.primitive.name == "cummin":
+        neg = TT.unary(a, lambda v: -v, a.kind)
+        return TT.unary(_per_position(neg, axis, reverse, "cummin", _prefix_max),
+                        lambda v: -v, a.kind)  # fmt: skip
+    return _per_position(a, axis, reverse, "cummax", _prefix_max)
+
+
+def _prefix_max(read: Callable[[Any], Any], lo: int, hi: int) -> Any:
+    return T.smax(read, lo, hi)
+
+
 @tensor("cumlogsumexp")
 def _cumlogsumexp_t(it: TInterpreter, eqn: Any, invals: list, *, axis: int, reverse: bool,
                     **_: Any) -> TArray:  # fmt: skip
     if out_tkind(eqn) != "f":
         raise Unsupported(f"cumlogsumexp on {eqn.outvars[0].aval.dtype}")
     return TT.unary(_prefix_sum(invals[0], axis, reverse, se.exp), se.log, "f")
+
+
+#: A sort is written out as order statistics over an axis of at most this many entries (each
+#: output position a choice among the entries, its conditions counting the entries before
+#: each: the terms grow as the cube of the length).
+SORT_MAX = 16
+
+
+def _stable_ranks(keys: list[Any]) -> list[list[Any]]:
+    """``cond[k][m]``: entry ``k`` is at position ``m`` of the stable ascending sort of
+    ``keys`` (real values), ``m`` entries precede it: the count of the earlier entries ``j``
+    with ``keys[j] <= keys[k]`` and the later ones with ``keys[j] < keys[k]`` (each a 0/1
+    ``Piecewise``) is ``m``. For any real values the ranks are a permutation: exactly one
+    ``k`` has each position."""
+    n = len(keys)
+    out = []
+    for k in range(n):
+        before = [se.Le(keys[j], keys[k]) if j < k else se.Lt(keys[j], keys[k])
+                  for j in range(n) if j != k]  # fmt: skip
+        count = se.Add(*[se.Piecewise((T.ONE, b), (T.ZERO, True)) for b in before])
+        out.append([se.Eq(count, m) for m in range(n)])
+    return out
+
+
+@tensor("sort")
+def _sort_t(it: TInterpreter, eqn: Any, invals: list, *, dimension: int, is_stable: bool,
+            num_keys: int) -> list[TArray]:  # fmt: skip
+    """Order statistics: every operand permuted as the stable ascending sort of the first puts
+    its entries, ``out[..., i, ...] = sum_m [i == m] sum_k a[..., k, ...] [k is at m]``
+    (:func:`_stable_ranks`, the indicators as :func:`verify.prims.indexing._branch` writes a
+    ``Piecewise``'s branches, the last entry's condition ``True`` since exactly one holds;
+    an integer operand, the sorted ``iota`` that JAX's derivative gathers with, as the
+    ``Piecewise`` choice of its entries, which ``gather`` / ``scatter-add`` read case by
+    case). At a tie the stable order decides, and so does the derivative: each position's is
+    that of the entry the sort puts there (the branch-wise derivative). One key, real values
+    (no NaN), over a static axis of at most :data:`SORT_MAX` entries; a key of concrete
+    integers is sorted by NumPy."""
+    if num_keys != 1:
+        raise Unsupported(f"sort with {num_keys} keys")
+    keys = invals[0]
+    n = keys.shape[dimension]
+    if not isinstance(n, int | np.integer):
+        raise Unsupported("sort over an axis of symbolic size")
+    if keys.kind != "f":
+        c = concrete(keys)
+        vals = [concrete(v) for v in invals]
+        if c is None:
+            raise Unsupported("sort of symbolic integers")
+        if any(v is None for v in vals):
+            raise Unsupported("sort by integer keys of an operand that is not concrete")
+        order = np.argsort(c, axis=dimension, kind="stable")
+        return [from_concrete(np.take_along_axis(v, order, dimension).astype(
+            eqn.outvars[j].aval.dtype)) for j, v in enumerate(vals)]  # fmt: skip
+    if not is_stable and len(invals) > 1:
+        raise Unsupported("an unstable sort of several operands (the order of ties unspecified)")
+    if n > SORT_MAX:
+        raise Unsupported(f"sort over an axis of {n} entries (at most {SORT_MAX}: each position "
+                          "is a choice among the entries, written out)")  # fmt: skip
+
+    def at(a: TArray, idx: tuple[Any, ...], k: int) -> Any:
+        pos = list(idx)
+        pos[dimension] = se.Integer(k)
+        return a.at(tuple(pos))
+
+    def make(a: TArray) -> TArray:
+        def fn(idx: tuple[Any, ...]) -> Any:
+            i = idx[dimension]
+            ranks = _stable_ranks([at(keys, idx, k) for k in range(n)])
+            terms = []
+            for m in range(n):
+                sel = T.eq(i - m)
+                if sel == 0:
+                    continue
+                conds = [ranks[k][m] for k in range(n - 1)] + [se.true]
+                if a.kind == "f":  # each entry times the indicator that it is at m
+                    value = se.Add(*[at(a, idx, k) * _branch(conds, k) for k in range(n)])
+                else:  # an index (the sorted iota: the permutation), a choice of integers
+                    pieces = [(at(a, idx, k), c) for k, c in enumerate(conds)]
+                    value = se.Piecewise(*pieces) if n > 1 else pieces[0][0]
+                terms.append(sel * value)
+            return se.Add(*terms) if terms else T.ZERO
+
+        return TArray(a.shape, fn, a.kind)
+
+    return [make(a) for a in invals]
