@@ -343,3 +343,99 @@ def test_an_index_chosen_by_a_condition_on_data_is_read_by_case():
     r = verify_function(two, _arg(3))
     assert r.verdict == "undecided", str(r)
     assert "an index chosen by conditions on values" in " ".join(c.how for c in r.graph_checks)
+
+
+# -- top_k: the stable descending order, its indices a choice read case by case ---------------
+
+
+def _top2(x):
+    return jax.lax.top_k(x, 2)[0]
+
+
+def _scattered(x, g, idx):
+    rows = jnp.arange(x.shape[0])[:, None]
+    return jnp.zeros_like(x).at[rows, idx].add(g)
+
+
+def test_top_k_verifies_and_wrong_rules_are_refuted():
+    """``lax.top_k``: descending, equal values with the lower index first. JAX's JVP gathers
+    the tangent at the indices (its VJP scatter-adds there): verified exactly, ties included.
+    A rule that breaks ties toward the higher index is refuted at a tie, with the element
+    named; one that sends the cotangent to the first k positions, anywhere."""
+    for f, shape in ((_top2, (2, 4)),
+                     (lambda x: jax.lax.top_k(x, 4)[0], (4,)),
+                     (lambda x: x[jax.lax.top_k(x, 2)[1]] * 3, (4,))):  # fmt: skip
+        r = verify_function(f, _arg(*shape))
+        assert r.verdict == "verified", str(r)
+        assert all(c.method == "exact" for c in r.all_checks)
+    right = _with_vjp(_top2, lambda x, g: _scattered(x, g, jax.lax.top_k(x, 2)[1]))
+    assert verify_function(right, _arg(2, 4)).verdict == "verified"
+
+    def tie_high(x, g):  # the descending order with equal values' higher index first
+        return _scattered(x, g, jnp.argsort(x, -1)[:, ::-1][:, :2])
+
+    r = verify_function(_with_vjp(_top2, tie_high), _arg(2, 4))
+    assert r.verdict == "mismatch", str(r)
+    ce = r.counterexamples[0]
+    assert re.fullmatch(r"grad \w+\[[0-9,]+\]", ce.element), ce.describe()
+    name, row = re.fullmatch(r"grad (\w+)\[(\d+),\d+\]", ce.element).groups()
+    entries = [v for k, v in ce.inputs.items() if re.fullmatch(rf"{name}\[{row},\d\]", k)]
+    assert len(entries) == 4 and len(set(entries)) < 4, ce.describe()  # at a tie
+
+    r = verify_function(_with_vjp(_top2, lambda x, g: jnp.zeros_like(x).at[:, :2].add(g)),
+                        _arg(2, 4))  # fmt: skip
+    assert r.verdict == "mismatch", str(r)
+
+
+def test_top_k_over_a_long_axis_is_not_verified():
+    r = verify_function(lambda x: jax.lax.top_k(x, 2)[0], _arg(17))
+    assert r.verdict == "undecided"
+    assert "top_k over an axis of 17 entries" in " ".join(c.how for c in r.graph_checks)
+
+
+# -- median / quantile / percentile: the NaN check decided, positions rounded, a sort gathered --
+
+
+def test_median_quantile_percentile_verify_and_a_wrong_rule_is_refuted():
+    """``jnp.quantile`` checks ``any(x != x)`` (NaN): false for every real ``x``, so its
+    ``select_n`` takes the input and never reads the NaN; the interpolation positions
+    ``floor`` / ``ceil`` of ``q (n - 1)`` are constants, rounded exactly; the two order
+    statistics are gathers of the sort."""
+    for f, shape in ((jnp.median, (5,)),
+                     (lambda x: jnp.median(x, -1), (2, 4)),
+                     (lambda x: jnp.quantile(x, 0.3, -1), (2, 5)),
+                     (lambda x: jnp.percentile(x, 30.0), (5,))):  # fmt: skip
+        r = verify_function(f, _arg(*shape))
+        assert r.verdict == "verified", str(r)
+        assert all(c.method == "exact" for c in r.all_checks)
+
+    def med(x):
+        return jnp.median(x, -1)
+
+    def mean_rule(x, g):  # the mean's derivative: 1/n to every entry
+        return jnp.broadcast_to(g[:, None] / x.shape[-1], x.shape)
+
+    r = verify_function(_with_vjp(med, mean_rule), _arg(2, 3))
+    assert r.verdict == "mismatch", str(r)
+
+
+def test_quantile_at_several_q_is_not_verified_in_forward_mode():
+    """Several ``q``: the JVP gathers the tangent at the permutation read at a table of
+    positions, an index the case-by-case reading does not take apart ("not verified"); the
+    VJP is proved."""
+    r = verify_function(lambda x: jnp.quantile(x, jnp.array([0.25, 0.75])), _arg(5))
+    assert r.verdict == "undecided", str(r)
+    vjp, jvp = r.graph_checks
+    assert vjp.method == "exact" and jvp.method == "not verified", str(r)
+    assert "an index chosen by conditions on values" in jvp.how
+
+
+def test_conditions_not_known_for_every_value_are_not_reduced():
+    """``any(x > 0)`` is not decided by the terms: "not verified", never a guess; nor is a
+    ``floor`` of an input (only a constant is rounded)."""
+    r = verify_function(lambda x: jnp.where(jnp.any(x > 0), x, -x), _arg(3))
+    assert r.verdict == "undecided", str(r)
+    assert "reduce_or of symbolic conditions" in " ".join(c.how for c in r.graph_checks)
+    r = verify_function(lambda x: jnp.floor(x) * x, _arg(3))
+    assert r.verdict == "undecided", str(r)
+    assert "floor of a value of the inputs" in " ".join(c.how for c in r.graph_checks)

@@ -92,18 +92,28 @@ for _name, _fn in _UNARY.items():
 # -- rounding -------------------------------------------------------------------------------------
 
 
+def _rounded(kind: str, x: Any, method: int) -> Any:
+    """A rational number rounded as ``floor`` / ``ceil`` / ``round`` (``method`` 1: to
+    nearest, ties to even; else away from zero)."""
+    f = Fraction(str(x))
+    if kind == "floor":
+        return se.Integer(math.floor(f))
+    if kind == "ceil":
+        return se.Integer(math.ceil(f))
+    if method == 1:  # to nearest, ties to even
+        return se.Integer(round(f))
+    lo = math.floor(abs(f) + Fraction(1, 2))  # away from zero
+    return se.Integer(lo if f >= 0 else -lo)
+
+
+def _method(p: dict[str, Any]) -> int:
+    return int(getattr(p.get("rounding_method", 0), "value", p.get("rounding_method", 0)))
+
+
 def _rounding(kind: str) -> Callable[..., Any]:
     def one(x: Any, method: int) -> Any:
         if isinstance(x, se.Integer | se.Rational):
-            f = Fraction(str(x))
-            if kind == "floor":
-                return se.Integer(math.floor(f))
-            if kind == "ceil":
-                return se.Integer(math.ceil(f))
-            if method == 1:  # to nearest, ties to even
-                return se.Integer(round(f))
-            lo = math.floor(abs(f) + Fraction(1, 2))  # away from zero
-            return se.Integer(lo if f >= 0 else -lo)
+            return _rounded(kind, x, method)
         if kind == "floor":
             return se.floor(x)
         if kind == "ceil":
@@ -111,7 +121,7 @@ def _rounding(kind: str) -> Callable[..., Any]:
         raise Unsupported("round of a symbolic value")
 
     def impl(it: Interpreter, eqn: Any, invals: list, **p: Any) -> np.ndarray:
-        method = int(getattr(p.get("rounding_method", 0), "value", p.get("rounding_method", 0)))
+        method = _method(p)
         return _ew(lambda x: one(x, method), to_float_array(invals[0]))
 
     return impl
@@ -119,6 +129,48 @@ def _rounding(kind: str) -> Callable[..., Any]:
 
 for _how in ("floor", "ceil", "round"):
     element(_how)(_rounding(_how))
+
+
+#: A constant array of at most this many elements is rounded element by element.
+CONSTANT_MAX = 4096
+
+
+def _constant_values(a: TArray) -> np.ndarray | None:
+    """The rational numbers ``a`` holds, element by element (an object array of ``a``'s
+    shape): one number where its term at a symbolic position is free of symbols (a broadcast
+    constant, ``jnp.quantile``'s ``q (n - 1)``), else each element read at its position (a
+    table of constants, several ``q``, of at most :data:`CONSTANT_MAX` elements); ``None``
+    where any element is not a number (a value of the inputs)."""
+    number = se.Integer | se.Rational
+    try:
+        v = a.at(T.free_vars(a.shape))
+        if isinstance(v, number):
+            return np.full(a.shape, v, dtype=object)
+        if not all(isinstance(d, int | np.integer) for d in a.shape) or a.size > CONSTANT_MAX:
+            return None
+        out = np.empty(a.shape, dtype=object)
+        for ix in np.ndindex(*a.shape):
+            x = a.at(tuple(se.Integer(i) for i in ix))
+            if not isinstance(x, number):
+                return None
+            out[ix] = x
+    except T.TermError:
+        return None
+    return out
+
+
+@tensor("floor", "ceil", "round")
+def _rounding_t(it: TInterpreter, eqn: Any, invals: list, **p: Any) -> TArray:
+    """A constant rounded exactly (the positions ``jnp.quantile`` interpolates between; the
+    float product that gives them is not rounded, as nowhere here); a value of the inputs is
+    refused (its derivative, 0 off the integers, is not modelled)."""
+    name = eqn.primitive.name
+    vals = _constant_values(invals[0])
+    if vals is None:
+        raise Unsupported(f"{name} of a value of the inputs (only a constant is rounded)")
+    method = _method(p)
+    rounded = np.vectorize(lambda v: int(_rounded(name, v, method)), otypes=[object])(vals)
+    return TT.from_numpy(rounded.astype(np.float64))
 
 
 # -- abs, sign, neg, not, clz ---------------------------------------------------------------------
@@ -695,8 +747,15 @@ def _convert_t(it: TInterpreter, eqn: Any, invals: list, *, new_dtype: Any, **_:
         if a.kind == "b":
             return TENSOR.to_float(a)
         return TT.unary(a, _f32.round_number if narrow else lambda v: v, "f")
-    if src == "f":
-        raise Unsupported("float to integer conversion")
+    if src == "f":  # a constant, truncated toward zero as XLA converts; else refused
+        vals = _constant_values(a)
+        info = np.iinfo(np.dtype(new_dtype)) if dst == "i" else None
+        if vals is None or info is None:
+            raise Unsupported("float to integer conversion of a value of the inputs")
+        ints = [int(Fraction(str(v))) for v in vals.reshape(-1)]  # truncated toward zero
+        if not all(info.min <= n <= info.max for n in ints):
+            raise Unsupported("float to integer conversion out of the integer type's range")
+        return from_concrete(np.array(ints, dtype=np.dtype(new_dtype)).reshape(vals.shape))
     c = concrete(a) if a.kind in "ic" else None
     if c is not None:
         return from_concrete(_wrap_int(c, np.dtype(new_dtype)))

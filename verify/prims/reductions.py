@@ -36,7 +36,7 @@ from .._jaxpr import (
 from .._primitives import Unsupported, element, out_dtype, tensor
 from .._tensor import TArray
 from .._tjaxpr import TInterpreter, concrete, from_concrete, out_tkind
-from .elementwise import _INFINITE
+from .elementwise import _INFINITE, _known_relation
 from .indexing import _branch
 
 
@@ -163,11 +163,21 @@ def _reduce_bool_e(it: Interpreter, eqn: Any, invals: list, *, axes: Any, **_: A
 
 @tensor("reduce_and", "reduce_or")
 def _reduce_bool_t(it: TInterpreter, eqn: Any, invals: list, *, axes: Any, **_: Any) -> TArray:
+    """Over concrete conditions, NumPy's; over a relation on values that holds or fails for
+    every element (:func:`verify.prims.elementwise._known_relation`: ``x != x``, the NaN check
+    of ``jnp.quantile``, is false for every real ``x``), that value over a nonempty axis (an
+    empty one gives the identity); any other relation is refused, never guessed."""
     a = invals[0]
+    is_and = eqn.primitive.name == "reduce_and"
     c = concrete(a) if a.kind in "ic" else None
     if c is None:
-        raise Unsupported(f"{eqn.primitive.name} of symbolic conditions")
-    fn = np.all if eqn.primitive.name == "reduce_and" else np.any
+        known = _known_relation(a) if a.kind == "b" else None
+        if known is None or not all(isinstance(d, int | np.integer) for d in a.shape):
+            raise Unsupported(f"{eqn.primitive.name} of symbolic conditions")
+        empty = any(a.shape[d] == 0 for d in axes)
+        shape = tuple(eqn.outvars[0].aval.shape)
+        return from_concrete(np.full(shape, is_and if empty else known, dtype=bool))
+    fn = np.all if is_and else np.any
     return from_concrete(fn(c.astype(bool), axis=tuple(axes)))
 
 
@@ -375,35 +385,83 @@ def _cumlogsumexp_t(it: TInterpreter, eqn: Any, invals: list, *, axis: int, reve
 SORT_MAX = 16
 
 
-def _stable_ranks(keys: list[Any]) -> list[list[Any]]:
+def _stable_ranks(keys: list[Any], descending: bool = False) -> list[list[Any]]:
     """``cond[k][m]``: entry ``k`` is at position ``m`` of the stable ascending sort of
     ``keys`` (real values), ``m`` entries precede it: the count of the earlier entries ``j``
     with ``keys[j] <= keys[k]`` and the later ones with ``keys[j] < keys[k]`` (each a 0/1
-    ``Piecewise``) is ``m``. For any real values the ranks are a permutation: exactly one
-    ``k`` has each position."""
+    ``Piecewise``) is ``m``. ``descending``: the stable descending order (``top_k``'s: an
+    earlier entry precedes when ``keys[j] >= keys[k]``, a later one when ``keys[j] >
+    keys[k]``, so equal values keep the lower index first). For any real values the ranks are
+    a permutation: exactly one ``k`` has each position."""
     n = len(keys)
+    le: Callable[[Any, Any], Any] = se.Le if not descending else lambda a, b: se.Le(b, a)
+    lt: Callable[[Any, Any], Any] = se.Lt if not descending else lambda a, b: se.Lt(b, a)
     out = []
     for k in range(n):
-        before = [se.Le(keys[j], keys[k]) if j < k else se.Lt(keys[j], keys[k])
+        before = [le(keys[j], keys[k]) if j < k else lt(keys[j], keys[k])
                   for j in range(n) if j != k]  # fmt: skip
         count = se.Add(*[se.Piecewise((T.ONE, b), (T.ZERO, True)) for b in before])
         out.append([se.Eq(count, m) for m in range(n)])
     return out
 
 
+def _ordered(keys: TArray, dimension: int, size: int, descending: bool,
+             values: Callable[[tuple[Any, ...], int], Any], kind: str) -> TArray:  # fmt: skip
+    """The first ``size`` positions along ``dimension`` of the stable (ascending or
+    descending) order of ``keys``: ``out[..., i, ...] = sum_m [i == m] v_m``, where ``v_m`` is
+    ``sum_k values(idx, k) [k is at m]`` for a float ``kind`` (:func:`_stable_ranks`, the
+    indicators as :func:`verify.prims.indexing._branch` writes a ``Piecewise``'s branches, the
+    last entry's condition ``True`` since exactly one holds) and otherwise the ``Piecewise``
+    choice of ``values(idx, k)`` (an index: the permutation, which ``gather`` /
+    ``scatter-add`` read case by case)."""
+    n = keys.shape[dimension]
+
+    def at(a: TArray, idx: tuple[Any, ...], k: int) -> Any:
+        pos = list(idx)
+        pos[dimension] = se.Integer(k)
+        return a.at(tuple(pos))
+
+    def fn(idx: tuple[Any, ...]) -> Any:
+        i = idx[dimension]
+        ranks = _stable_ranks([at(keys, idx, k) for k in range(n)], descending)
+        terms = []
+        for m in range(size):
+            sel = T.eq(i - m)
+            if sel == 0:
+                continue
+            conds = [ranks[k][m] for k in range(n - 1)] + [se.true]
+            if kind == "f":  # each entry times the indicator that it is at m
+                value = se.Add(*[values(idx, k) * _branch(conds, k) for k in range(n)])
+            else:
+                pieces = [(values(idx, k), c) for k, c in enumerate(conds)]
+                value = se.Piecewise(*pieces) if n > 1 else pieces[0][0]
+            terms.append(sel * value)
+        return se.Add(*terms) if terms else T.ZERO
+
+    shape = list(keys.shape)
+    shape[dimension] = size
+    return TArray(tuple(shape), fn, kind)
+
+
+def _at_axis(a: TArray, dimension: int) -> Callable[[tuple[Any, ...], int], Any]:
+    def read(idx: tuple[Any, ...], k: int) -> Any:
+        pos = list(idx)
+        pos[dimension] = se.Integer(k)
+        return a.at(tuple(pos))
+
+    return read
+
+
 @tensor("sort")
 def _sort_t(it: TInterpreter, eqn: Any, invals: list, *, dimension: int, is_stable: bool,
             num_keys: int) -> list[TArray]:  # fmt: skip
     """Order statistics: every operand permuted as the stable ascending sort of the first puts
-    its entries, ``out[..., i, ...] = sum_m [i == m] sum_k a[..., k, ...] [k is at m]``
-    (:func:`_stable_ranks`, the indicators as :func:`verify.prims.indexing._branch` writes a
-    ``Piecewise``'s branches, the last entry's condition ``True`` since exactly one holds;
-    an integer operand, the sorted ``iota`` that JAX's derivative gathers with, as the
-    ``Piecewise`` choice of its entries, which ``gather`` / ``scatter-add`` read case by
-    case). At a tie the stable order decides, and so does the derivative: each position's is
-    that of the entry the sort puts there (the branch-wise derivative). One key, real values
-    (no NaN), over a static axis of at most :data:`SORT_MAX` entries; a key of concrete
-    integers is sorted by NumPy."""
+    its entries (:func:`_ordered`; an integer operand, the sorted ``iota`` that JAX's
+    derivative gathers with, as the ``Piecewise`` choice of its entries, which ``gather`` /
+    ``scatter-add`` read case by case). At a tie the stable order decides, and so does the
+    derivative: each position's is that of the entry the sort puts there (the branch-wise
+    derivative). One key, real values (no NaN), over a static axis of at most
+    :data:`SORT_MAX` entries; a key of concrete integers is sorted by NumPy."""
     if num_keys != 1:
         raise Unsupported(f"sort with {num_keys} keys")
     keys = invals[0]
@@ -413,10 +471,8 @@ def _sort_t(it: TInterpreter, eqn: Any, invals: list, *, dimension: int, is_stab
     if keys.kind != "f":
         c = concrete(keys)
         vals = [concrete(v) for v in invals]
-        if c is None:
+        if c is None or any(v is None for v in vals):
             raise Unsupported("sort of symbolic integers")
-        if any(v is None for v in vals):
-            raise Unsupported("sort by integer keys of an operand that is not concrete")
         order = np.argsort(c, axis=dimension, kind="stable")
         return [from_concrete(np.take_along_axis(v, order, dimension).astype(
             eqn.outvars[j].aval.dtype)) for j, v in enumerate(vals)]  # fmt: skip
@@ -425,30 +481,37 @@ def _sort_t(it: TInterpreter, eqn: Any, invals: list, *, dimension: int, is_stab
     if n > SORT_MAX:
         raise Unsupported(f"sort over an axis of {n} entries (at most {SORT_MAX}: each position "
                           "is a choice among the entries, written out)")  # fmt: skip
+    return [_ordered(keys, dimension, n, False, _at_axis(a, dimension), a.kind) for a in invals]
 
-    def at(a: TArray, idx: tuple[Any, ...], k: int) -> Any:
-        pos = list(idx)
-        pos[dimension] = se.Integer(k)
-        return a.at(tuple(pos))
 
-    def make(a: TArray) -> TArray:
-        def fn(idx: tuple[Any, ...]) -> Any:
-            i = idx[dimension]
-            ranks = _stable_ranks([at(keys, idx, k) for k in range(n)])
-            terms = []
-            for m in range(n):
-                sel = T.eq(i - m)
-                if sel == 0:
-                    continue
-                conds = [ranks[k][m] for k in range(n - 1)] + [se.true]
-                if a.kind == "f":  # each entry times the indicator that it is at m
-                    value = se.Add(*[at(a, idx, k) * _branch(conds, k) for k in range(n)])
-                else:  # an index (the sorted iota: the permutation), a choice of integers
-                    pieces = [(at(a, idx, k), c) for k, c in enumerate(conds)]
-                    value = se.Piecewise(*pieces) if n > 1 else pieces[0][0]
-                terms.append(sel * value)
-            return se.Add(*terms) if terms else T.ZERO
-
-        return TArray(a.shape, fn, a.kind)
-
-    return [make(a) for a in invals]
+@tensor("top_k")
+def _top_k_t(it: TInterpreter, eqn: Any, invals: list, *, k: int, axis: int = -1,
+             **_: Any) -> list[TArray]:  # fmt: skip
+    """The ``k`` largest entries along ``axis`` and their positions, in ``lax.top_k``'s order:
+    descending, equal values with the lower index first (the stable descending order,
+    :func:`_ordered`); the values order statistics, the indices the ``Piecewise`` choice of
+    the positions (read case by case by the ``gather`` / ``scatter-add`` of JAX's
+    derivative). Static ``k``, real values (no NaN), an axis of at most :data:`SORT_MAX`
+    entries; concrete integers by NumPy."""
+    a = invals[0]
+    dimension = axis % a.ndim
+    n = a.shape[dimension]
+    if not isinstance(n, int | np.integer) or not isinstance(k, int | np.integer):
+        raise Unsupported("top_k over an axis of symbolic size")
+    if not 0 <= k <= n:
+        raise Unsupported(f"top_k with k = {k} over an axis of {n} entries")
+    idx_dtype = eqn.outvars[1].aval.dtype
+    if a.kind != "f":
+        c = concrete(a)
+        if c is None:
+            raise Unsupported("top_k of symbolic integers")
+        keys = c.astype(np.int64)
+        order = np.take(np.argsort(~keys, axis=dimension, kind="stable"), range(k), dimension)
+        vals = np.take_along_axis(c, order, dimension).astype(eqn.outvars[0].aval.dtype)
+        return [from_concrete(vals), from_concrete(order.astype(idx_dtype))]
+    if n > SORT_MAX:
+        raise Unsupported(f"top_k over an axis of {n} entries (at most {SORT_MAX}: each position "
+                          "is a choice among the entries, written out)")  # fmt: skip
+    values = _ordered(a, dimension, k, True, _at_axis(a, dimension), "f")
+    indices = _ordered(a, dimension, k, True, lambda idx, j: se.Integer(j), "i")
+    return [values, indices]
