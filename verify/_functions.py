@@ -444,10 +444,13 @@ def _proved(o: TOutcome) -> bool:
 
 def _all_neutral(arrays: Sequence[TArray], names: Sequence[str], st: TSetup) -> bool:
     """Whether every array is proved, exactly and for every element, equal to itself with the
-    reads of every held leaf in ``names`` set to 0, all other leaves (held ones too) free: then
-    it does not depend on any of them, jointly (an identity for every value of the leaves). One
-    comparison per array for all the leaves, where :func:`_neutral` asks one per leaf: an online
-    softmax holds two maxima per query block and key step, each read by every output array."""
+    reads of the held maxima ``names`` set to 0, every other leaf (held ones too) free: then it
+    does not depend on any of them, jointly (an identity for every value of the leaves). One
+    comparison per array for all of them, where :func:`_neutral` asks one per leaf: an online
+    softmax holds two maxima per query block and key step, each read by every output array, and
+    the normal form takes each out of its exponentials as a factor (:data:`T.SHIFT_LEAVES`), so
+    that they cancel. Only for such maxima: a stopped value stays in its exponentials, and the
+    comparison with it set to 0 can be a hard rational identity where its derivative is easy."""
     zero = set(names)
 
     def without(A: TArray) -> TArray:
@@ -469,15 +472,19 @@ def _all_neutral(arrays: Sequence[TArray], names: Sequence[str], st: TSetup) -> 
 def _independent(arrays: Sequence[TArray], held: dict[str, tuple[TArray, str]],
                  st: TSetup) -> frozenset[str]:  # fmt: skip
     """The held leaves that ``arrays`` are proved, exactly and for every element, not to depend
-    on, closed (:func:`_closed`): those can be set to 0 together. All of them at once first
-    (:func:`_all_neutral`), else one by one (their derivatives 0)."""
+    on, closed (:func:`_closed`): those can be set to 0 together. The held maxima all at once
+    first (:func:`_all_neutral`), the others (and all, where that fails) one by one (their
+    derivatives 0)."""
     arrays = [_built_once(A) for A in arrays]
     jumping = _jumping(arrays)
     free = [name for name in held if not _jumps(jumping, name)]
-    if len(free) > 1 and _all_neutral(arrays, free, st):
-        return _closed(set(free), held)
+    maxima = [name for name in free if name in T.SHIFT_LEAVES]
     zero: set[str] = set()
+    if len(maxima) > 1 and _all_neutral(arrays, maxima, st):
+        zero.update(maxima)
     for name in free:
+        if name in zero:
+            continue
         o = TOutcome("function", name)
         _neutral(o, arrays, ["independent"] * len(arrays), name, st, search=False)
         if _proved(o):
