@@ -474,8 +474,8 @@ def _independent(arrays: Sequence[TArray], held: dict[str, tuple[TArray, str]],
     """The held leaves that ``arrays`` are proved, exactly and for every element, not to depend
     on, closed (:func:`_closed`): those can be set to 0 together. The held maxima all at once
     first (:func:`_all_neutral`), the others (and all, where that fails) one by one (their
-    derivatives 0)."""
-    arrays = [_built_once(A) for A in arrays]
+    derivatives 0). ``arrays`` built once (:func:`_built_once`): each leaf's check builds them
+    at new free indices."""
     jumping = _jumping(arrays)
     free = [name for name in held if not _jumps(jumping, name)]
     maxima = [name for name in free if name in T.SHIFT_LEAVES]
@@ -730,7 +730,7 @@ def _reference(F: list[TArray], labels: Sequence[str], held: Held, shifts: set[s
             neutral.add(name)
     zero = _closed(neutral, held)
     before = {n: v for n, v in held.items() if n in zero or (n in shifts)}
-    out = [_substitute(Fk, before, zero) for Fk in F]
+    out = [_substitute(Fk, before, zero) for Fk in once]
     after = {n: v for n, v in held.items() if n not in zero and n not in shifts}
     return out, after
 
@@ -847,6 +847,7 @@ def _without_shifts(arrays: list[TArray], held: dict[str, tuple[TArray, str]],
     on them, at their values elsewhere: the same arrays, in simpler terms."""
     if not held:
         return arrays
+    arrays = [_built_once(A) for A in arrays]  # built once for the proofs and the result
     zero = _independent(arrays, held, st)
     return [_substitute(A, held, zero) for A in arrays]
 
