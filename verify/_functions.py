@@ -926,9 +926,11 @@ def _same_as_f(jaxpr: Any, eqn: Any, sub: _Subject, a: _Args, checks: Sequence[C
                jvp_name: str) -> list[Check] | None:  # fmt: skip
     """The rule's checks when ``f`` is the custom call ``eqn`` alone (``f`` decorated itself:
     its jaxpr one equation, on ``f``'s float arguments in order, its outputs ``f``'s): then
-    ``f``'s VJP and JVP are the rule's, and ``f``'s checks, passed exactly, prove the rule's
-    (the rule's inputs named ``a0, a1, ...`` there, as ``f``'s here); ``None`` otherwise (the
-    rule is checked on its own, as where a check of ``f`` failed: its own counterexample)."""
+    ``f``'s VJP and JVP are the rule's, the same jaxprs read the same way, and ``f``'s checks
+    are the rule's where they are decided, proved exactly or failed (the rule's inputs named
+    ``a0, a1, ...`` there, as ``f``'s here; a counterexample names ``f``'s); ``None``
+    otherwise (the rule is checked on its own: where ``f``'s check is undecided, the rule's
+    counterexample search, over its own names, may still find one)."""
     alone = len(jaxpr.eqns) == 1 and jaxpr.eqns[0] is eqn and not jaxpr.constvars
     same_args = list(eqn.invars) == list(jaxpr.invars) and not a.index and not sub.index
     same_out = list(eqn.outvars) == list(jaxpr.outvars)
@@ -944,11 +946,14 @@ def _same_as_f(jaxpr: Any, eqn: Any, sub: _Subject, a: _Args, checks: Sequence[C
     for c in checks:  # the modes asked, and the stop_gradient checks the rule's would repeat
         if c.name in names and c.name not in wanted:
             continue
-        if c.result != "pass" or c.method != "exact":
-            return None
-        out.append(replace(c, link="rule", name=names.get(c.name, c.name), seconds=0.0, how=(
-            f"f is this call alone, on its arguments as they are ({renamed}): proved by f's "
-            f"check '{c.name}': {c.how}")))  # fmt: skip
+        if not (c.result == "pass" and c.method == "exact") and c.result != "fail":
+            return None  # not decided: the rule's own run may decide it (its search differs)
+        name = names.get(c.name, c.name)
+        ce = c.counterexample
+        out.append(replace(c, link="rule", name=name, seconds=0.0,
+                           counterexample=None if ce is None else replace(ce, check=name),
+                           how=(f"f is this call alone, on its arguments as they are "
+                                f"({renamed}): f's check '{c.name}': {c.how}")))  # fmt: skip
     return out
 
 
