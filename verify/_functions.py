@@ -37,7 +37,7 @@ import os
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Any, Literal
 
@@ -298,13 +298,22 @@ def _substitute(arr: TArray, held: dict[str, tuple[TArray, str]],
 
     def fn(idx: tuple[Any, ...]) -> Any:
         e = arr.at(idx)
-        for _ in range(len(held) + 1):  # a held value may read an earlier held leaf
-            repl = {f: T.ZERO if n in zero else T.rename_bound(held[n][0].at(tuple(f.args)))
-                    for f in e.atoms(se.FunctionSymbol) if (n := T.name_of(f)) in held}  # fmt: skip
-            if not repl:
-                break
-            e = e.xreplace(repl)
-        return e
+        done: dict[Any, Any] = {}  # a read of a held leaf -> its value, its own reads resolved
+
+        def value(f: Any) -> Any:
+            hit = done.get(f)
+            if hit is None:
+                n = T.name_of(f)
+                hit = T.ZERO if n in zero else T.rename_bound(held[n][0].at(tuple(f.args)))
+                hit = resolve(hit)  # a held value may read an earlier held leaf
+                done[f] = hit
+            return hit
+
+        def resolve(x: Any) -> Any:
+            repl = {f: value(f) for f in T.fn_atoms(x) if T.name_of(f) in held}
+            return x.xreplace(repl) if repl else x
+
+        return resolve(e)
 
     return TArray(arr.shape, fn, arr.kind)
 
@@ -351,18 +360,25 @@ def _neutral(o: TOutcome, arrays: Sequence[TArray], labels: Sequence[str], name:
             return
 
 
-def _jumps(arrays: Sequence[TArray], name: str) -> bool:
-    """Whether an array may jump in the held leaf ``name``. A derivative of 0 proves a value
-    constant in the leaf only where it is continuous in it: a leaf read by a comparison (a
-    Piecewise condition, a relation, ``sign``, ``floor``: ReLU's mask of a stopped value) has
-    derivative 0 and still changes the value, so it is never set to 0 (it keeps its value)."""
+def _jumping(arrays: Sequence[TArray]) -> set[str] | None:
+    """The names of the leaves some array may jump in (:func:`_condition_reads`), read once
+    per array; ``None`` when an array's term cannot be built (then every leaf may jump). A
+    derivative of 0 proves a value constant in a leaf only where it is continuous in it: a
+    leaf read by a comparison (a Piecewise condition, a relation, ``sign``, ``floor``: ReLU's
+    mask of a stopped value) has derivative 0 and still changes the value, so it is never set
+    to 0 (it keeps its value)."""
+    out: set[str] = set()
     for A in arrays:
         try:
-            if name in _condition_reads(A.at(T.free_vars(A.shape))):
-                return True
+            out |= _condition_reads(A.at(T.free_vars(A.shape)))
         except T.TermError:
-            return True
-    return False
+            return None
+    return out
+
+
+def _jumps(jumping: set[str] | None, name: str) -> bool:
+    """Whether an array may jump in the held leaf ``name`` (``jumping``: :func:`_jumping`)."""
+    return jumping is None or name in jumping
 
 
 def _condition_reads(e: Any) -> set[str]:
@@ -426,14 +442,48 @@ def _proved(o: TOutcome) -> bool:
     return c is not None and c.result == "pass" and c.method == "exact"
 
 
+def _all_neutral(arrays: Sequence[TArray], names: Sequence[str], st: TSetup) -> bool:
+    """Whether every array is proved, exactly and for every element, equal to itself with the
+    reads of the held maxima ``names`` set to 0, every other leaf (held ones too) free: then it
+    does not depend on any of them, jointly (an identity for every value of the leaves). One
+    comparison per array for all of them, where :func:`_neutral` asks one per leaf: an online
+    softmax holds two maxima per query block and key step, each read by every output array, and
+    the normal form takes each out of its exponentials as a factor (:data:`T.SHIFT_LEAVES`), so
+    that they cancel. Only for such maxima: a stopped value stays in its exponentials, and the
+    comparison with it set to 0 can be a hard rational identity where its derivative is easy."""
+    zero = set(names)
+
+    def without(A: TArray) -> TArray:
+        def fn(idx: tuple[Any, ...]) -> Any:
+            e = A.at(idx)
+            repl = {f: T.ZERO for f in T.fn_atoms(e) if T.name_of(f) in zero}
+            return e.xreplace(repl) if repl else e
+
+        return TArray(A.shape, fn, A.kind)
+
+    o = TOutcome("function", "independent")
+    for A in arrays:
+        compare(o, "independent", A, without(A), st, search=False)
+        if o.done:
+            return False
+    return _proved(o)
+
+
 def _independent(arrays: Sequence[TArray], held: dict[str, tuple[TArray, str]],
                  st: TSetup) -> frozenset[str]:  # fmt: skip
     """The held leaves that ``arrays`` are proved, exactly and for every element, not to depend
-    on, closed (:func:`_closed`): those can be set to 0 together."""
+    on, closed (:func:`_closed`): those can be set to 0 together. The held maxima all at once
+    first (:func:`_all_neutral`), the others (and all, where that fails) one by one (their
+    derivatives 0). ``arrays`` built once (:func:`_built_once`): each leaf's check builds them
+    at new free indices."""
+    jumping = _jumping(arrays)
+    free = [name for name in held if not _jumps(jumping, name)]
+    maxima = [name for name in free if name in T.SHIFT_LEAVES]
     zero: set[str] = set()
-    arrays = [_built_once(A) for A in arrays]
-    for name in held:
-        if _jumps(arrays, name):
+    if len(maxima) > 1 and _all_neutral(arrays, maxima, st):
+        zero.update(maxima)
+    for name in free:
+        if name in zero:
             continue
         o = TOutcome("function", name)
         _neutral(o, arrays, ["independent"] * len(arrays), name, st, search=False)
@@ -640,13 +690,23 @@ def _reference(F: list[TArray], labels: Sequence[str], held: Held, shifts: set[s
     meaning), its value put back after."""
     neutral: set[str] = set()
     once = [_built_once(A) for A in F] if held else F
+    jumping: set[str] | None = None
+    maxima: list[str] = []
+    try:
+        with T.budget(budget_s):
+            jumping = _jumping(once) if held else set()
+            maxima = [n for n in held if n in shifts and not _jumps(jumping, n)]
+            if len(maxima) > 1 and _all_neutral(once, maxima, st):
+                neutral.update(maxima)  # every maximum at once: none asked again below
+    except (T.OutOfTime, T.TermError, NotTensor, Unsupported, ArithmeticError, RuntimeError):
+        pass
     for name, (_v, at) in held.items():
         if name in shifts:
+            if name in neutral or name not in maxima:
+                continue
             o = TOutcome("function", name)
             try:
                 with T.budget(budget_s):
-                    if _jumps(once, name):
-                        continue
                     _neutral(o, once, labels, name, st, search=False)
             except (T.OutOfTime, T.TermError, NotTensor, Unsupported, ArithmeticError,
                     RuntimeError):  # fmt: skip
@@ -666,11 +726,11 @@ def _reference(F: list[TArray], labels: Sequence[str], held: Held, shifts: set[s
 
         c = _attempt(link, label, budget_s, one)
         checks.append(c)
-        if c.result == "pass" and c.method == "exact" and not _jumps(once, name):
+        if c.result == "pass" and c.method == "exact" and not _jumps(jumping, name):
             neutral.add(name)
     zero = _closed(neutral, held)
     before = {n: v for n, v in held.items() if n in zero or (n in shifts)}
-    out = [_substitute(Fk, before, zero) for Fk in F]
+    out = [_substitute(Fk, before, zero) for Fk in once]
     after = {n: v for n, v in held.items() if n not in zero and n not in shifts}
     return out, after
 
@@ -787,6 +847,7 @@ def _without_shifts(arrays: list[TArray], held: dict[str, tuple[TArray, str]],
     on them, at their values elsewhere: the same arrays, in simpler terms."""
     if not held:
         return arrays
+    arrays = [_built_once(A) for A in arrays]  # built once for the proofs and the result
     zero = _independent(arrays, held, st)
     return [_substitute(A, held, zero) for A in arrays]
 
@@ -860,6 +921,42 @@ def _custom_subject(eqn: Any, ranges: Mapping[Any, tuple[str, int]]) -> _Subject
     return _Subject(label, fn, names, avals, tuple(index))
 
 
+def _same_as_f(jaxpr: Any, eqn: Any, sub: _Subject, a: _Args, checks: Sequence[Check],
+               modes: Sequence[str], vjp_name: str,
+               jvp_name: str) -> list[Check] | None:  # fmt: skip
+    """The rule's checks when ``f`` is the custom call ``eqn`` alone (``f`` decorated itself:
+    its jaxpr one equation, on ``f``'s float arguments in order, its outputs ``f``'s): then
+    ``f``'s VJP and JVP are the rule's, the same jaxprs read the same way, and ``f``'s checks
+    are the rule's where they are decided, proved exactly or failed (the rule's inputs named
+    ``a0, a1, ...`` there, as ``f``'s here; a counterexample names ``f``'s); ``None``
+    otherwise (the rule is checked on its own: where ``f``'s check is undecided, the rule's
+    counterexample search, over its own names, may still find one)."""
+    alone = len(jaxpr.eqns) == 1 and jaxpr.eqns[0] is eqn and not jaxpr.constvars
+    same_args = list(eqn.invars) == list(jaxpr.invars) and not a.index and not sub.index
+    same_out = list(eqn.outvars) == list(jaxpr.outvars)
+    same_avals = [(x.shape, x.dtype) for x in sub.avals] == [(x.shape, x.dtype) for x in a.avals]
+    if not (alone and same_args and same_out and same_avals):
+        return None
+    names = {"vjp = derivative": vjp_name, "jvp = derivative": jvp_name}
+    wanted = {f"{m} = derivative" for m in modes}
+    if not wanted <= {c.name for c in checks}:
+        return None
+    renamed = ", ".join(f"{x} = {y}" for x, y in zip(a.names, sub.names, strict=True))
+    out = []
+    for c in checks:  # the modes asked, and the stop_gradient checks the rule's would repeat
+        if c.name in names and c.name not in wanted:
+            continue
+        if not (c.result == "pass" and c.method == "exact") and c.result != "fail":
+            return None  # not decided: the rule's own run may decide it (its search differs)
+        name = names.get(c.name, c.name)
+        ce = c.counterexample
+        out.append(replace(c, link="rule", name=name, seconds=0.0,
+                           counterexample=None if ce is None else replace(ce, check=name),
+                           how=(f"f is this call alone, on its arguments as they are "
+                                f"({renamed}): f's check '{c.name}': {c.how}")))  # fmt: skip
+    return out
+
+
 # -- the public entry point -----------------------------------------------------------------------
 
 
@@ -927,10 +1024,13 @@ def verify_function(
             seen.add(key)
             kind = _CUSTOM[eqn.primitive.name]
             rule_modes = ["vjp"] if kind == "custom_vjp" else list(modes)
-            rc = check_subject(sub, modes=rule_modes, stop_gradient=stop_gradient,
-                               budget_s=budget_s, link="rule",
-                               vjp_name=f"{kind} vjp = derivative of the primal",
-                               jvp_name=f"{kind} jvp = derivative of the primal")  # fmt: skip
+            vjp_name = f"{kind} vjp = derivative of the primal"
+            jvp_name = f"{kind} jvp = derivative of the primal"
+            rc = _same_as_f(closed.jaxpr, eqn, sub, a, checks, rule_modes, vjp_name, jvp_name)
+            if rc is None:
+                rc = check_subject(sub, modes=rule_modes, stop_gradient=stop_gradient,
+                                   budget_s=budget_s, link="rule", vjp_name=vjp_name,
+                                   jvp_name=jvp_name)  # fmt: skip
             sig = f"{sub.label}: ({', '.join(_aval_text(x) for x in sub.avals)})"
             nodes.append(NodeReport(len(nodes), kind, sig, tuple(rc)))
     if any(F32_PROVISO in c.how for n in nodes for c in n.checks) or any(
