@@ -13,6 +13,7 @@ import re
 from typing import Any
 
 import jax
+import jax.extend.core
 import numpy as np
 import optax
 import pytest
@@ -133,7 +134,7 @@ def _jaxpr_precisions(jaxpr: Any) -> list[Any]:
     for eqn in jaxpr.eqns:
         if eqn.primitive.name in ("dot_general", "conv_general_dilated"):
             out.append(eqn.params["precision"])
-        for sub in jax.core.jaxprs_in_params(eqn.params):
+        for sub in jax.extend.core.jaxprs_in_params(eqn.params):
             out += _jaxpr_precisions(sub)
     return out
 
