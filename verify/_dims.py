@@ -194,9 +194,7 @@ class Dim:
         raise SizeDependent(f"the rule uses the size {self} as a Python integer", self,
                             fixed=True)  # fmt: skip
 
-    def __int__(self) -> int:
-        raise SizeDependent(f"the rule uses the size {self} as a Python integer", self,
-                            fixed=True)  # fmt: skip
+    __int__ = __index__
 
     def __array__(self, *args: Any, **kwargs: Any) -> Any:
         raise SizeDependent(f"the rule makes a NumPy array of the size {self}", self,
