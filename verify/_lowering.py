@@ -30,7 +30,7 @@ from ._jaxpr import Interpreter
 from ._primitives import Unsupported
 from ._report import Check
 from ._rules import MAX_ELEMENTS, Collector, _seed, as_sym, choose_elements, compare_arrays
-from ._sig import Signature, index_plan, named_symbols, rule_params
+from ._sig import IndexPlan, Signature, index_plan, named_symbols, output_label, rule_params
 
 Kind = str  # "forward" | "jvp" | "vjp"
 
@@ -220,7 +220,7 @@ def _compare_lowered(
             if ref is None:
                 ref = SYM.zeros(np.shape(g))
             elems, cov = choose_elements(ref.shape, max_elements, seed)
-            label = _label(key, names)
+            label = output_label(key, names)
             covs.append(f"{label}: {cov}")
             compare_arrays(trial, label, SymArray(g), ref, domains, elements=elems,
                            fixed_inputs=fixed, seed=seed)  # fmt: skip
@@ -238,16 +238,40 @@ def _compare_lowered(
     return coverage
 
 
-def _label(key: tuple, names: Sequence[str]) -> str:
-    if key[0] == "grad":
-        return f"grad {names[key[1]]}"
-    return {"out": "out", "tan_out": "jvp out"}.get(key[0], str(key))
-
-
 def _flat_input(vals: dict[tuple, Any], key: tuple, params: dict[str, Any], op: tl.Op) -> Any:
     if key[0] == "index":
         return np.asarray(params[op.index_args[key[1]].name])
     return vals[key]
+
+
+def compare_over_plan(
+    col: Collector,
+    sig: Signature,
+    plan: IndexPlan,
+    kind: str,
+    lowered: Callable[[dict[str, Any]], Lowered],
+    max_elements: int,
+    dtype: str,
+) -> str:
+    """:func:`compare_lowered` at each index assignment of ``plan`` (``lowered`` gives the
+    jaxpr for its parameters), up to the first failure or undecided comparison; the coverage."""
+    op = tl.get_op(sig.op)
+    names = sig.arg_names()
+    cov = ""
+    for index in plan.assignments:
+        params = rule_params(sig, index)
+        fixed = {f"index {s.name}": str(np.asarray(v).tolist())
+                 for s, v in zip(op.index_args, index, strict=True)}  # fmt: skip
+        try:
+            low = lowered(params)
+        except Exception as e:
+            col.fail(f"tracing the lowered {kind} failed: {type(e).__name__}: {e}")
+            break
+        cov = compare_lowered(col, op, sig, low, params, names, fixed, max_elements,
+                              dtype=dtype)  # fmt: skip
+        if col.failed or col.undecided:
+            break
+    return f"{cov}; {plan.coverage}" if plan.coverage else cov
 
 
 def check_op_lowering(
@@ -261,25 +285,13 @@ def check_op_lowering(
     assignment of :func:`verify._sig.index_plan`."""
     op = tl.get_op(sig.op)
     plan = index_plan(sig, seed=_seed(sig.label()))
-    names = [op.arg_name(p) + (str(p) if op.variadic else "") for p in range(len(sig.arg_types))]
     checks = []
     for kind in ("forward", "jvp", "vjp"):
         col = Collector("lowering", f"lowered {kind} = reference")
-        cov = ""
-        for index in plan.assignments:
-            params = rule_params(sig, index)
-            fixed = {f"index {s.name}": str(np.asarray(v).tolist())
-                     for s, v in zip(op.index_args, index, strict=True)}  # fmt: skip
-            try:
-                low = tracer(op, sig, kind, params, dtype)
-            except Exception as e:
-                col.fail(f"tracing the lowered {kind} failed: {type(e).__name__}: {e}")
-                break
-            cov = compare_lowered(col, op, sig, low, params, names, fixed, max_elements,
-                                  dtype=dtype)  # fmt: skip
-            if col.failed or col.undecided:
-                break
-        if plan.coverage:
-            cov = f"{cov}; {plan.coverage}"
+
+        def lowered(params: dict[str, Any], kind: str = kind) -> Lowered:
+            return tracer(op, sig, kind, params, dtype)
+
+        cov = compare_over_plan(col, sig, plan, kind, lowered, max_elements, dtype)
         checks.append(col.check(f"{dtype} jaxpr; {cov}"))
     return checks

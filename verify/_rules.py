@@ -257,10 +257,7 @@ class _Setup:
 
 
 def _setup(op: tl.Op, sig: Signature) -> _Setup:
-    names = []
-    for p in range(len(sig.arg_types)):
-        base = op.arg_name(p) + (str(p) if op.variadic else "")
-        names.append(base)
+    names = sig.arg_names()
     X = [named_symbols(n, t.shape) for n, t in zip(names, sig.arg_types, strict=True)]
     diff_args = [p for p in range(len(X)) if op.is_diff_arg(p)]
     T = [

@@ -41,11 +41,11 @@ from . import (
 )
 from ._f32 import constants
 from ._jaxpr import Interpreter
-from ._lowering import Lowered, compare_lowered
+from ._lowering import Lowered, compare_over_plan
 from ._primitives import Unsupported
 from ._report import Check, Counterexample
 from ._rules import MAX_ELEMENTS, Collector, _seed, choose_elements, compare_arrays
-from ._sig import Signature, index_plan, named_symbols, rule_params
+from ._sig import Signature, index_plan, named_symbols
 from ._tbackend import TENSOR
 
 INT32_MAX = 2**31 - 1
@@ -134,8 +134,6 @@ def check_call(
 ) -> Check:
     """Link 2 for one call: its nested jaxpr against the op's reference rule."""
     sig = Signature.of(graph, entry.node)
-    op = tl.get_op(sig.op)
-    names = [op.arg_name(p) + (str(p) if op.variadic else "") for p in range(len(sig.arg_types))]
     inputs, outputs, flags = call_layout(kind, entry, len(sig.index_types))
     low = Lowered({"fwd": "forward", "jvp": "jvp", "vjp": "vjp"}[kind], inner, inputs, outputs,
                   flags)  # fmt: skip
@@ -145,17 +143,7 @@ def check_call(
         col.fail(f"tl_{kind}_{sig.op} takes {n_in} inputs; the convention says {len(inputs)}")
         return col.check("")
     plan = index_plan(sig, seed=_seed(sig.label()), far=(INT32_MAX,))
-    cov = ""
-    for index in plan.assignments:
-        params = rule_params(sig, index)
-        fixed = {f"index {s.name}": str(np.asarray(v).tolist())
-                 for s, v in zip(op.index_args, index, strict=True)}  # fmt: skip
-        cov = compare_lowered(col, op, sig, low, params, names, fixed, max_elements,
-                              dtype=dtype)  # fmt: skip
-        if col.failed or col.undecided:
-            break
-    if plan.coverage:
-        cov = f"{cov}; {plan.coverage}"
+    cov = compare_over_plan(col, sig, plan, low.kind, lambda _: low, max_elements, dtype)
     return col.check(f"{dtype} nested jaxpr; {cov}")
 
 
