@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -33,6 +33,7 @@ from ._rules import MAX_ELEMENTS, Collector, _seed, as_sym, choose_elements, com
 from ._sig import IndexPlan, Signature, index_plan, named_symbols, output_label, rule_params
 
 Kind = str  # "forward" | "jvp" | "vjp"
+R = TypeVar("R")
 
 
 @dataclass(frozen=True)
@@ -145,27 +146,30 @@ def compare_lowered(
     names: Sequence[str],
     fixed: dict[str, str],
     max_elements: int,
-    interp: Callable[[], Interpreter] = Interpreter,
     dtype: str = "float64",
 ) -> str:
-    """Interpret ``low`` (compiled in ``dtype``) symbolically and compare with the reference;
-    returns the coverage.
+    """Interpret ``low`` (compiled in ``dtype``) symbolically and compare with the reference
+    (:func:`abstract_first`); returns the coverage."""
+    args = (op, sig, low, params, names, fixed, max_elements, dtype)
+    return abstract_first(col, lambda c: _compare_lowered(c, *args))
 
-    First under the softmax abstraction (:mod:`verify._abstract`); where softmax was met and
-    that does not prove every element exactly, again in the explicit form."""
+
+def abstract_first(col: Collector, run: Callable[[Collector], R]) -> R:
+    """``run`` into ``col``, first under the softmax abstraction (:mod:`verify._abstract`);
+    where softmax was met and that does not prove every element exactly, again in the explicit
+    form."""
     trial = Collector(col.link, col.name)
-    args = (op, sig, low, params, names, fixed, max_elements, interp, dtype)
     try:
         with _abstract.abstraction() as table:
-            cov = _compare_lowered(trial, *args)
+            out = run(trial)
     except (_abstract.LemmaError, _abstract.Abandon):
-        table = None
-    if table is not None and (not table.used or _abstract.clean(trial)):
-        col.merge(trial)
-        if table.used:
-            col.hows[table.note()] = 1
-        return cov
-    return _compare_lowered(col, *args)
+        return run(col)
+    if table.used and not _abstract.clean(trial):
+        return run(col)
+    col.merge(trial)
+    if table.used:
+        col.hows[table.note()] = 1
+    return out
 
 
 def _compare_lowered(
@@ -177,7 +181,6 @@ def _compare_lowered(
     names: Sequence[str],
     fixed: dict[str, str],
     max_elements: int,
-    interp: Callable[[], Interpreter] = Interpreter,
     dtype: str = "float64",
 ) -> str:
     out_t = op.infer_type(sig.arg_types, sig.index_types, sig.attrs)
@@ -196,7 +199,7 @@ def _compare_lowered(
         trial = Collector(col.link, col.name)
         args = [_flat_input(v, key, params, op) for key in low.inputs]
         try:
-            got = interp().run(low.jaxpr, *args)
+            got = Interpreter().run(low.jaxpr, *args)
         except Unsupported as e:
             col.undecided = col.undecided or f"{low.kind}: {e} (not interpreted)"
             return coverage

@@ -25,7 +25,7 @@ nothing through detach, non-differentiable arguments or index inputs.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,12 +36,11 @@ from torchlean_ir.backends import NUMPY, SYM
 from torchlean_ir.extend import node_params
 
 from . import (
-    _abstract,
     prims,  # noqa: F401  (registers every primitive's rules)
 )
 from ._f32 import constants
 from ._jaxpr import Interpreter
-from ._lowering import Lowered, compare_over_plan
+from ._lowering import Lowered, abstract_first, compare_over_plan
 from ._primitives import Unsupported
 from ._report import Check, Counterexample
 from ._rules import MAX_ELEMENTS, Collector, _seed, choose_elements, compare_arrays
@@ -500,14 +499,11 @@ def check_end_to_end(
     *,
     index_sets: Sequence[dict[str, np.ndarray]],
     max_elements: int = MAX_ELEMENTS,
-    interpreter: Callable[[], Any] | None = None,
     dtype: str = "float64",
 ) -> list[Check]:
     """The whole compiled forward, JVP and tape VJP interpreted symbolically (nested calls
     included) against ``eval_graph`` / ``jvp`` / ``backprop_ctx`` on ``SYM`` (with the
     constants of a compilation in ``dtype``, :mod:`verify._f32`)."""
-
-    make = interpreter or Interpreter
     leaves = {leaf.name: named_symbols(leaf.name, leaf.type.shape) for leaf in graph.leaves}
     grad_leaves = [leaf for leaf in graph.leaves if leaf.requires_grad]
     tans = {leaf.name: named_symbols("d" + leaf.name, leaf.type.shape) for leaf in grad_leaves}
@@ -544,7 +540,7 @@ def check_end_to_end(
             elif kind == "vjp":
                 args += seeds
             try:
-                got = make().run(jaxprs[kind], *args, *flat_idx)
+                got = Interpreter().run(jaxprs[kind], *args, *flat_idx)
             except Unsupported as e:
                 col.undecided = col.undecided or f"{e} (not interpreted)"
                 break
@@ -573,19 +569,8 @@ def check_end_to_end(
         return covs
 
     for kind in ("forward", "jvp", "vjp"):
-        name = f"compiled {kind} = reference {kind}"
-        col = Collector("end-to-end", name)
-        try:
-            with _abstract.abstraction() as table:
-                trial = Collector("end-to-end", name)
-                covs = run(trial, kind)
-            if table.used and not _abstract.clean(trial):
-                raise _abstract.Abandon("not exact under the abstraction")
-            col = trial
-            if table.used:
-                col.hows[table.note()] = 1
-        except (_abstract.Abandon, _abstract.LemmaError):
-            covs = run(col, kind)
+        col = Collector("end-to-end", f"compiled {kind} = reference {kind}")
+        covs = abstract_first(col, lambda c, kind=kind: run(c, kind))
         n_idx = len(index_sets) if runtime_index else 0
         cov = ("sampled: " + "; ".join(covs) if covs else "all outputs and gradients") + (
             ", symbolic leaves" + (f", {n_idx} index assignments" if n_idx else "")
