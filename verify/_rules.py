@@ -37,7 +37,15 @@ from . import _abstract
 from ._cases import flat_pieces
 from ._decide import Decision, decide_memo
 from ._report import Check, Counterexample, Link, Method
-from ._sig import IndexPlan, Signature, index_plan, iter_elements, named_symbols, rule_params
+from ._sig import (
+    IndexPlan,
+    Signature,
+    index_plan,
+    iter_elements,
+    named_symbols,
+    rule_names,
+    rule_params,
+)
 from .terms import fold_extrema, has_atom
 
 #: Per check, at most this many elements are compared; beyond, a deterministic sample (first,
@@ -351,14 +359,7 @@ def check_signature(
                   f"{total} argument elements > {MAX_SYMBOLS}", "too large to check symbolically")
         ]  # fmt: skip
     plan = index_plan(sig, seed=_seed(sig.label()))
-    cols = {
-        name: Collector("rule", name)
-        for name in (
-            ["forward = sym"] if op.sym_rule is not None else []
-        ) + ["jvp = derivative", "vjp = adjoint"] + (
-            ["kinks"] if kinks and op.kinks_rule is not None else []
-        )
-    }  # fmt: skip
+    cols = {name: Collector("rule", name) for name in rule_names(sig, kinks)}
     st = _setup(op, sig)
     try:
         with _abstract.abstraction(products=True) as table:

@@ -162,6 +162,14 @@ def rule_params(sig: Signature, index: tuple[np.ndarray, ...]) -> dict[str, Any]
     return params
 
 
+def rule_names(sig: Signature, kinks: bool) -> list[str]:
+    """The rule-soundness checks of ``sig`` (link 1), in report order."""
+    op = tl.get_op(sig.op)
+    names = ["forward = sym"] if op.sym_rule is not None else []
+    names += ["jvp = derivative", "vjp = adjoint"]
+    return names + (["kinks"] if kinks and op.kinks_rule is not None else [])
+
+
 def output_label(key: tuple, names: Sequence[str]) -> str:
     """How a check names a rule's output (the layout keys of :class:`verify._lowering.Lowered`)."""
     if key[0] == "grad":

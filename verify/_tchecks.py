@@ -42,7 +42,7 @@ from ._dims import SizeDependent
 from ._primitives import Unsupported
 from ._report import Check, Counterexample
 from ._rules import conventional, fmt_value
-from ._sig import Signature, output_label
+from ._sig import Signature, output_label, rule_names
 from ._tbackend import TENSOR
 from ._tdecide import decide_tensor
 from ._tensor import TArray, asarray, leaf
@@ -297,9 +297,7 @@ def check_signature_tensor(sig: Signature, *, kinks: bool = True,
     st.sizes = list(sizes or [])
     if shapes is not None:
         kinks = False
-    names = (["forward = sym"] if op.sym_rule is not None else []) + [
-        "jvp = derivative", "vjp = adjoint"] + (
-        ["kinks"] if kinks and op.kinks_rule is not None else [])  # fmt: skip
+    names = rule_names(sig, kinks)
     outs = {n: TOutcome("rule", n) for n in names}
     seed = 0
     F = as_t(_run(op.symbolic, "symbolic forward", TENSOR, *st.X, **st.params))
