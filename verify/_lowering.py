@@ -282,7 +282,6 @@ def check_op_lowering(
     *,
     dtype: str = "float64",
     max_elements: int = MAX_ELEMENTS,
-    tracer: Callable[[tl.Op, Signature, Kind, dict[str, Any], str], Lowered] = trace_op_rule,
 ) -> list[Check]:
     """The op's lowered forward / JVP / VJP jaxprs against the reference rules, at every index
     assignment of :func:`verify._sig.index_plan`."""
@@ -293,7 +292,7 @@ def check_op_lowering(
         col = Collector("lowering", f"lowered {kind} = reference")
 
         def lowered(params: dict[str, Any], kind: str = kind) -> Lowered:
-            return tracer(op, sig, kind, params, dtype)
+            return trace_op_rule(op, sig, kind, params, dtype)
 
         cov = compare_over_plan(col, sig, plan, kind, lowered, max_elements, dtype)
         checks.append(col.check(f"{dtype} jaxpr; {cov}"))

@@ -26,6 +26,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -384,7 +385,7 @@ def _kinks(op: tl.Op, sig: Signature, st: TSetup, out: TOutcome) -> str:
         plan = [st.X[p] if v is _FREE else v for p, v in enumerate(plan)]
         aliases = {st.names[p]: st.names[v.of] for p, v in enumerate(plan)
                    if isinstance(v, _Alias) and v is not _FREE}  # fmt: skip
-        shown = {name: fmt_value(_frac(v)) for name, v in values.items()}
+        shown = {name: fmt_value(Fraction(str(v))) for name, v in values.items()}
         shown |= {name: f"= {other}" for name, other in aliases.items()}
         Xp = [_kink_arg(x, v, st) for x, v in zip(st.X, plan, strict=True)]
         Fp = as_t(_run(op.symbolic, "symbolic forward", TENSOR, *Xp, **st.params))
@@ -460,12 +461,6 @@ def _no_atoms_of(e: Any, names: Any) -> None:
         d = T.DERIVED.get(T.name_of(f) or "")
         if d is not None and d.mentions(names):
             raise T.TermError("a softmax over the leaves of a kink point")
-
-
-def _frac(v: Any) -> Any:
-    from fractions import Fraction
-
-    return Fraction(str(v))
 
 
 def subst_leaves(e: Any, values: dict[str, Any]) -> Any:
