@@ -200,11 +200,7 @@ def _print_report(console: Any, report: Report, quiet: bool) -> None:
         for note in report.notes:
             console.print(f"note: {note}", style="dim", highlight=False, soft_wrap=True)
         for node, c in report.failures():
-            where = f"node {node}" if node is not None else "graph"
-            if report.subject == "function":
-                where = ("function" if node is None
-                         else report.nodes[node].signature.split(": (")[0])  # fmt: skip
-            console.print(f"{c.result.upper()} {where}: {c.name} [{c.label}]: {c.how}",
+            console.print(f"{c.result.upper()} {report.where(node)}: {c.name} [{c.label}]: {c.how}",
                           highlight=False, soft_wrap=True, markup=False)  # fmt: skip
             if c.counterexample is not None:
                 console.print("  counterexample: " + c.counterexample.describe(), highlight=False,
