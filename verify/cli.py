@@ -149,10 +149,8 @@ def _load(path: str) -> Any:
 
 def _progress_ui(console: Any, enabled: bool) -> Any:
     """A rich progress bar (stderr, transient) or a no-op context."""
-    from contextlib import nullcontext
-
     if not enabled:
-        return nullcontext(None)
+        return contextlib.nullcontext(None)
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     return Progress(

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 
@@ -52,8 +53,6 @@ class budget:
         self.seconds = seconds
 
     def __enter__(self) -> budget:
-        import time
-
         end = float("inf") if self.seconds is None else time.process_time() + self.seconds
         _DEADLINE.append(min(end, _DEADLINE[-1]) if _DEADLINE else end)
         if len(_DEADLINE) == 1 and end != float("inf"):
@@ -93,8 +92,5 @@ def _disarm_timer() -> None:
 
 def tick() -> None:
     """Raise :class:`OutOfTime` when the innermost :class:`budget` has run out."""
-    if _DEADLINE:
-        import time
-
-        if time.process_time() > _DEADLINE[-1]:
-            raise OutOfTime("the tensor-level time budget ran out")
+    if _DEADLINE and time.process_time() > _DEADLINE[-1]:
+        raise OutOfTime("the tensor-level time budget ran out")

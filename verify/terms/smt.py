@@ -3,6 +3,7 @@ speaks to z3 about integers (sign facts here, regions and case splits in the dec
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 from typing import Any
 
@@ -68,8 +69,6 @@ class Z3:
                 raise TermError(f"cannot read {e}")
             coeffs, const = lin
             dens = [Fraction(str(c)).denominator for c in [*coeffs.values(), const]]
-            import math
-
             d = math.lcm(*dens)
             num = se.expand(inner * d)
             return self.term(num) / d  # z3 integer division is floor for d > 0
