@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 import torchlean_ir as tl
-from torchlean_ir.backends import NUMPY, SYM
+from torchlean_ir.backends import NUMPY, SYM, SymArray
 from torchlean_ir.extend import node_params
 
 from . import (
@@ -558,8 +558,6 @@ def check_end_to_end(
                 elems, cov = choose_elements(ws.shape, max_elements, 0)
                 if "all" not in cov:
                     covs.append(f"{label}: {cov}")
-                from torchlean_ir.backends import SymArray
-
                 compare_arrays(col, label, SymArray(g), ws, domains, elements=elems,
                                fixed_inputs=fixed)  # fmt: skip
                 if col.failed:

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import signal
+import threading
 import time
 from typing import Any
 
@@ -68,9 +70,6 @@ class budget:
 
 
 def _arm_timer() -> None:
-    import signal
-    import threading
-
     if (
         not hasattr(signal, "setitimer")
         or threading.current_thread() is not threading.main_thread()
@@ -83,8 +82,6 @@ def _arm_timer() -> None:
 
 
 def _disarm_timer() -> None:
-    import signal
-
     if _TIMER:
         signal.setitimer(signal.ITIMER_VIRTUAL, 0, 0)
         signal.signal(signal.SIGVTALRM, _TIMER.pop())
