@@ -53,9 +53,7 @@ class Z3:
         if isinstance(e, se.Mul):
             nums = [a for a in e.args if isinstance(a, se.Number)]
             rest = [a for a in e.args if not isinstance(a, se.Number)]
-            c = Fraction(1)
-            for n in nums:
-                c *= Fraction(str(n))
+            c = math.prod((Fraction(str(n)) for n in nums), start=Fraction(1))
             if c.denominator != 1:
                 raise TermError(f"non-integer coefficient in {e}")
             out = z3.IntVal(int(c))
