@@ -21,6 +21,7 @@ import math
 from fractions import Fraction
 from typing import Any
 
+import numpy as np
 import symengine as se
 
 
@@ -117,13 +118,8 @@ def _expr(v: Any) -> Any:
         raise SizeDependent(f"a size compared with the boolean {v}")
     if isinstance(v, int):
         return se.Integer(v)
-    try:
-        import numpy as np
-
-        if isinstance(v, np.integer):
-            return se.Integer(int(v))
-    except ImportError:  # pragma: no cover
-        pass
+    if isinstance(v, np.integer):
+        return se.Integer(int(v))
     raise SizeDependent(f"a size used with {type(v).__name__} {v!r}")
 
 
@@ -194,9 +190,7 @@ class Dim:
         raise SizeDependent(f"the rule uses the size {self} as a Python integer", self,
                             fixed=True)  # fmt: skip
 
-    def __int__(self) -> int:
-        raise SizeDependent(f"the rule uses the size {self} as a Python integer", self,
-                            fixed=True)  # fmt: skip
+    __int__ = __index__
 
     def __array__(self, *args: Any, **kwargs: Any) -> Any:
         raise SizeDependent(f"the rule makes a NumPy array of the size {self}", self,

@@ -217,16 +217,20 @@ def _counterexamples_html(doc: Mapping[str, Any], graph: tl.GraphData, gid: str)
         else:
             ins = _e(inputs if not isinstance(inputs, Mapping) else "any input")
         node_attr = "" if node is None else f' data-node="{int(node)}"'
-        out.append(
-            f'<div class="tl-counterexample" id="{gid}-ce-{k}"{node_attr}>'
-            f'<div class="tl-ce-head">{where}: <b>{_e(ce.get("check", ""))}</b></div><dl>'
-            f"<dt>element</dt><dd><code>{_e(ce.get('element', ''))}</code></dd>"
-            f"<dt>expected</dt><dd><code>{_e(ce.get('expected', ''))}</code></dd>"
-            f"<dt>got</dt><dd><code>{_e(ce.get('got', ''))}</code></dd>"
-            f"<dt>at</dt><dd>{ins}</dd>"
-            f"<dt>evidence</dt><dd>{_e(ce.get('evidence', ''))}</dd></dl></div>"
-        )
+        out.append(_ce_box(ce, f"{gid}-ce-{k}", f"{where}: ", ins, node_attr))
     return "".join(out)
+
+
+def _ce_box(ce: Mapping[str, Any], box_id: str, head: str, ins: str, attrs: str = "") -> str:
+    return (
+        f'<div class="tl-counterexample" id="{box_id}"{attrs}>'
+        f'<div class="tl-ce-head">{head}<b>{_e(ce.get("check", ""))}</b></div><dl>'
+        f"<dt>element</dt><dd><code>{_e(ce.get('element', ''))}</code></dd>"
+        f"<dt>expected</dt><dd><code>{_e(ce.get('expected', ''))}</code></dd>"
+        f"<dt>got</dt><dd><code>{_e(ce.get('got', ''))}</code></dd>"
+        f"<dt>at</dt><dd>{ins}</dd>"
+        f"<dt>evidence</dt><dd>{_e(ce.get('evidence', ''))}</dd></dl></div>"
+    )
 
 
 def _problems_html(doc: Mapping[str, Any], graph: tl.GraphData, gid: str) -> str:
@@ -325,62 +329,51 @@ def _section(
             f"report of {doc.get('graph')!r} does not match the graph given with it "
             f"({len(doc.get('nodes', []))} report nodes, {len(graph.nodes)} graph nodes)"
         )
-    verdict = str(doc.get("verdict", "undecided"))
-    notes = list(doc.get("notes", []))
-    notes_html = (
-        f'<h3>Notes ({len(notes)})</h3><ul class="tl-notes">'
-        + "".join(f"<li>{_e(n)}</li>" for n in notes)
-        + "</ul>"
-        if notes
-        else ""
-    )
     return (
-        f'<section class="tl-report" id="{gid}" data-verdict="{_e(verdict)}">'
-        f'<h2><span class="tl-verdict" style="background:{_VERDICT.get(verdict, "#666")}">'
-        f"{_e(verdict.upper())}</span> {_e(doc.get('graph', ''))}</h2>"
-        f'<p class="tl-summary">{_e(doc.get("summary", ""))} · compiled {_e(doc.get("dtype", ""))}'
-        f" · exit code {_e(doc.get('exit_code', ''))}</p>"
+        _open_section(doc, gid, "", "compiled ")
         + _drawing_html(doc, graph, gid, graphviz=graphviz, collapse=collapse)
         + _counterexamples_html(doc, graph, gid)
         + _problems_html(doc, graph, gid)
-        + notes_html
+        + _notes_html(doc)
         + _signature_table(doc, graph, gid)
         + "</section>"
     )
 
 
+def _open_section(doc: Mapping[str, Any], gid: str, subject: str, compiled: str) -> str:
+    """A report's section up to its verdict, name, summary, dtype and exit code."""
+    verdict = str(doc.get("verdict", "undecided"))
+    return (
+        f'<section class="tl-report" id="{gid}" data-verdict="{_e(verdict)}">'
+        f'<h2><span class="tl-verdict" style="background:{_VERDICT.get(verdict, "#666")}">'
+        f"{_e(verdict.upper())}</span> {subject}{_e(doc.get('graph', ''))}</h2>"
+        f'<p class="tl-summary">{_e(doc.get("summary", ""))} · {compiled}'
+        f"{_e(doc.get('dtype', ''))} · exit code {_e(doc.get('exit_code', ''))}</p>"
+    )
+
+
+def _notes_html(doc: Mapping[str, Any]) -> str:
+    notes = list(doc.get("notes", []))
+    if not notes:
+        return ""
+    items = "".join(f"<li>{_e(n)}</li>" for n in notes)
+    return f'<h3>Notes ({len(notes)})</h3><ul class="tl-notes">{items}</ul>'
+
+
 def _function_section(doc: Mapping[str, Any], gid: str) -> str:
     """A function's report (:func:`verify.verify_function`): no graph to draw; its checks, each
     custom rule's checks, the counterexamples."""
-    verdict = str(doc.get("verdict", "undecided"))
-    parts = [
-        f'<section class="tl-report" id="{gid}" data-verdict="{_e(verdict)}">'
-        f'<h2><span class="tl-verdict" style="background:{_VERDICT.get(verdict, "#666")}">'
-        f"{_e(verdict.upper())}</span> function {_e(doc.get('graph', ''))}</h2>"
-        f'<p class="tl-summary">{_e(doc.get("summary", ""))} · {_e(doc.get("dtype", ""))}'
-        f" · exit code {_e(doc.get('exit_code', ''))}</p>"
-    ]
+    parts = [_open_section(doc, gid, "function ", "")]
     for k, ce in enumerate(doc.get("counterexamples", [])):
         inputs = ce.get("inputs", {})
         rows = "".join(f"<tr><td>{_e(a)}</td><td>{_e(b)}</td></tr>" for a, b in inputs.items())
-        parts.append(
-            f'<div class="tl-counterexample" id="{gid}-ce-{k}">'
-            f'<div class="tl-ce-head"><b>{_e(ce.get("check", ""))}</b></div><dl>'
-            f"<dt>element</dt><dd><code>{_e(ce.get('element', ''))}</code></dd>"
-            f"<dt>expected</dt><dd><code>{_e(ce.get('expected', ''))}</code></dd>"
-            f"<dt>got</dt><dd><code>{_e(ce.get('got', ''))}</code></dd>"
-            f'<dt>at</dt><dd><table class="tl-inputs">{rows}</table></dd>'
-            f"<dt>evidence</dt><dd>{_e(ce.get('evidence', ''))}</dd></dl></div>"
-        )
+        ins = f'<table class="tl-inputs">{rows}</table>'
+        parts.append(_ce_box(ce, f"{gid}-ce-{k}", "", ins))
     parts.append("<h3>The function</h3>" + _checks_table(list(doc.get("graph_checks", []))))
     for n in doc.get("nodes", []):
         parts.append(f"<h3>{_e(n.get('signature', ''))}</h3>"
                      + _checks_table(list(n.get("checks", []))))  # fmt: skip
-    notes = list(doc.get("notes", []))
-    if notes:
-        parts.append(f'<h3>Notes ({len(notes)})</h3><ul class="tl-notes">'
-                     + "".join(f"<li>{_e(x)}</li>" for x in notes) + "</ul>")  # fmt: skip
-    return "".join(parts) + "</section>"
+    return "".join(parts) + _notes_html(doc) + "</section>"
 
 
 _CSS = """

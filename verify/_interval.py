@@ -7,6 +7,7 @@ mismatch is then as certain as an exact one.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import mpmath
@@ -66,15 +67,9 @@ def enclose(e: se.Basic) -> Any:
     name = type(e).__name__
     args = e.args
     if name == "Add":
-        out = IV.mpf(0)
-        for a in args:
-            out += enclose(a)
-        return out
+        return sum((enclose(a) for a in args), IV.mpf(0))
     if name == "Mul":
-        out = IV.mpf(1)
-        for a in args:
-            out *= enclose(a)
-        return out
+        return math.prod((enclose(a) for a in args), start=IV.mpf(1))
     if name == "Pow":
         base, ex = args
         if base == se.E:

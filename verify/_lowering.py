@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -30,9 +30,10 @@ from ._jaxpr import Interpreter
 from ._primitives import Unsupported
 from ._report import Check
 from ._rules import MAX_ELEMENTS, Collector, _seed, as_sym, choose_elements, compare_arrays
-from ._sig import Signature, index_plan, named_symbols, rule_params
+from ._sig import IndexPlan, Signature, index_plan, named_symbols, output_label, rule_params
 
 Kind = str  # "forward" | "jvp" | "vjp"
+R = TypeVar("R")
 
 
 @dataclass(frozen=True)
@@ -145,27 +146,30 @@ def compare_lowered(
     names: Sequence[str],
     fixed: dict[str, str],
     max_elements: int,
-    interp: Callable[[], Interpreter] = Interpreter,
     dtype: str = "float64",
 ) -> str:
-    """Interpret ``low`` (compiled in ``dtype``) symbolically and compare with the reference;
-    returns the coverage.
+    """Interpret ``low`` (compiled in ``dtype``) symbolically and compare with the reference
+    (:func:`abstract_first`); returns the coverage."""
+    args = (op, sig, low, params, names, fixed, max_elements, dtype)
+    return abstract_first(col, lambda c: _compare_lowered(c, *args))
 
-    First under the softmax abstraction (:mod:`verify._abstract`); where softmax was met and
-    that does not prove every element exactly, again in the explicit form."""
+
+def abstract_first(col: Collector, run: Callable[[Collector], R]) -> R:
+    """``run`` into ``col``, first under the softmax abstraction (:mod:`verify._abstract`);
+    where softmax was met and that does not prove every element exactly, again in the explicit
+    form."""
     trial = Collector(col.link, col.name)
-    args = (op, sig, low, params, names, fixed, max_elements, interp, dtype)
     try:
         with _abstract.abstraction() as table:
-            cov = _compare_lowered(trial, *args)
+            out = run(trial)
     except (_abstract.LemmaError, _abstract.Abandon):
-        table = None
-    if table is not None and (not table.used or _abstract.clean(trial)):
-        col.merge(trial)
-        if table.used:
-            col.hows[table.note()] = 1
-        return cov
-    return _compare_lowered(col, *args)
+        return run(col)
+    if table.used and not _abstract.clean(trial):
+        return run(col)
+    col.merge(trial)
+    if table.used:
+        col.hows[table.note()] = 1
+    return out
 
 
 def _compare_lowered(
@@ -177,7 +181,6 @@ def _compare_lowered(
     names: Sequence[str],
     fixed: dict[str, str],
     max_elements: int,
-    interp: Callable[[], Interpreter] = Interpreter,
     dtype: str = "float64",
 ) -> str:
     out_t = op.infer_type(sig.arg_types, sig.index_types, sig.attrs)
@@ -196,7 +199,7 @@ def _compare_lowered(
         trial = Collector(col.link, col.name)
         args = [_flat_input(v, key, params, op) for key in low.inputs]
         try:
-            got = interp().run(low.jaxpr, *args)
+            got = Interpreter().run(low.jaxpr, *args)
         except Unsupported as e:
             col.undecided = col.undecided or f"{low.kind}: {e} (not interpreted)"
             return coverage
@@ -220,7 +223,7 @@ def _compare_lowered(
             if ref is None:
                 ref = SYM.zeros(np.shape(g))
             elems, cov = choose_elements(ref.shape, max_elements, seed)
-            label = _label(key, names)
+            label = output_label(key, names)
             covs.append(f"{label}: {cov}")
             compare_arrays(trial, label, SymArray(g), ref, domains, elements=elems,
                            fixed_inputs=fixed, seed=seed)  # fmt: skip
@@ -238,16 +241,40 @@ def _compare_lowered(
     return coverage
 
 
-def _label(key: tuple, names: Sequence[str]) -> str:
-    if key[0] == "grad":
-        return f"grad {names[key[1]]}"
-    return {"out": "out", "tan_out": "jvp out"}.get(key[0], str(key))
-
-
 def _flat_input(vals: dict[tuple, Any], key: tuple, params: dict[str, Any], op: tl.Op) -> Any:
     if key[0] == "index":
         return np.asarray(params[op.index_args[key[1]].name])
     return vals[key]
+
+
+def compare_over_plan(
+    col: Collector,
+    sig: Signature,
+    plan: IndexPlan,
+    kind: str,
+    lowered: Callable[[dict[str, Any]], Lowered],
+    max_elements: int,
+    dtype: str,
+) -> str:
+    """:func:`compare_lowered` at each index assignment of ``plan`` (``lowered`` gives the
+    jaxpr for its parameters), up to the first failure or undecided comparison; the coverage."""
+    op = tl.get_op(sig.op)
+    names = sig.arg_names()
+    cov = ""
+    for index in plan.assignments:
+        params = rule_params(sig, index)
+        fixed = {f"index {s.name}": str(np.asarray(v).tolist())
+                 for s, v in zip(op.index_args, index, strict=True)}  # fmt: skip
+        try:
+            low = lowered(params)
+        except Exception as e:
+            col.fail(f"tracing the lowered {kind} failed: {type(e).__name__}: {e}")
+            break
+        cov = compare_lowered(col, op, sig, low, params, names, fixed, max_elements,
+                              dtype=dtype)  # fmt: skip
+        if col.failed or col.undecided:
+            break
+    return f"{cov}; {plan.coverage}" if plan.coverage else cov
 
 
 def check_op_lowering(
@@ -255,31 +282,18 @@ def check_op_lowering(
     *,
     dtype: str = "float64",
     max_elements: int = MAX_ELEMENTS,
-    tracer: Callable[[tl.Op, Signature, Kind, dict[str, Any], str], Lowered] = trace_op_rule,
 ) -> list[Check]:
     """The op's lowered forward / JVP / VJP jaxprs against the reference rules, at every index
     assignment of :func:`verify._sig.index_plan`."""
     op = tl.get_op(sig.op)
     plan = index_plan(sig, seed=_seed(sig.label()))
-    names = [op.arg_name(p) + (str(p) if op.variadic else "") for p in range(len(sig.arg_types))]
     checks = []
     for kind in ("forward", "jvp", "vjp"):
         col = Collector("lowering", f"lowered {kind} = reference")
-        cov = ""
-        for index in plan.assignments:
-            params = rule_params(sig, index)
-            fixed = {f"index {s.name}": str(np.asarray(v).tolist())
-                     for s, v in zip(op.index_args, index, strict=True)}  # fmt: skip
-            try:
-                low = tracer(op, sig, kind, params, dtype)
-            except Exception as e:
-                col.fail(f"tracing the lowered {kind} failed: {type(e).__name__}: {e}")
-                break
-            cov = compare_lowered(col, op, sig, low, params, names, fixed, max_elements,
-                                  dtype=dtype)  # fmt: skip
-            if col.failed or col.undecided:
-                break
-        if plan.coverage:
-            cov = f"{cov}; {plan.coverage}"
+
+        def lowered(params: dict[str, Any], kind: str = kind) -> Lowered:
+            return trace_op_rule(op, sig, kind, params, dtype)
+
+        cov = compare_over_plan(col, sig, plan, kind, lowered, max_elements, dtype)
         checks.append(col.check(f"{dtype} jaxpr; {cov}"))
     return checks

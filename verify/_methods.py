@@ -28,7 +28,7 @@ from . import _sizecert
 from ._attempt import METHODS, Method, small, tensor_attempt
 from ._report import Check
 from ._rules import check_signature
-from ._sig import Signature
+from ._sig import Signature, rule_names
 from ._tape import call_layout, check_call
 from ._tchecks import NotTensor, Partial, check_call_tensor, check_signature_tensor
 
@@ -82,13 +82,6 @@ def rule_checks(sig: Signature, *, method: Method, max_elements: int, kinks: boo
     return decided + fallback
 
 
-def rule_names(sig: Signature, kinks: bool) -> list[str]:
-    op = tl.get_op(sig.op)
-    names = ["forward = sym"] if op.sym_rule is not None else []
-    names += ["jvp = derivative", "vjp = adjoint"]
-    return names + (["kinks"] if kinks and op.kinks_rule is not None else [])
-
-
 def call_check(graph: tl.GraphData, kind: str, entry: Any, inner: Any, dtype: str, *,
                method: Method, max_elements: int) -> Check:  # fmt: skip
     """Link 2 for one compiled call by ``method``."""
@@ -111,4 +104,4 @@ def call_check(graph: tl.GraphData, kind: str, entry: Any, inner: Any, dtype: st
     return c
 
 
-__all__ = ["METHODS", "Method", "call_check", "elements_level", "rule_checks", "rule_names"]
+__all__ = ["METHODS", "Method", "call_check", "elements_level", "rule_checks"]

@@ -226,6 +226,12 @@ class Report:
         out += [(None, c) for c in self.graph_checks if c.result != "pass"]
         return out
 
+    def where(self, node: int | None) -> str:
+        """How a failure names what it concerns: a node, or a function's custom rule by label."""
+        if self.subject == "function":
+            return "function" if node is None else self.nodes[node].signature.split(": (")[0]
+        return f"node {node}" if node is not None else "graph"
+
     def summary(self) -> str:
         """One line: the verdict and what it rests on."""
         checks = self.all_checks
@@ -293,11 +299,7 @@ def render_text(report: Report, *, max_rows: int = 60) -> str:
         lines.append(f"  {c.link:<15} {c.name:<40} {c.result:<9} {c.method}  {c.coverage}")
     lines += [f"  note: {note}" for note in report.notes]
     for node, c in report.failures():
-        if report.subject == "function":
-            where = "function" if node is None else report.nodes[node].signature.split(": (")[0]
-        else:
-            where = f"node {node}" if node is not None else "graph"
-        lines.append(f"  {c.result.upper()} {where}: {c.name}: {c.how}")
+        lines.append(f"  {c.result.upper()} {report.where(node)}: {c.name}: {c.how}")
         if c.counterexample is not None:
             lines.append("    counterexample: " + c.counterexample.describe())
     lines.append(report.summary().splitlines()[0])

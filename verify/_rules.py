@@ -37,7 +37,15 @@ from . import _abstract
 from ._cases import flat_pieces
 from ._decide import Decision, decide_memo
 from ._report import Check, Counterexample, Link, Method
-from ._sig import IndexPlan, Signature, index_plan, iter_elements, named_symbols, rule_params
+from ._sig import (
+    IndexPlan,
+    Signature,
+    index_plan,
+    iter_elements,
+    named_symbols,
+    rule_names,
+    rule_params,
+)
 from .terms import fold_extrema, has_atom
 
 #: Per check, at most this many elements are compared; beyond, a deterministic sample (first,
@@ -257,10 +265,7 @@ class _Setup:
 
 
 def _setup(op: tl.Op, sig: Signature) -> _Setup:
-    names = []
-    for p in range(len(sig.arg_types)):
-        base = op.arg_name(p) + (str(p) if op.variadic else "")
-        names.append(base)
+    names = sig.arg_names()
     X = [named_symbols(n, t.shape) for n, t in zip(names, sig.arg_types, strict=True)]
     diff_args = [p for p in range(len(X)) if op.is_diff_arg(p)]
     T = [
@@ -354,14 +359,7 @@ def check_signature(
                   f"{total} argument elements > {MAX_SYMBOLS}", "too large to check symbolically")
         ]  # fmt: skip
     plan = index_plan(sig, seed=_seed(sig.label()))
-    cols = {
-        name: Collector("rule", name)
-        for name in (
-            ["forward = sym"] if op.sym_rule is not None else []
-        ) + ["jvp = derivative", "vjp = adjoint"] + (
-            ["kinks"] if kinks and op.kinks_rule is not None else []
-        )
-    }  # fmt: skip
+    cols = {name: Collector("rule", name) for name in rule_names(sig, kinks)}
     st = _setup(op, sig)
     try:
         with _abstract.abstraction(products=True) as table:

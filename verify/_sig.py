@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,6 +49,13 @@ class Signature:
     @property
     def dtype(self) -> str:
         return self.arg_types[0].dtype.value if self.arg_types else "f64"
+
+    def arg_names(self) -> list[str]:
+        """The arguments' names in checks and counterexamples (numbered for a variadic op)."""
+        op = tl.get_op(self.op)
+        return [
+            op.arg_name(p) + (str(p) if op.variadic else "") for p in range(len(self.arg_types))
+        ]
 
     def label(self) -> str:
         parts = [str(t) for t in self.arg_types] + [str(t) for t in self.index_types]
@@ -153,6 +160,21 @@ def rule_params(sig: Signature, index: tuple[np.ndarray, ...]) -> dict[str, Any]
     if op.needs_position:
         params["_position"] = sig.position
     return params
+
+
+def rule_names(sig: Signature, kinks: bool) -> list[str]:
+    """The rule-soundness checks of ``sig`` (link 1), in report order."""
+    op = tl.get_op(sig.op)
+    names = ["forward = sym"] if op.sym_rule is not None else []
+    names += ["jvp = derivative", "vjp = adjoint"]
+    return names + (["kinks"] if kinks and op.kinks_rule is not None else [])
+
+
+def output_label(key: tuple, names: Sequence[str]) -> str:
+    """How a check names a rule's output (the layout keys of :class:`verify._lowering.Lowered`)."""
+    if key[0] == "grad":
+        return f"grad {names[key[1]]}"
+    return {"out": "out", "tan_out": "jvp out"}.get(key[0], str(key))
 
 
 def iter_elements(shape: tuple[int, ...]) -> Iterator[tuple[int, ...]]:

@@ -25,27 +25,26 @@ nothing through detach, non-differentiable arguments or index inputs.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 import torchlean_ir as tl
-from torchlean_ir.backends import NUMPY, SYM
+from torchlean_ir.backends import NUMPY, SYM, SymArray
 from torchlean_ir.extend import node_params
 
 from . import (
-    _abstract,
     prims,  # noqa: F401  (registers every primitive's rules)
 )
 from ._f32 import constants
 from ._jaxpr import Interpreter
-from ._lowering import Lowered, compare_lowered
+from ._lowering import Lowered, abstract_first, compare_over_plan
 from ._primitives import Unsupported
 from ._report import Check, Counterexample
 from ._rules import MAX_ELEMENTS, Collector, _seed, choose_elements, compare_arrays
-from ._sig import Signature, index_plan, named_symbols, rule_params
+from ._sig import Signature, index_plan, named_symbols
 from ._tbackend import TENSOR
 
 INT32_MAX = 2**31 - 1
@@ -134,8 +133,6 @@ def check_call(
 ) -> Check:
     """Link 2 for one call: its nested jaxpr against the op's reference rule."""
     sig = Signature.of(graph, entry.node)
-    op = tl.get_op(sig.op)
-    names = [op.arg_name(p) + (str(p) if op.variadic else "") for p in range(len(sig.arg_types))]
     inputs, outputs, flags = call_layout(kind, entry, len(sig.index_types))
     low = Lowered({"fwd": "forward", "jvp": "jvp", "vjp": "vjp"}[kind], inner, inputs, outputs,
                   flags)  # fmt: skip
@@ -145,17 +142,7 @@ def check_call(
         col.fail(f"tl_{kind}_{sig.op} takes {n_in} inputs; the convention says {len(inputs)}")
         return col.check("")
     plan = index_plan(sig, seed=_seed(sig.label()), far=(INT32_MAX,))
-    cov = ""
-    for index in plan.assignments:
-        params = rule_params(sig, index)
-        fixed = {f"index {s.name}": str(np.asarray(v).tolist())
-                 for s, v in zip(op.index_args, index, strict=True)}  # fmt: skip
-        cov = compare_lowered(col, op, sig, low, params, names, fixed, max_elements,
-                              dtype=dtype)  # fmt: skip
-        if col.failed or col.undecided:
-            break
-    if plan.coverage:
-        cov = f"{cov}; {plan.coverage}"
+    cov = compare_over_plan(col, sig, plan, low.kind, lambda _: low, max_elements, dtype)
     return col.check(f"{dtype} nested jaxpr; {cov}")
 
 
@@ -512,14 +499,11 @@ def check_end_to_end(
     *,
     index_sets: Sequence[dict[str, np.ndarray]],
     max_elements: int = MAX_ELEMENTS,
-    interpreter: Callable[[], Any] | None = None,
     dtype: str = "float64",
 ) -> list[Check]:
     """The whole compiled forward, JVP and tape VJP interpreted symbolically (nested calls
     included) against ``eval_graph`` / ``jvp`` / ``backprop_ctx`` on ``SYM`` (with the
     constants of a compilation in ``dtype``, :mod:`verify._f32`)."""
-
-    make = interpreter or Interpreter
     leaves = {leaf.name: named_symbols(leaf.name, leaf.type.shape) for leaf in graph.leaves}
     grad_leaves = [leaf for leaf in graph.leaves if leaf.requires_grad]
     tans = {leaf.name: named_symbols("d" + leaf.name, leaf.type.shape) for leaf in grad_leaves}
@@ -556,7 +540,7 @@ def check_end_to_end(
             elif kind == "vjp":
                 args += seeds
             try:
-                got = make().run(jaxprs[kind], *args, *flat_idx)
+                got = Interpreter().run(jaxprs[kind], *args, *flat_idx)
             except Unsupported as e:
                 col.undecided = col.undecided or f"{e} (not interpreted)"
                 break
@@ -574,8 +558,6 @@ def check_end_to_end(
                 elems, cov = choose_elements(ws.shape, max_elements, 0)
                 if "all" not in cov:
                     covs.append(f"{label}: {cov}")
-                from torchlean_ir.backends import SymArray
-
                 compare_arrays(col, label, SymArray(g), ws, domains, elements=elems,
                                fixed_inputs=fixed)  # fmt: skip
                 if col.failed:
@@ -585,19 +567,8 @@ def check_end_to_end(
         return covs
 
     for kind in ("forward", "jvp", "vjp"):
-        name = f"compiled {kind} = reference {kind}"
-        col = Collector("end-to-end", name)
-        try:
-            with _abstract.abstraction() as table:
-                trial = Collector("end-to-end", name)
-                covs = run(trial, kind)
-            if table.used and not _abstract.clean(trial):
-                raise _abstract.Abandon("not exact under the abstraction")
-            col = trial
-            if table.used:
-                col.hows[table.note()] = 1
-        except (_abstract.Abandon, _abstract.LemmaError):
-            covs = run(col, kind)
+        col = Collector("end-to-end", f"compiled {kind} = reference {kind}")
+        covs = abstract_first(col, lambda c, kind=kind: run(c, kind))
         n_idx = len(index_sets) if runtime_index else 0
         cov = ("sampled: " + "; ".join(covs) if covs else "all outputs and gradients") + (
             ", symbolic leaves" + (f", {n_idx} index assignments" if n_idx else "")

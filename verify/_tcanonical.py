@@ -7,6 +7,7 @@ that sums equal up to the names, the order and a shift of their variables are id
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -165,15 +166,12 @@ def _canon_sum(e: Any, memo: dict[Any, Any]) -> Any:
     variables, body = _translated(variables, se.expand(body))
     body = _canon(se.expand(body), memo)
     base = _level(body)
-    n = len(variables)
     sigs = {v: _signature(v, body, variables) for v in variables}
     order = sorted(variables, key=lambda v: sigs[v])
     # variables with the same signature: try their permutations, keep the smallest text
     groups = [list(g) for _, g in itertools.groupby(order, key=lambda v: sigs[v])]
     best = None
-    perms = 1
-    for g in groups:
-        perms *= len(range(1, len(g) + 1)) and _fact(len(g))
+    perms = math.prod(math.factorial(len(g)) for g in groups)
     choices = itertools.product(*[itertools.permutations(g) for g in groups]) if perms <= 120 \
         else [tuple(tuple(g) for g in groups)]  # fmt: skip
     for choice in choices:
@@ -185,15 +183,7 @@ def _canon_sum(e: Any, memo: dict[Any, Any]) -> Any:
         if best is None or key < best[0]:
             best = (key, cand)
     assert best is not None
-    del n
     return best[1]
-
-
-def _fact(n: int) -> int:
-    out = 1
-    for i in range(2, n + 1):
-        out *= i
-    return out
 
 
 def _signature(v: Any, body: Any, variables: Sequence[Any]) -> str:

@@ -26,6 +26,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -42,7 +43,7 @@ from ._dims import SizeDependent
 from ._primitives import Unsupported
 from ._report import Check, Counterexample
 from ._rules import conventional, fmt_value
-from ._sig import Signature
+from ._sig import Signature, output_label, rule_names
 from ._tbackend import TENSOR
 from ._tdecide import decide_tensor
 from ._tensor import TArray, asarray, leaf
@@ -93,7 +94,7 @@ def setup(sig: Signature, *, index_hi: int | None = None, tag: str = "nat",
     ``index_hi`` is ``None``). ``shapes`` replaces the arguments' shapes and ``attrs`` some
     attributes (symbolic sizes, :mod:`verify._sizecert`)."""
     op = tl.get_op(sig.op)
-    names = [op.arg_name(p) + (str(p) if op.variadic else "") for p in range(len(sig.arg_types))]
+    names = sig.arg_names()
     shp = [t.shape for t in sig.arg_types] if shapes is None else shapes
     X = [leaf(n, d) for n, d in zip(names, shp, strict=True)]
     diff = [p for p in range(len(X)) if op.is_diff_arg(p)]
@@ -261,6 +262,20 @@ def adjoint_expected(J: TArray, ct_name: str, out_shape: tuple[int, ...], tan_na
     return TArray(shape, fn, "f")
 
 
+def _compare_grads(out: TOutcome, G: Any, Jx: TArray, shapes: list[tuple[Any, ...]], st: TSetup,
+                   prefix: str, fixed: dict[str, str] | None) -> None:  # fmt: skip
+    """Each differentiable argument's cotangent in the VJP's result ``G`` (the cotangent leaf
+    ``ct``) against the Jacobian transpose of ``Jx`` applied to it, up to the first that is not
+    proved."""
+    G = tuple(G) if isinstance(G, tuple | list) else (G,)
+    for p in st.diff_args:
+        want = adjoint_expected(Jx, "ct", Jx.shape, "d" + st.names[p], shapes[p])
+        got = G[p] if G[p] is not None else TENSOR.zeros(shapes[p])
+        compare(out, f"{prefix}grad {st.names[p]}", got, want, st, fixed)
+        if out.done:
+            break
+
+
 def jvp_expected(F: TArray, st: TSetup) -> TArray:
     tangent = {st.names[p]: "d" + st.names[p] for p in st.diff_args}
     return TArray(F.shape, lambda idx: T.jvp_term(F.at(idx), tangent, conventional), "f")
@@ -283,9 +298,7 @@ def check_signature_tensor(sig: Signature, *, kinks: bool = True,
     st.sizes = list(sizes or [])
     if shapes is not None:
         kinks = False
-    names = (["forward = sym"] if op.sym_rule is not None else []) + [
-        "jvp = derivative", "vjp = adjoint"] + (
-        ["kinks"] if kinks and op.kinks_rule is not None else [])  # fmt: skip
+    names = rule_names(sig, kinks)
     outs = {n: TOutcome("rule", n) for n in names}
     seed = 0
     F = as_t(_run(op.symbolic, "symbolic forward", TENSOR, *st.X, **st.params))
@@ -307,13 +320,8 @@ def check_signature_tensor(sig: Signature, *, kinks: bool = True,
     if len(G) != len(st.X):
         o.error = f"the vjp returned {len(G)} cotangents for {len(st.X)} arguments"
     else:
-        for p in st.diff_args:
-            shape = sig.arg_types[p].shape if shapes is None else shapes[p]
-            want = adjoint_expected(Jx, "ct", F.shape, "d" + st.names[p], shape)
-            got = G[p] if G[p] is not None else TENSOR.zeros(shape)
-            compare(o, f"grad {st.names[p]}", got, want, st, seed=seed)
-            if o.done:
-                break
+        arg_shapes = [t.shape for t in sig.arg_types] if shapes is None else shapes
+        _compare_grads(o, G, Jx, arg_shapes, st, "", None)
     coverage = {n: "all elements (tensor level)" for n in names}
     if "kinks" in outs:
         coverage["kinks"] = _kinks(op, sig, st, outs["kinks"])
@@ -377,7 +385,7 @@ def _kinks(op: tl.Op, sig: Signature, st: TSetup, out: TOutcome) -> str:
         plan = [st.X[p] if v is _FREE else v for p, v in enumerate(plan)]
         aliases = {st.names[p]: st.names[v.of] for p, v in enumerate(plan)
                    if isinstance(v, _Alias) and v is not _FREE}  # fmt: skip
-        shown = {name: fmt_value(_frac(v)) for name, v in values.items()}
+        shown = {name: fmt_value(Fraction(str(v))) for name, v in values.items()}
         shown |= {name: f"= {other}" for name, other in aliases.items()}
         Xp = [_kink_arg(x, v, st) for x, v in zip(st.X, plan, strict=True)]
         Fp = as_t(_run(op.symbolic, "symbolic forward", TENSOR, *Xp, **st.params))
@@ -390,15 +398,8 @@ def _kinks(op: tl.Op, sig: Signature, st: TSetup, out: TOutcome) -> str:
             break
         ct = leaf("ct", F.shape)
         G = _run(op.vjp_rule, "vjp", TENSOR, tuple(Xp), Fp, ct, **st.params)
-        G = tuple(G) if isinstance(G, tuple | list) else (G,)
-        for p in st.diff_args:
-            shape = sig.arg_types[p].shape
-            want = adjoint_expected(Jx, "ct", F.shape, "d" + st.names[p], shape)
-            got = G[p] if G[p] is not None else TENSOR.zeros(shape)
-            compare(out, f"kink {n}: grad {st.names[p]}", got, want, st,
-                    {f"all {k}": v for k, v in shown.items()})  # fmt: skip
-            if out.done:
-                break
+        _compare_grads(out, G, Jx, [t.shape for t in sig.arg_types], st, f"kink {n}: ",
+                       {f"all {k}": v for k, v in shown.items()})  # fmt: skip
         if out.done:
             break
     return (f"{len(plans)} of the op's {len(points)} kink points (those whose every argument "
@@ -460,12 +461,6 @@ def _no_atoms_of(e: Any, names: Any) -> None:
         d = T.DERIVED.get(T.name_of(f) or "")
         if d is not None and d.mentions(names):
             raise T.TermError("a softmax over the leaves of a kink point")
-
-
-def _frac(v: Any) -> Any:
-    from fractions import Fraction
-
-    return Fraction(str(v))
 
 
 def subst_leaves(e: Any, values: dict[str, Any]) -> Any:
@@ -533,7 +528,7 @@ def check_call_tensor(sig: Signature, kind: str, inputs: tuple, outputs: tuple,
                 shape = (ref if ref is not None else g).shape
                 g = g if g is not None else TENSOR.zeros(shape)
                 ref = ref if ref is not None else TENSOR.zeros(shape)
-                compare(trial, _label(key, st.names), g, ref, st)
+                compare(trial, output_label(key, st.names), g, ref, st)
                 if trial.done:
                     break
         last = trial
@@ -547,12 +542,6 @@ def check_call_tensor(sig: Signature, kind: str, inputs: tuple, outputs: tuple,
     if c is None:
         raise NotTensor(f"{kind}: {last.undecided}")
     return c
-
-
-def _label(key: tuple, names: list[str]) -> str:
-    if key[0] == "grad":
-        return f"grad {names[key[1]]}"
-    return {"out": "out", "tan_out": "jvp out"}.get(key[0], str(key))
 
 
 def _reference(op: tl.Op, kind: str, vals: dict[tuple, Any], st: TSetup) -> dict[tuple, Any]:

@@ -32,7 +32,7 @@ from . import _tensor as TT
 from . import _tsoftmax
 from . import terms as T
 from ._jaxpr import LemmaError, _kind, call_key, check_softmax_call
-from ._primitives import JaxprInterpreter, Unsupported, supported
+from ._primitives import JaxprInterpreter, Unsupported
 from ._tdecide import decide_tensor
 from ._tensor import TArray, leaf
 
@@ -153,10 +153,6 @@ def _as_number(v: Any) -> Any:
     return v
 
 
-def supported_tensor_primitives() -> list[str]:
-    return supported("tensor")
-
-
 def out_tkind(eqn: Any, i: int = 0) -> str:
     return _kind_of_aval(eqn.outvars[i].aval)
 
@@ -211,4 +207,4 @@ def softmax_call(sub: Any, x: Any) -> Any:
     return _tsoftmax.softmax(x, -1, None if valid.all() else valid)
 
 
-__all__ = ["TInterpreter", "concrete", "from_concrete", "supported_tensor_primitives"]
+__all__ = ["TInterpreter", "concrete", "from_concrete"]

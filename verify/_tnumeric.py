@@ -188,10 +188,7 @@ def _fl(t: Tab) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _cells(vars: tuple, scope: Mapping[Any, tuple[int, int]]) -> int:
-    n = 1
-    for v in vars:
-        n *= scope[v][1]
-    return n
+    return math.prod(scope[v][1] for v in vars)
 
 
 def _check_size(vars: tuple, scope: Mapping[Any, tuple[int, int]]) -> None:

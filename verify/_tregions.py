@@ -7,6 +7,7 @@ residue; a case's facts substituted into a term.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from typing import Any
@@ -75,8 +76,6 @@ def _floor_conditions(f: Any) -> list[Any] | None:
     lo, hi = T.interval(inner, facts=True)
     if lo is None or hi is None:
         return None
-    import math
-
     vlo, vhi = math.floor(lo), math.floor(hi)
     if vhi - vlo + 1 > FLOOR_VALUES or vhi == vlo:
         return None
@@ -96,8 +95,6 @@ def _floor_values(floors: set, assign: Mapping[Any, Any]) -> dict[Any, Any]:
         conds = _floor_conditions(f)
         if not conds or not all(c in assign for c in conds):
             continue
-        import math
-
         lo, _ = T.interval(f.args[0], facts=True)
         out[f] = se.Integer(math.floor(lo) + sum(int(assign[c]) for c in conds))  # type: ignore[arg-type]
     return out
@@ -105,8 +102,6 @@ def _floor_values(floors: set, assign: Mapping[Any, Any]) -> dict[Any, Any]:
 
 def _residue_split(f: Any, allowed: set) -> tuple[Any, int] | None:
     """A free index of ``floor(e / d)`` and the modulus that makes the floor affine in it."""
-    import math
-
     lin = T.linear(f.args[0])
     if lin is None:
         return None

@@ -31,11 +31,11 @@ from ._compile import CompilerUnavailable, compile_graph, outer_jaxprs, trace_en
 from ._decide import tree_size
 from ._f32 import NOTE, reduced_note
 from ._lowering import check_op_lowering
-from ._methods import METHODS, Method, call_check, rule_checks, rule_names
+from ._methods import METHODS, Method, call_check, rule_checks
 from ._plugins import load_plugin
 from ._report import Check, NodeReport, Report
 from ._rules import MAX_ELEMENTS
-from ._sig import Signature, named_symbols
+from ._sig import Signature, named_symbols, rule_names
 from ._tape import ContractError, call_key, check_end_to_end, check_wiring, match_calls
 
 Progress = Callable[[str, int, int], None]

@@ -66,8 +66,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--index-range", action="append", default=[], metavar="NAME=HI",
                    help="with --function: integer argument NAME takes every value 0..HI-1 "
                    "(default every non-negative int32); repeatable")  # fmt: skip
-    p.add_argument("--modes", default="vjp,jvp", metavar="vjp,jvp",
-                   help="with --function: which of JAX's derivatives to check (default both)")
+    p.add_argument(
+        "--modes",
+        default="vjp,jvp",
+        metavar="vjp,jvp",
+        help="with --function: which of JAX's derivatives to check (default both)",
+    )
     p.add_argument(
         "--json",
         nargs="?",
@@ -145,10 +149,8 @@ def _load(path: str) -> Any:
 
 def _progress_ui(console: Any, enabled: bool) -> Any:
     """A rich progress bar (stderr, transient) or a no-op context."""
-    from contextlib import nullcontext
-
     if not enabled:
-        return nullcontext(None)
+        return contextlib.nullcontext(None)
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     return Progress(
@@ -196,11 +198,7 @@ def _print_report(console: Any, report: Report, quiet: bool) -> None:
         for note in report.notes:
             console.print(f"note: {note}", style="dim", highlight=False, soft_wrap=True)
         for node, c in report.failures():
-            where = f"node {node}" if node is not None else "graph"
-            if report.subject == "function":
-                where = ("function" if node is None
-                         else report.nodes[node].signature.split(": (")[0])  # fmt: skip
-            console.print(f"{c.result.upper()} {where}: {c.name} [{c.label}]: {c.how}",
+            console.print(f"{c.result.upper()} {report.where(node)}: {c.name} [{c.label}]: {c.how}",
                           highlight=False, soft_wrap=True, markup=False)  # fmt: skip
             if c.counterexample is not None:
                 console.print("  counterexample: " + c.counterexample.describe(), highlight=False,
@@ -242,7 +240,6 @@ def _function_job(args: Any) -> tuple[Any, list[Any], dict[str, int], list[str]]
 def _run_function(job: tuple[Any, list[Any], dict[str, int], list[str]], args: Any, out: Any,
                   stdout: Any, reports: list[Report], json_stdout: bool) -> int:  # fmt: skip
     from torchlean_ir.cli import say
-    from torchlean_ir.extend import write_atomic
 
     from ._functions import FunctionSpecError, verify_function
 
@@ -260,27 +257,8 @@ def _run_function(job: tuple[Any, list[Any], dict[str, int], list[str]], args: A
         return INTERNAL_ERROR
     reports.append(report)
     _print_report(out, report, args.quiet or json_stdout)
-    if args.html is not None:
-        from ._html import render_html
-
-        try:
-            page = render_html([(report, None)])
-            with open(args.html, "w", encoding="utf-8") as f:
-                f.write(page)
-        except OSError as e:
-            say(PROG, f"error: --html {args.html}: {e.strerror or e}")
-            return 2
-    if args.json is not None:
-        text = report.dumps()
-        if json_stdout:
-            print(text, file=stdout)
-        else:
-            try:
-                write_atomic(args.json, (text + "\n").encode("utf-8"))
-            except OSError as e:
-                say(PROG, f"error: --json {args.json}: {e.strerror or e}")
-                return 2
-    return report.exit_code
+    code = _write_outputs(args, reports, [None], stdout, json_stdout)
+    return report.exit_code if code is None else code
 
 
 def _check_json_target(path: str, option: str = "--json") -> None:
@@ -412,12 +390,22 @@ def _main(argv: Sequence[str] | None, stdout: Any, reports: list[Report]) -> int
     except Exception as e:  # a verifier bug, not the user's: say so in one line
         say(PROG, f"internal error: {type(e).__name__}: {e}")
         return INTERNAL_ERROR
+    code = _write_outputs(args, reports, [graph for _, graph, _ in runs], stdout, json_stdout)
+    return _exit_code(reports) if code is None else code
+
+
+def _write_outputs(args: Any, reports: list[Report], graphs: list[Any], stdout: Any,
+                   json_stdout: bool) -> int | None:  # fmt: skip
+    """Write ``--html`` (each report beside its graph) and ``--json``; the exit code when one
+    of them cannot be written, else ``None``."""
+    from torchlean_ir.cli import say
+    from torchlean_ir.extend import write_atomic
+
     if args.html is not None:
         from ._html import render_html
 
         try:
-            pairs = [(r, graph) for r, (_, graph, _) in zip(reports, runs, strict=True)]
-            page = render_html(pairs)
+            page = render_html(list(zip(reports, graphs, strict=True)))
             with open(args.html, "w", encoding="utf-8") as f:
                 f.write(page)
         except OSError as e:
@@ -436,14 +424,12 @@ def _main(argv: Sequence[str] | None, stdout: Any, reports: list[Report]) -> int
         if json_stdout:
             print(text, file=stdout)
         else:
-            from torchlean_ir.extend import write_atomic
-
             try:  # all or nothing: a full disk leaves no truncated report
                 write_atomic(args.json, (text + "\n").encode("utf-8"))
             except OSError as e:
                 say(PROG, f"error: --json {args.json}: {e.strerror or e}")
                 return 2
-    return _exit_code(reports)
+    return None
 
 
 if __name__ == "__main__":

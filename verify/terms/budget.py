@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import signal
+import threading
+import time
 from typing import Any
 
 
@@ -52,8 +55,6 @@ class budget:
         self.seconds = seconds
 
     def __enter__(self) -> budget:
-        import time
-
         end = float("inf") if self.seconds is None else time.process_time() + self.seconds
         _DEADLINE.append(min(end, _DEADLINE[-1]) if _DEADLINE else end)
         if len(_DEADLINE) == 1 and end != float("inf"):
@@ -69,9 +70,6 @@ class budget:
 
 
 def _arm_timer() -> None:
-    import signal
-    import threading
-
     if (
         not hasattr(signal, "setitimer")
         or threading.current_thread() is not threading.main_thread()
@@ -84,8 +82,6 @@ def _arm_timer() -> None:
 
 
 def _disarm_timer() -> None:
-    import signal
-
     if _TIMER:
         signal.setitimer(signal.ITIMER_VIRTUAL, 0, 0)
         signal.signal(signal.SIGVTALRM, _TIMER.pop())
@@ -93,8 +89,5 @@ def _disarm_timer() -> None:
 
 def tick() -> None:
     """Raise :class:`OutOfTime` when the innermost :class:`budget` has run out."""
-    if _DEADLINE:
-        import time
-
-        if time.process_time() > _DEADLINE[-1]:
-            raise OutOfTime("the tensor-level time budget ran out")
+    if _DEADLINE and time.process_time() > _DEADLINE[-1]:
+        raise OutOfTime("the tensor-level time budget ran out")

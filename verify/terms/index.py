@@ -57,17 +57,6 @@ def _symbolic_bound(e: Any) -> bool:
 # -- integer index expressions -----------------------------------------------------------------
 
 
-def _int_atoms(e: Any) -> set:
-    """The index symbols and nat reads (opaque integer atoms) of an index expression."""
-    out = set()
-    for s in e.free_symbols:
-        out.add(s)
-    for f in e.atoms(se.FunctionSymbol):
-        if is_read(f):
-            out.add(f)
-    return out
-
-
 def linear(e: Any) -> tuple[dict[Any, Any], Any] | None:
     """``e`` as ``sum(c_v * v) + c`` over index symbols and opaque integer atoms (nat reads,
     floors), with rational coefficients; ``None`` if it is not of that form."""

@@ -3,6 +3,7 @@ speaks to z3 about integers (sign facts here, regions and case splits in the dec
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 from typing import Any
 
@@ -52,9 +53,7 @@ class Z3:
         if isinstance(e, se.Mul):
             nums = [a for a in e.args if isinstance(a, se.Number)]
             rest = [a for a in e.args if not isinstance(a, se.Number)]
-            c = Fraction(1)
-            for n in nums:
-                c *= Fraction(str(n))
+            c = math.prod((Fraction(str(n)) for n in nums), start=Fraction(1))
             if c.denominator != 1:
                 raise TermError(f"non-integer coefficient in {e}")
             out = z3.IntVal(int(c))
@@ -68,8 +67,6 @@ class Z3:
                 raise TermError(f"cannot read {e}")
             coeffs, const = lin
             dens = [Fraction(str(c)).denominator for c in [*coeffs.values(), const]]
-            import math
-
             d = math.lcm(*dens)
             num = se.expand(inner * d)
             return self.term(num) / d  # z3 integer division is floor for d > 0
