@@ -46,7 +46,7 @@ def _scores(qi: jax.Array, kj: jax.Array, i: int, j: jax.Array) -> jax.Array:
 def _forward(q: jax.Array, k: jax.Array, v: jax.Array) -> tuple[jax.Array, jax.Array]:
     outs, lses = [], []
     for i in range(q.shape[0] // BLOCK):
-        qi = q[i * BLOCK:(i + 1) * BLOCK]
+        qi = q[i * BLOCK : (i + 1) * BLOCK]
 
         def body(j: jax.Array, c: tuple, qi: jax.Array = qi, i: int = i) -> tuple:
             m, l, acc = c
@@ -58,8 +58,11 @@ def _forward(q: jax.Array, k: jax.Array, v: jax.Array) -> tuple[jax.Array, jax.A
             scale = jnp.exp(m - m_new)
             return m_new, l * scale + p.sum(-1), acc * scale[:, None] + p @ vj
 
-        init = (jnp.full((BLOCK,), -jnp.inf, q.dtype), jnp.zeros((BLOCK,), q.dtype),
-                jnp.zeros((BLOCK, q.shape[1]), q.dtype))
+        init = (
+            jnp.full((BLOCK,), -jnp.inf, q.dtype),
+            jnp.zeros((BLOCK,), q.dtype),
+            jnp.zeros((BLOCK, q.shape[1]), q.dtype),
+        )
         m, l, acc = jax.lax.fori_loop(0, i + 1, body, init)
         outs.append(acc / l[:, None])
         lses.append(m + jnp.log(l))
@@ -89,8 +92,11 @@ def _backward(res: tuple, do: jax.Array, wrong: bool) -> tuple[jax.Array, ...]:
             vj = jax.lax.dynamic_slice_in_dim(v, j * BLOCK, BLOCK)
             p = jnp.exp(_scores(qi, kj, i, j) - li[:, None])
             dp = doi @ vj.T
-            ds = p * (dp if wrong else dp - di[:, None]) / jnp.sqrt(jnp.asarray(qi.shape[-1],
-                                                                              qi.dtype))
+            ds = (
+                p
+                * (dp if wrong else dp - di[:, None])
+                / jnp.sqrt(jnp.asarray(qi.shape[-1], qi.dtype))
+            )
             dk_j = jax.lax.dynamic_slice_in_dim(dk, j * BLOCK, BLOCK) + ds.T @ qi
             dv_j = jax.lax.dynamic_slice_in_dim(dv, j * BLOCK, BLOCK) + p.T @ doi
             dk = jax.lax.dynamic_update_slice_in_dim(dk, dk_j, j * BLOCK, 0)

@@ -82,8 +82,9 @@ def test_a_fold_too_large_is_refused_before_it_runs() -> None:
     """Folding evaluates ops at import time; the size of their results is computed on the
     meta device first, so a program (hostile or not) cannot make the importer allocate it."""
     ep = torch.export.export(_Huge(), (torch.randn(N, D),))
-    with pytest.raises(interop.InteropError,
-                       match=r"arange.* would compute 1000000000000 elements at import time"):
+    with pytest.raises(
+        interop.InteropError, match=r"arange.* would compute 1000000000000 elements at import time"
+    ):
         interop.from_torch(ep)
 
 

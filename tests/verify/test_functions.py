@@ -148,6 +148,7 @@ def test_plain_function_both_modes():
 
 def test_stop_gradient_that_changes_the_derivative_is_refuted():
     """A straight-through estimator: JAX's gradient is not the derivative of f's value."""
+
     def ste(x):
         return x + jax.lax.stop_gradient(jnp.round(x * 0 + x * x) - x)  # value x*x, grad 1
 
@@ -345,8 +346,10 @@ def test_cli_function(tmp_path, capsys, monkeypatch):
         (["--function", f"{mod}:softmax_xent"], "needs --args"),
         (["--function", f"{mod}:softmax_xent", "--args", "f32[2"], "--args"),
         (["--args", "f32[2]"], "without --function"),
-        (["--function", f"{mod}:softmax_xent", "--args", "f32[2]", "--index-range", "x"],
-         "NAME=HI"),
+        (
+            ["--function", f"{mod}:softmax_xent", "--args", "f32[2]", "--index-range", "x"],
+            "NAME=HI",
+        ),
     ]:
         code = cli_main(list(args))
         err = capsys.readouterr().err
