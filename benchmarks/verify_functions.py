@@ -30,14 +30,19 @@ from _report import load_average, load_note, table, write_section
 from verify import parse_arg_specs, verify_function
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "functions"
-NAMES = ["layer_norm", "softmax_xent", "logsumexp"]
-#: The correct rules at three sizes each (the shipped one in the middle): verify time against
-#: size. Index ranges: every label of the row's width.
+NAMES = ["layer_norm", "softmax_xent", "logsumexp", "blockwise_attention"]
+#: The function of an example, where it is not named as the example.
+FUNCTION = {"blockwise_attention": "attention"}
+#: The correct rules at three or four sizes each (the shipped one first or in the middle):
+#: verify time against size. Index ranges: every label of the row's width. Blockwise
+#: attention's size is its arguments and its block (the module's ``BLOCK``, set before tracing).
 SIZES = {
     "layer_norm": ["f32[8,32] f32[32] f32[32]", "f32[32,128] f32[128] f32[128]",
                    "f32[128,512] f32[512] f32[512]"],
     "softmax_xent": ["f32[8,128] i32[8]", "f32[32,512] i32[32]", "f32[128,2048] i32[128]"],
     "logsumexp": ["f32[64,64]", "f32[512,512]", "f32[2048,2048]"],
+    "blockwise_attention": [f"f32[{n},{d}] f32[{n},{d}] f32[{n},{d}], blocks of {b}"
+                            for n, d, b in ((4, 2, 2), (64, 8, 32), (16, 2, 4), (24, 2, 4))],
 }  # fmt: skip
 
 
@@ -126,9 +131,13 @@ def size_rows() -> list[list[Any]]:
     """Each correct rule of :data:`SIZES` verified at each size: verdict, seconds."""
     rows = []
     for name, sizes in SIZES.items():
-        fn = getattr(_load(name), name)
+        mod = _load(name)
+        fn = getattr(mod, FUNCTION.get(name, name))
         for spec in sizes:
-            specs = parse_arg_specs(spec)
+            arg_text, _, block = spec.partition(", blocks of ")
+            if block:
+                mod.BLOCK = int(block)
+            specs = parse_arg_specs(arg_text)
             ranges = {"labels": specs[0].shape[-1]} if name == "softmax_xent" else None
             t0 = time.perf_counter()
             r = verify_function(fn, *specs, index_ranges=ranges)
@@ -148,7 +157,8 @@ def main() -> None:
         mod = _load(name)
         specs = parse_arg_specs(mod.ARGS)
         ranges = getattr(mod, "INDEX_RANGES", None)
-        good, bad = getattr(mod, name), getattr(mod, f"{name}_wrong")
+        fname = FUNCTION.get(name, name)
+        good, bad = getattr(mod, fname), getattr(mod, f"{fname}_wrong")
         row: list[Any] = [f"`{name}` ({mod.ARGS})"]
         for fn in (good, bad):
             t0 = time.perf_counter()
