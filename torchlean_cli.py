@@ -62,6 +62,10 @@ def run(prog: str, target: str, interrupted: int) -> int:
                 raise KeyboardInterrupt from None
             _say(prog, f"error: cannot start: {e}")
             return 2
+        except Exception:  # the interrupt wrapped by what it hit (3.11: __set_name__'s error)
+            if seen:
+                raise KeyboardInterrupt from None
+            raise
         finally:
             signal.signal(signal.SIGINT, signal.default_int_handler)
             sys.unraisablehook = hook
