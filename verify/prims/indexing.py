@@ -222,12 +222,16 @@ def _integer_coefficients(e: Any) -> bool:
 
 
 def _brackets_evaluated(e: Any) -> Any:
-    """``e`` with every bracket of a number (``[-3 == 0]``, nested ones too) at its value and
-    every ``Piecewise`` whose values are all one number at it (a comparison of a choice among
-    ``0..n-1`` with 0: ``Piecewise((0, c_0), ..., (0, True))``)."""
+    """``e`` with every bracket of a number (``[-3 == 0]``, nested ones too) at its value, every
+    read of a constant table at integer indices at its entry (a table of positions read at a
+    position: ``[T(0) - 1 == 0]`` is a bracket of a number) and every ``Piecewise`` whose values
+    are all one number at it (a comparison of a choice among ``0..n-1`` with 0:
+    ``Piecewise((0, c_0), ..., (0, True))``)."""
 
     def node(x: Any, args: list[Any]) -> Any:
         n = T.name_of(x)
+        if T.is_table(x) and all(isinstance(a, se.Integer) for a in args):
+            return T.normalize(T.rebuild(x, args))
         if n in ("_GE", "_EQ") and isinstance(args[0], se.Number):
             return T.ge(args[0]) if n == "_GE" else T.eq(args[0])
         if isinstance(x, se.Piecewise) and args[-1] == se.true:  # some branch is taken
