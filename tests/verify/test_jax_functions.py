@@ -7,6 +7,7 @@ import re
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import symengine as se
 
 from verify import verify_function
@@ -419,15 +420,41 @@ def test_median_quantile_percentile_verify_and_a_wrong_rule_is_refuted():
     assert r.verdict == "mismatch", str(r)
 
 
-def test_quantile_at_several_q_is_not_verified_in_forward_mode():
-    """Several ``q``: the JVP gathers the tangent at the permutation read at a table of
-    positions, an index the case-by-case reading does not take apart ("not verified"); the
-    VJP is proved."""
-    r = verify_function(lambda x: jnp.quantile(x, jnp.array([0.25, 0.75])), _arg(5))
-    assert r.verdict == "undecided", str(r)
-    vjp, jvp = r.graph_checks
-    assert vjp.method == "exact" and jvp.method == "not verified", str(r)
-    assert "an index chosen by conditions on values" in jvp.how
+def test_quantile_at_several_q_verifies_and_a_wrong_rule_is_refuted():
+    """Several ``q``: the JVP gathers the sorted tangent at a table of positions, so the
+    permutation is read at a table's entry (``sum_m [T(i) == m] P_m``); each output position
+    reads the table at a number, each bracket is then a number, and one choice is left, read
+    case by case. Both modes proved exactly; a rule with the interpolation weights swapped is
+    refuted in both, the element named."""
+    three = jnp.array([0.1, 0.5, 0.9])
+    for f, shape in ((lambda x: jnp.quantile(x, jnp.array([0.25, 0.75])), (6,)),
+                     (lambda x: jnp.quantile(x, three, -1), (2, 5))):  # fmt: skip
+        r = verify_function(f, _arg(*shape))
+        assert r.verdict == "verified", str(r)
+        assert all(c.method == "exact" for c in r.all_checks), str(r)
+        assert "index cases" in r.graph_checks[1].how, str(r)
+
+    q = np.array([0.25, 0.75], np.float32)
+    pos = q * 5
+    lo, hi = np.floor(pos).astype(int), np.ceil(pos).astype(int)
+    w = jnp.asarray(pos - lo, F32)
+
+    def quantiles(x):
+        return jnp.quantile(x, q)
+
+    swapped = jax.custom_jvp(quantiles)
+
+    @swapped.defjvp
+    def _(primals, tangents):  # the lower statistic weighted by w, the upper by 1 - w
+        (x,), (t,) = primals, tangents
+        ts = t[jnp.argsort(x)]
+        return quantiles(x), ts[lo] * w + ts[hi] * (1 - w)
+
+    r = verify_function(swapped, _arg(6))
+    assert r.verdict == "mismatch", str(r)
+    jvp = next(c for c in r.graph_checks if c.name == "jvp = derivative")
+    assert jvp.result == "fail" and jvp.method == "exact", str(r)
+    assert re.search(r"jvp out\[[01]\]", jvp.counterexample.describe()), str(r)
 
 
 def test_conditions_not_known_for_every_value_are_not_reduced():

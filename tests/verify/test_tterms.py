@@ -113,3 +113,27 @@ def test_floors_simplified_by_the_ranges_equal_the_floors_at_every_point() -> No
         form = sum(rng.choice((1, 2, 3, 4, 5, 6, 10, -2, -5)) * s for s in box)
         e = se.floor((form + rng.randint(-120, 120)) / rng.choice((2, 3, 4, 6, 10, 12, 20, 100)))
         assert _values(_terms.simplify_index(e), box) == _values(e, box), e
+
+
+def test_a_rational_factor_of_a_piecewise_has_one_normal_form() -> None:
+    """``-dx Piecewise((-1, c), (0, True))`` and ``dx Piecewise((1, c), (0, True))`` are one
+    term: the rational factor of the first nonzero value is taken out of the values, so both
+    get one normal form (they had two, and the case splitter decided their difference by
+    cases). The conditions keep their order, and a term that differs in sign stays apart."""
+    x, dx = _terms.fn("x"), _terms.fn("dx")
+    c, d = se.StrictLessThan(x(0), x(1)), se.StrictLessThan(x(1), x(2))
+    for unroll in (_terms.UNROLL_NONE, _terms.UNROLL_SHORT):
+
+        def nf(e: se.Basic, unroll: int = unroll) -> se.Basic:
+            return _terms.normalize(e, unroll=unroll)
+
+        one = nf(dx(0) * se.Piecewise((1, c), (0, True)))
+        assert nf(-dx(0) * se.Piecewise((-1, c), (0, True))) == one
+        assert nf(dx(0) * se.Piecewise((-1, c), (0, True))) == nf(-one) != one
+        three = nf(dx(0) * se.Piecewise((se.Rational(3, 2), c), (-3, d), (x(2), True)))
+        assert nf(3 * dx(0) * se.Piecewise((se.Rational(1, 2), c), (-1, d), (x(2) / 3, True))) \
+            == three  # fmt: skip
+        at = {x(0): 0, x(1): 1, x(2): 5, dx(0): 2}  # c and d hold: c's branch, taken first
+        assert three.xreplace(at) == 3
+        assert nf(dx(0) * se.Piecewise((-se.oo, c), (0, True))) == dx(0) * se.Piecewise(
+            (-se.oo, c), (0, True))  # an infinity stays in its branch  # fmt: skip

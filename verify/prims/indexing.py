@@ -193,7 +193,10 @@ def _chosen_cases(s: Any) -> list[tuple[Any, Any, Any]]:
             raise refuse(f"more than one choice in {sc}")
         (pw,) = pws
         values, conds = pw.args[0::2], pw.args[1::2]
-        if not all(isinstance(v, se.Integer) for v in values) or conds[-1] != se.true:
+        # rational values: the normal form takes a rational factor out of a Piecewise's
+        # values (a choice of 2 or 1 is 2 Piecewise((1, c), (1/2, True))); the index read in
+        # each branch must still be an integer expression
+        if not all(isinstance(v, se.Rational) for v in values) or conds[-1] != se.true:
             raise refuse(f"not a choice among integers: {pw}")
         if any(c.free_symbols & set(syms) for c in conds):
             raise refuse("on index symbols")
@@ -201,17 +204,34 @@ def _chosen_cases(s: Any) -> list[tuple[Any, Any, Any]]:
             vj = T.normalize(_brackets_evaluated(sc.xreplace({pw: v})))
             if T.has_atom(vj, se.Piecewise):
                 raise refuse(f"not read: {vj}")
+            if not _integer_coefficients(vj):
+                raise refuse(f"not a choice among integers: {pw} in {sc}")
             out.append((guard, vj, _branch(conds, j)))
     return out
 
 
+def _integer_coefficients(e: Any) -> bool:
+    """Whether every monomial of the expanded ``e`` has an integer coefficient (an index)."""
+    e = se.expand(e)
+    for t in e.args if isinstance(e, se.Add) else (e,):
+        if isinstance(t, se.Mul):
+            t = next((a for a in t.args if isinstance(a, se.Number)), T.ONE)
+        if isinstance(t, se.Number) and not isinstance(t, se.Integer):
+            return False
+    return True
+
+
 def _brackets_evaluated(e: Any) -> Any:
-    """``e`` with every bracket of a number (``[-3 == 0]``, nested ones too) at its value and
-    every ``Piecewise`` whose values are all one number at it (a comparison of a choice among
-    ``0..n-1`` with 0: ``Piecewise((0, c_0), ..., (0, True))``)."""
+    """``e`` with every bracket of a number (``[-3 == 0]``, nested ones too) at its value, every
+    read of a constant table at integer indices at its entry (a table of positions read at a
+    position: ``[T(0) - 1 == 0]`` is a bracket of a number) and every ``Piecewise`` whose values
+    are all one number at it (a comparison of a choice among ``0..n-1`` with 0:
+    ``Piecewise((0, c_0), ..., (0, True))``)."""
 
     def node(x: Any, args: list[Any]) -> Any:
         n = T.name_of(x)
+        if T.is_table(x) and all(isinstance(a, se.Integer) for a in args):
+            return T.normalize(T.rebuild(x, args))
         if n in ("_GE", "_EQ") and isinstance(args[0], se.Number):
             return T.ge(args[0]) if n == "_GE" else T.eq(args[0])
         if isinstance(x, se.Piecewise) and args[-1] == se.true:  # some branch is taken

@@ -1011,7 +1011,54 @@ def _piecewise_args(args: list[Any]) -> Any:
         return pairs[0][0]
     if not pairs:
         return ZERO
-    return se.Piecewise(*pairs)
+    factor = _common_factor([v for v, _ in pairs])
+    if factor == 1:
+        return se.Piecewise(*pairs)
+    return factor * se.Piecewise(*[(_scaled(v, 1 / factor), c) for v, c in pairs])
+
+
+def _coefficient(t: Any) -> Any:
+    """A monomial's numeric coefficient."""
+    if isinstance(t, se.Number):
+        return t
+    if isinstance(t, se.Mul) and isinstance(t.args[0], se.Number):
+        return t.args[0]
+    return ONE
+
+
+def _rest_text(t: Any) -> str:
+    """The text of a monomial without its numeric coefficient (``""`` for a number)."""
+    if isinstance(t, se.Number):
+        return ""
+    if isinstance(t, se.Mul) and isinstance(t.args[0], se.Number):
+        return str(se.Mul(*t.args[1:]))
+    return str(t)
+
+
+def _common_factor(values: Sequence[Any]) -> Any:
+    """The rational factor taken out of a ``Piecewise``'s values, so that a term has one normal
+    form (``-dx Piecewise((-1, c), (0, True))`` is ``dx Piecewise((1, c), (0, True))``): the
+    coefficient of the first nonzero value's monomial of least text (without its coefficient),
+    which is 1 after it is taken out. ``f Piecewise((v_i / f, c_i))`` is the same function for
+    any rational ``f != 0`` (the conditions and their order are kept), and ``r P`` gets the
+    same values as ``P`` for a rational ``r``. 1 where that coefficient is not rational or a
+    value holds an infinity (a masked entry ``-oo`` stays as it is)."""
+    if any(isinstance(v, _BOOLEAN) or has_infinity(v) for v in values):
+        return ONE
+    first = next((v for v in values if v != 0), None)
+    if first is None:
+        return ONE
+    terms = first.args if isinstance(first, se.Add) else (first,)
+    lead = terms[0] if len(terms) == 1 else min(terms, key=_rest_text)
+    c = _coefficient(lead)
+    return c if isinstance(c, se.Rational) else ONE  # se.Integer is one too
+
+
+def _scaled(v: Any, r: Any) -> Any:
+    """``r v`` with ``r`` a rational, distributed over the monomials of ``v``."""
+    if isinstance(v, se.Add):
+        return se.Add(*[r * t for t in v.args])
+    return r * v
 
 
 def _literals(c: Any) -> tuple[Any, ...]:
