@@ -632,15 +632,33 @@ def decide_equal(
 def _probe(
     got: se.Basic, expected: se.Basic, domains: Mapping[str, Domain], rng: random.Random
 ) -> Decision:
-    """Two random exact points, then tie points (:func:`_tie_points`): a mismatch found there,
-    else ``not verified``."""
+    """Two random exact points where both sides are finite reals (at most
+    :data:`PROBE_DRAWS` drawn: a point where a side is not, a square root of a negative
+    difference of independent atoms, is replaced by the next), then tie points
+    (:func:`_tie_points`) of the last one: a mismatch found there, else ``not verified``.
+    Replacing such a point keeps what the probe finds from depending on how the atoms happen
+    to be numbered (which value lands under the root)."""
     free = sorted(s.name for s in (got.free_symbols | expected.free_symbols))
-    points = [_random_point(free, domains, rng) for _ in range(2)]
-    for point in [*points, *_tie_points(points[1])]:
+    finite: list[dict[str, Fraction]] = []
+    point: dict[str, Fraction] = {}
+    for drawn in range(1, PROBE_DRAWS + 1):
+        point = _random_point(free, domains, rng)
+        differ, g, x, ev = evaluate_at(got, expected, point)
+        if differ:
+            return Decision(False, _mismatch_method(ev), "random point", point, g, x, ev)
+        if differ is False:
+            finite.append(point)
+        if len(finite) == 2 or (drawn >= 2 and not free):
+            break
+    for point in _tie_points(finite[-1] if finite else point):
         differ, g, x, ev = evaluate_at(got, expected, point)
         if differ:
             return Decision(False, _mismatch_method(ev), "random point", point, g, x, ev)
     return Decision(None, "not verified", "no mismatch at two random points and tie points")
+
+
+#: Random points a probe draws at most to find two where both sides are finite reals.
+PROBE_DRAWS = 12
 
 
 #: Tie points per probe, at most.
