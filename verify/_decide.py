@@ -650,10 +650,10 @@ def _probe(
             finite.append(point)
         if len(finite) == 2 or (drawn >= 2 and not free):
             break
-    for point in _tie_points(finite[-1] if finite else point):
-        differ, g, x, ev = evaluate_at(got, expected, point)
+    for tied in _tie_points(finite[-1] if finite else point):
+        differ, g, x, ev = evaluate_at(got, expected, tied)
         if differ:
-            return Decision(False, _mismatch_method(ev), "random point", point, g, x, ev)
+            return Decision(False, _mismatch_method(ev), "random point", tied, g, x, ev)
     return Decision(None, "not verified", "no mismatch at two random points and tie points")
 
 
