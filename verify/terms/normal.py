@@ -1100,17 +1100,20 @@ def _empty_brackets(factors: Sequence[Any]) -> bool:
     for f in factors:
         b = f.args[0] if isinstance(f, se.Pow) and isinstance(f.args[1], se.Integer) and int(
             f.args[1]) > 0 else f  # fmt: skip
-        (brackets if name_of(b) in ("_GE", "_EQ") else others).append((b, f))
-    if not brackets:
-        return False
-    key = se.Mul(*dict.fromkeys(b for b, _ in brackets))
+        if name_of(b) in ("_GE", "_EQ"):
+            brackets.append(b)
+        else:
+            others.append(f)
+    if len(brackets) < 2:
+        return False  # one bracket alone is decided by the ranges where it is made (ge, eq)
+    key = se.Mul(*dict.fromkeys(brackets))
     empty = _EMPTY.get(key)
     if empty is None:
         empty = _exclusive(ONE, key, facts=True)
         if len(_EMPTY) > 200000:
             _EMPTY.clear()
         _EMPTY[key] = empty
-    return empty and not any(has_infinity(f) for _, f in others)
+    return empty and not any(has_infinity(f) for f in others)
 
 
 _EMPTY: dict[Any, bool] = {}
