@@ -210,3 +210,34 @@ def test_a_concatenation_over_many_blocks_gives_one_exponential_per_block() -> N
     for v in range(16):
         at = {q: se.Integer(v)}
         assert se.expand(T.normalize(out.xreplace(at)) - T.normalize(se.exp(e.xreplace(at)))) == 0
+
+
+def test_pieces_of_a_concatenation_multiplied_out_are_n_plus_one_monomials() -> None:
+    """The same split over 8 blocks: the products ``prod (1 - [c_j])`` its levels leave are
+    multiplied out with the monomials whose brackets are never all 1 together dropped (a block
+    ``j`` and a block ``j'`` at once), so it is 9 exponentials in 17 monomials (``[c_j]`` with
+    its piece, and the rest's ``1 - sum_j [c_j]``), where expanding them gave ``2^(n+1) - 1``."""
+    from verify.terms.normal import _split_by_bracket
+
+    (q,) = T.free_vars((16,))
+    r = se.Symbol("r")
+    e = r
+    for j in range(8):
+        e += T.ge(q - 2 * j) * T.ge(2 * j + 1 - q) * se.log(1 + T.leaf_read("l", (q,), (16,)))
+    out = _split_by_bracket(e)
+    assert len(out.args) <= 2 * 8 + 1, len(out.args)
+
+
+def test_a_product_of_brackets_never_all_one_is_zero() -> None:
+    """A monomial whose single-variable brackets admit no integer is 0 (the free index's range
+    counted); kept where another factor holds an infinity literal (``0 * -oo`` is NaN), and a
+    bound variable's registered range is not a fact (only its sum's brackets state it)."""
+    (q,) = T.free_vars((16,))
+    x = T.leaf_read("x", (q,), (16,))
+    assert T.normalize(T.ge(q - 12) * T.ge(3 - q) * x) == 0
+    assert T.normalize(T.ge(q - 17) * T.ge(20 - q) * x + x) == x  # past the range: 0
+    assert T.normalize(T.ge(q - 12) * T.ge(3 - q) * x * -se.oo) != 0
+    assert T.normalize(T.ge(q - 3) * T.ge(12 - q) * x) != 0  # 3 <= q <= 12: not empty
+    k = T.fresh("_k", 0, 4)  # bound: its range [0, 4) is stated by its sum's brackets only
+    assert T.normalize(T.ge(k - 5) * x) != 0
+    assert T.normalize(T.ge(k - 5) * T.ge(3 - k) * x) == 0

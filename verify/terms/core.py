@@ -387,8 +387,12 @@ def _subterms(e: Any) -> Iterable[Any]:
 
 def has_infinity(e: Any) -> bool:
     """Whether ``e`` holds an infinity or NaN anywhere (then a 0/1 bracket may not multiply
-    it: ``0 * -oo`` is NaN)."""
-    return isinstance(e, se.Basic) and any(e.has(v) for v in (se.oo, -se.oo, se.zoo, se.nan))
+    it: ``0 * -oo`` is NaN). Memoised over shared subterms (:func:`has_atom`; symengine's
+    ``has`` walks a shared term as a tree)."""
+    return isinstance(e, se.Basic) and has_atom(e, _INFINITIES)
+
+
+_INFINITIES = tuple(type(v) for v in (se.oo, -se.oo, se.zoo, se.nan))
 
 
 # -- concrete elements -------------------------------------------------------------------------

@@ -13,6 +13,7 @@ import symengine as se
 from .._dims import Dim, SizeDependent, floordiv, size_expr
 from .budget import tick
 from .core import (
+    BOUND,
     MAXR,
     ONE,
     RANGES,
@@ -35,6 +36,7 @@ from .core import (
     fn_atoms,
     fold_extrema,
     fresh,
+    has_atom,
     has_floor,
     has_infinity,
     is_bracket,
@@ -499,7 +501,7 @@ def _split_by_bracket(a: Any) -> Any:
         if not brackets:
             continue
         inner = se.Mul(*[f for f in parts if name_of(f) not in ("_GE", "_EQ")])
-        if has_infinity(inner) or not (inner.atoms(se.log) or any(
+        if has_infinity(inner) or not (has_atom(inner, se.log) or any(
                 name_of(f) in SHIFT_LEAVES for f in fn_atoms(inner))):  # fmt: skip
             continue
         c = se.Mul(*brackets)
@@ -509,30 +511,41 @@ def _split_by_bracket(a: Any) -> Any:
         # IEEE's 0 * -oo is NaN): dropped there, so that the pieces of a concatenation over n
         # blocks give n + 1 exponentials, not 2^n (their (1 - [c]) factors still expand)
         kept = se.Add(*[u for u in rest if has_infinity(u) or not _exclusive(c, u)])
-        return se.expand(c * _exp_of_logs(se.expand(kept + inner))
-                         + (1 - c) * _exp_of_logs(others))  # fmt: skip
+        # the empty products of brackets dropped at each level, not after the last one
+        return _idempotent_brackets(se.expand(c * _exp_of_logs(se.expand(kept + inner))
+                                              + (1 - c) * _exp_of_logs(others)))  # fmt: skip
     return None
+
+
+_ONE_VARIABLE: dict[Any, tuple[str, Any, Any, Any] | None] = {}
 
 
 def _one_variable(f: Any) -> tuple[str, Any, Any, Any] | None:
     """A bracket ``[a v + b >= 0]`` / ``[a v + b == 0]`` of one index symbol ``v`` as
-    ``(name, v, a, b)`` (``a != 0``); ``None`` for any other factor."""
+    ``(name, v, a, b)`` (``a != 0``); ``None`` for any other factor. Memoised (a function of
+    the bracket alone)."""
     n = name_of(f)
     if n not in ("_GE", "_EQ"):
         return None
+    if f in _ONE_VARIABLE:
+        return _ONE_VARIABLE[f]
     form = _integer_form(f.args[0])
-    if form is None or len(form[0]) != 1:
-        return None
-    ((v, a),) = form[0].items()
-    if not isinstance(v, se.Symbol) or a == 0:
-        return None
-    return n, v, a, form[1]
+    out = None
+    if form is not None and len(form[0]) == 1:
+        ((v, a),) = form[0].items()
+        if isinstance(v, se.Symbol) and a != 0:
+            out = n, v, a, form[1]
+    if len(_ONE_VARIABLE) > 200000:
+        _ONE_VARIABLE.clear()
+    _ONE_VARIABLE[f] = out
+    return out
 
 
-def _exclusive(c: Any, u: Any) -> bool:
+def _exclusive(c: Any, u: Any, facts: bool = False) -> bool:
     """Whether the brackets of ``c`` and those of the term ``u`` are never all 1 together: the
     single-variable ones (``[a v + b >= 0]``, ``[a v + b == 0]``) bound some index ``v``, with
-    its range, to no integer. A sufficient test (``False`` when unsure)."""
+    its range, to no integer. A sufficient test (``False`` when unsure). ``facts``: only the
+    ranges that are facts (not a bound variable's, which its sum's brackets state)."""
     bounds: dict[Any, list[Any]] = {}
     for f in [*_factors(c), *_factors(u)]:
         one = _one_variable(f)
@@ -540,7 +553,7 @@ def _exclusive(c: Any, u: Any) -> bool:
             continue
         n, v, a, b = one
         if v not in bounds:
-            lo, hi = RANGES.get(v, (None, None))
+            lo, hi = (None, None) if facts and v in BOUND else RANGES.get(v, (None, None))
             bounds[v] = [lo, None if hi is None else hi - 1]
         lohi = bounds[v]
         if n == "_EQ":
@@ -1103,12 +1116,17 @@ def _drop_default_branches(pairs: list[tuple[Any, Any]]) -> list[tuple[Any, Any]
 
 
 def _idempotent_brackets(e: Any) -> Any:
-    """``[c]^n = [c]`` in every monomial of an expanded sum."""
+    """``[c]^n = [c]`` in every monomial of an expanded sum, and a monomial whose brackets are
+    never all 1 together (:func:`_empty_brackets`) dropped: the pieces of a concatenation over
+    ``n`` blocks multiplied out, ``prod_i (1 - [c_i])``, are ``n + 1`` monomials, not ``2^n``."""
     terms = e.args if isinstance(e, se.Add) else (e,)
     changed = False
     out = []
     for t in terms:
         factors = _factors(t)
+        if _empty_brackets(factors):
+            changed = True
+            continue
         new = [f.args[0] if isinstance(f, se.Pow) and is_bracket(f.args[0])
                and isinstance(f.args[1], se.Integer) and int(f.args[1]) > 0 else f
                for f in factors]  # fmt: skip
@@ -1118,3 +1136,31 @@ def _idempotent_brackets(e: Any) -> Any:
         else:
             out.append(t)
     return se.Add(*out) if changed else e
+
+
+def _empty_brackets(factors: Sequence[Any]) -> bool:
+    """Whether a monomial (its ``factors``) is 0 because its single-variable brackets are
+    never all 1 together (:func:`_exclusive`: they bound an index, with its range, to no
+    integer), while no other factor holds an infinity literal: the brackets select
+    (:func:`_selected_off`), and IEEE's ``0 * -oo`` is NaN. Memoised on the brackets."""
+    brackets, others = [], []
+    for f in factors:
+        b = f.args[0] if isinstance(f, se.Pow) and isinstance(f.args[1], se.Integer) and int(
+            f.args[1]) > 0 else f  # fmt: skip
+        if name_of(b) in ("_GE", "_EQ"):
+            brackets.append(b)
+        else:
+            others.append(f)
+    if len(brackets) < 2:
+        return False  # one bracket alone is decided by the ranges where it is made (ge, eq)
+    key = se.Mul(*dict.fromkeys(brackets))
+    empty = _EMPTY.get(key)
+    if empty is None:
+        empty = _exclusive(ONE, key, facts=True)
+        if len(_EMPTY) > 200000:
+            _EMPTY.clear()
+        _EMPTY[key] = empty
+    return empty and not any(has_infinity(f) for f in others)
+
+
+_EMPTY: dict[Any, bool] = {}
