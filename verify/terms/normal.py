@@ -510,7 +510,7 @@ def _split_by_bracket(a: Any) -> Any:
         # where [c] is 1, a term whose brackets exclude c's is 0 (unless it holds an infinity:
         # IEEE's 0 * -oo is NaN): dropped there, so that the pieces of a concatenation over n
         # blocks give n + 1 exponentials, not 2^n (their (1 - [c]) factors still expand)
-        kept = se.Add(*[u for u in rest if has_infinity(u) or not _exclusive(c, u)])
+        kept = se.Add(*[u for u in rest if has_infinity(u) or not _exclusive(c, u, facts=True)])
         # the empty products of brackets dropped at each level, not after the last one
         return _idempotent_brackets(se.expand(c * _exp_of_logs(se.expand(kept + inner))
                                               + (1 - c) * _exp_of_logs(others)))  # fmt: skip
