@@ -108,13 +108,11 @@ def to_float_array(a: np.ndarray) -> np.ndarray:
     """Exact symengine numbers for a float value given as NumPy floats or expressions."""
     if a.dtype == object:
         return a
-    out = np.empty(a.shape, dtype=object)
-    for ix in np.ndindex(a.shape):
-        out[ix] = exact(a[ix].item())
-    return out
+    return _ew(lambda v: exact(v.item()), a)
 
 
 def _ew(fn: Callable[..., Any], *arrays: np.ndarray) -> np.ndarray:
+    """``fn`` on the elements of the arrays (broadcast; 0-d included) as an object array."""
     shape = np.broadcast_shapes(*[a.shape for a in arrays])
     arrs = [np.broadcast_to(a, shape) for a in arrays]
     out = np.empty(shape, dtype=object)
