@@ -133,17 +133,6 @@ def _sym(a: np.ndarray) -> SymArray:
     return SymArray(_obj(a))
 
 
-def _literal(v: Any, aval: Any) -> np.ndarray:
-    k = _kind(aval)
-    if k == "f":
-        # the value in the literal's own dtype: a weakly typed ``0.7:f32[]`` may hold the
-        # Python float 0.7, which the program materialises as the nearest float32
-        with np.errstate(over="ignore"):
-            arr = np.asarray(v, dtype=np.dtype(aval.dtype))
-        return to_float_array(arr.astype(np.float64))
-    return np.asarray(v).astype(np.dtype(aval.dtype))
-
-
 def _int_value(x: Any) -> int:
     if isinstance(x, int | np.integer):
         return int(x)
@@ -183,7 +172,13 @@ class Interpreter(JaxprInterpreter):
         return arr
 
     def literal(self, v: Any, aval: Any) -> np.ndarray:
-        return _literal(v, aval)
+        if _kind(aval) == "f":
+            # the value in the literal's own dtype: a weakly typed ``0.7:f32[]`` may hold the
+            # Python float 0.7, which the program materialises as the nearest float32
+            with np.errstate(over="ignore"):
+                arr = np.asarray(v, dtype=np.dtype(aval.dtype))
+            return to_float_array(arr.astype(np.float64))
+        return np.asarray(v).astype(np.dtype(aval.dtype))
 
     def shape(self, value: Any) -> tuple[Any, ...]:
         return np.shape(value)
