@@ -108,13 +108,11 @@ def to_float_array(a: np.ndarray) -> np.ndarray:
     """Exact symengine numbers for a float value given as NumPy floats or expressions."""
     if a.dtype == object:
         return a
-    out = np.empty(a.shape, dtype=object)
-    for ix in np.ndindex(a.shape):
-        out[ix] = exact(a[ix].item())
-    return out
+    return _ew(lambda v: exact(v.item()), a)
 
 
 def _ew(fn: Callable[..., Any], *arrays: np.ndarray) -> np.ndarray:
+    """``fn`` on the elements of the arrays (broadcast; 0-d included) as an object array."""
     shape = np.broadcast_shapes(*[a.shape for a in arrays])
     arrs = [np.broadcast_to(a, shape) for a in arrays]
     out = np.empty(shape, dtype=object)
@@ -133,17 +131,6 @@ def _same_kind(arrays: Sequence[np.ndarray], k: str) -> list[np.ndarray]:
 
 def _sym(a: np.ndarray) -> SymArray:
     return SymArray(_obj(a))
-
-
-def _literal(v: Any, aval: Any) -> np.ndarray:
-    k = _kind(aval)
-    if k == "f":
-        # the value in the literal's own dtype: a weakly typed ``0.7:f32[]`` may hold the
-        # Python float 0.7, which the program materialises as the nearest float32
-        with np.errstate(over="ignore"):
-            arr = np.asarray(v, dtype=np.dtype(aval.dtype))
-        return to_float_array(arr.astype(np.float64))
-    return np.asarray(v).astype(np.dtype(aval.dtype))
 
 
 def _int_value(x: Any) -> int:
@@ -185,7 +172,13 @@ class Interpreter(JaxprInterpreter):
         return arr
 
     def literal(self, v: Any, aval: Any) -> np.ndarray:
-        return _literal(v, aval)
+        if _kind(aval) == "f":
+            # the value in the literal's own dtype: a weakly typed ``0.7:f32[]`` may hold the
+            # Python float 0.7, which the program materialises as the nearest float32
+            with np.errstate(over="ignore"):
+                arr = np.asarray(v, dtype=np.dtype(aval.dtype))
+            return to_float_array(arr.astype(np.float64))
+        return np.asarray(v).astype(np.dtype(aval.dtype))
 
     def shape(self, value: Any) -> tuple[Any, ...]:
         return np.shape(value)

@@ -99,23 +99,19 @@ class Check:
         }
 
 
+def worst(values: Iterable[Any], order: tuple[Any, ...]) -> Any:
+    """The first of ``order`` (worst first) among ``values``; the last (the best) if none is."""
+    present = set(values)
+    return next((v for v in order if v in present), order[-1])
+
+
 def combine_method(checks: Iterable[Check]) -> Method:
     """The weakest method among the checks (``not verified`` < ``probabilistic`` < ``exact``)."""
-    ms = {c.method for c in checks}
-    if "not verified" in ms:
-        return "not verified"
-    if "probabilistic" in ms:
-        return "probabilistic"
-    return "exact"
+    return worst((c.method for c in checks), ("not verified", "probabilistic", "exact"))
 
 
 def combine_result(checks: Iterable[Check]) -> Result:
-    rs = {c.result for c in checks}
-    if "fail" in rs:
-        return "fail"
-    if "undecided" in rs:
-        return "undecided"
-    return "pass"
+    return worst((c.result for c in checks), ("fail", "undecided", "pass"))
 
 
 @dataclass(frozen=True)

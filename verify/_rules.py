@@ -36,6 +36,7 @@ from torchlean_ir.backends import SYM, SymArray
 from . import _abstract
 from ._cases import flat_pieces
 from ._decide import Decision, decide_memo
+from ._jaxpr import _ew
 from ._report import Check, Counterexample, Link, Method
 from ._sig import (
     IndexPlan,
@@ -109,14 +110,6 @@ def _pick_convention(args: Sequence[Any], greater: bool) -> Any:
         pieces.append((vals[k], se.And(*conds) if len(conds) > 1 else conds[0]))
     pieces[-1] = (pieces[-1][0], se.true)
     return se.Piecewise(*pieces)
-
-
-def smap(fn: Callable[[Any], Any], a: np.ndarray) -> np.ndarray:
-    """``fn`` on every element of an object array (0-d included), same shape."""
-    out = np.empty(a.shape, dtype=object)
-    for ix in iter_elements(a.shape):
-        out[ix] = fn(a[ix])
-    return out
 
 
 def fmt_value(v: Fraction) -> str:
@@ -286,7 +279,7 @@ Rows = list[list[dict[int, Any]]]
 def _jacobian(F: SymArray, X: list[SymArray], diff_args: list[int]) -> tuple[SymArray, Rows]:
     """The conventional forward and, per output element (flat), per argument, its nonzero
     partial derivatives by flat element index (differentiable arguments only)."""
-    Fc = SymArray(smap(conventional, F.a))
+    Fc = SymArray(_ew(conventional, F.a))
     wrt = {s: (p, k) for p in diff_args for k, s in enumerate(X[p].a.reshape(-1))}
     table = _abstract.current()
     memo: dict[tuple[Any, Any], Any] = {}

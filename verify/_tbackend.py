@@ -4,7 +4,7 @@ on :class:`verify._tensor.TArray` values. The softmax returns the atoms of
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -52,8 +52,18 @@ def _gt0(v: Any) -> Any:
     return T.known_relation(se.Lt(T.ZERO, v))
 
 
+def _float_unary(fn: Callable[[Any], Any]) -> Callable[[Any, Any], TArray]:
+    """A backend method applying ``fn`` to every element (a real result)."""
+
+    def method(self: Any, x: Any) -> TArray:
+        return unary(x, fn, "f")
+
+    return method
+
+
 class TensorBackend:
-    """The backend functions on :class:`TArray` (meanings as in ``NumpyBackend``)."""
+    """The backend functions on :class:`TArray` (meanings as in ``NumpyBackend``); those that
+    are :mod:`verify._tensor`'s own functions, unchanged, are taken as they are."""
 
     name = "tensor"
     float_dtype = object
@@ -84,26 +94,13 @@ class TensorBackend:
         return self.ones(asarray(x).shape)
 
     # elementwise
-    def exp(self, x: Any) -> TArray:
-        return unary(x, se.exp, "f")
-
-    def log(self, x: Any) -> TArray:
-        return unary(x, se.log, "f")
-
-    def log1p(self, x: Any) -> TArray:
-        return unary(x, lambda v: se.log(1 + v), "f")
-
-    def expm1(self, x: Any) -> TArray:
-        return unary(x, lambda v: se.exp(v) - 1, "f")
-
-    def tanh(self, x: Any) -> TArray:
-        return unary(x, se.tanh, "f")
-
-    def sqrt(self, x: Any) -> TArray:
-        return unary(x, se.sqrt, "f")
-
-    def erf(self, x: Any) -> TArray:
-        return unary(x, se.erf, "f")
+    exp = _float_unary(se.exp)
+    log = _float_unary(se.log)
+    log1p = _float_unary(lambda v: se.log(1 + v))
+    expm1 = _float_unary(lambda v: se.exp(v) - 1)
+    tanh = _float_unary(se.tanh)
+    sqrt = _float_unary(se.sqrt)
+    erf = _float_unary(se.erf)
 
     def pi(self) -> TArray:
         return TArray((), lambda idx: se.pi, "f")
@@ -122,8 +119,7 @@ class TensorBackend:
     def minimum(self, a: Any, b: Any) -> TArray:
         return binary(a, b, lambda x, y: se.Min(x, y))
 
-    def where(self, cond: Any, a: Any, b: Any) -> TArray:
-        return where(cond, a, b)
+    where = staticmethod(where)
 
     def logical_and(self, a: Any, b: Any) -> TArray:
         return logical("and", a, b)
@@ -141,11 +137,8 @@ class TensorBackend:
         one, z = T.ONE, T.ZERO
         return unary(C, lambda c: piecewise(c, one, z), "f")
 
-    def softplus(self, x: Any) -> TArray:
-        return unary(x, lambda v: se.log(1 + se.exp(v)), "f")
-
-    def sigmoid(self, x: Any) -> TArray:
-        return unary(x, lambda v: 1 / (1 + se.exp(-v)), "f")
+    softplus = _float_unary(lambda v: se.log(1 + se.exp(v)))
+    sigmoid = _float_unary(lambda v: 1 / (1 + se.exp(-v)))
 
     # reductions and products
     def sum(self, x: Any, axis: Any = None, keepdims: bool = False) -> TArray:
@@ -154,11 +147,8 @@ class TensorBackend:
     def max(self, x: Any, axis: Any = None, keepdims: bool = False) -> TArray:
         return reduce(x, axis, keepdims, "max")
 
-    def matmul(self, a: Any, b: Any) -> TArray:
-        return matmul(a, b)
-
-    def einsum(self, subscripts: str, *operands: Any) -> TArray:
-        return einsum(subscripts, *operands)
+    matmul = staticmethod(matmul)
+    einsum = staticmethod(einsum)
 
     def first_max_onehot(self, x: Any, axis: int = -1, valid: Any = None) -> TArray:
         X = asarray(x)
@@ -192,8 +182,7 @@ class TensorBackend:
 
         return TArray(X.shape, fn, "f")
 
-    def _valid_exp(self, x: Any, valid: Any) -> TArray:
-        return valid_exp(x, valid)
+    _valid_exp = staticmethod(valid_exp)
 
     def logsumexp(self, x: Any, axis: int = -1, keepdims: bool = False, valid: Any = None) -> Any:
         return self.log(self.sum(self._valid_exp(x, valid), axis=axis, keepdims=keepdims))
@@ -204,42 +193,22 @@ class TensorBackend:
         return out if out is not None else _tsoftmax.explicit_softmax(x, valid, axis)
 
     # shape
-    def reshape(self, x: Any, shape: Sequence[int]) -> TArray:
-        return reshape(x, shape)
-
-    def transpose(self, x: Any, axes: Sequence[int] | None = None) -> TArray:
-        return transpose(x, axes)
-
-    def swapaxes(self, x: Any, a: int, b: int) -> TArray:
-        return swapaxes(x, a, b)
-
-    def moveaxis(self, x: Any, src: int, dst: int) -> TArray:
-        return moveaxis(x, src, dst)
-
-    def broadcast_to(self, x: Any, shape: Sequence[int]) -> TArray:
-        return broadcast_to(x, shape)
-
-    def expand_dims(self, x: Any, axis: int) -> TArray:
-        return expand_dims(x, axis)
-
-    def concatenate(self, xs: Sequence[Any], axis: int = 0) -> TArray:
-        return concatenate(xs, axis)
-
-    def stack(self, xs: Sequence[Any], axis: int = 0) -> TArray:
-        return stack(xs, axis)
+    reshape = staticmethod(reshape)
+    transpose = staticmethod(transpose)
+    swapaxes = staticmethod(swapaxes)
+    moveaxis = staticmethod(moveaxis)
+    broadcast_to = staticmethod(broadcast_to)
+    expand_dims = staticmethod(expand_dims)
+    concatenate = staticmethod(concatenate)
+    stack = staticmethod(stack)
 
     def pad(self, x: Any, widths: Sequence[tuple[int, int]], value: float = 0.0) -> TArray:
         return pad(x, widths, cast_floats(value))
 
-    def take(self, x: Any, indices: Sequence[int], axis: int = 0) -> TArray:
-        return take(x, indices, axis)
-
+    take = staticmethod(take)
     # runtime indices
-    def gather(self, x: Any, idx: Any, axis: int = 0) -> TArray:
-        return gather(x, idx, axis)
-
-    def scatter_add(self, x: Any, idx: Any, updates: Any, axis: int = 0) -> TArray:
-        return scatter_add(x, idx, updates, axis)
+    gather = staticmethod(gather)
+    scatter_add = staticmethod(scatter_add)
 
     def stop_gradient(self, x: Any) -> Any:
         return x

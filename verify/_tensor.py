@@ -22,6 +22,7 @@ their axes are written as brackets instead.
 from __future__ import annotations
 
 import math
+import operator
 import string
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -37,6 +38,29 @@ from ._dims import Dim, SizeDependent, is_one, is_symbolic, size_expr
 
 Index = tuple[Any, ...]
 Fn = Callable[[Index], Any]
+Method = Callable[["TArray", Any], "TArray"]
+
+
+def _arithmetic(op: Callable[[Any, Any], Any]) -> tuple[Method, Method]:
+    """An arithmetic operator of :class:`TArray` and its reflected form: ``op`` on the two
+    elements at each index (broadcast, :func:`binary`)."""
+
+    def forward(self: TArray, o: Any) -> TArray:
+        return binary(self, o, op)
+
+    def reflected(self: TArray, o: Any) -> TArray:
+        return binary(o, self, op)
+
+    return forward, reflected
+
+
+def _relation(how: str) -> Method:
+    """A comparison operator of :class:`TArray` (:func:`compare`)."""
+
+    def method(self: TArray, o: Any) -> TArray:
+        return compare(self, o, how)
+
+    return method
 
 
 class TArray:
@@ -97,35 +121,11 @@ class TArray:
         return f"TArray({self.shape}, {self.kind})"
 
     # -- arithmetic -------------------------------------------------------------------------
-    def __add__(self, o: Any) -> TArray:
-        return binary(self, o, lambda a, b: a + b)
-
-    def __radd__(self, o: Any) -> TArray:
-        return binary(o, self, lambda a, b: a + b)
-
-    def __sub__(self, o: Any) -> TArray:
-        return binary(self, o, lambda a, b: a - b)
-
-    def __rsub__(self, o: Any) -> TArray:
-        return binary(o, self, lambda a, b: a - b)
-
-    def __mul__(self, o: Any) -> TArray:
-        return binary(self, o, lambda a, b: a * b)
-
-    def __rmul__(self, o: Any) -> TArray:
-        return binary(o, self, lambda a, b: a * b)
-
-    def __truediv__(self, o: Any) -> TArray:
-        return binary(self, o, lambda a, b: a / b)
-
-    def __rtruediv__(self, o: Any) -> TArray:
-        return binary(o, self, lambda a, b: a / b)
-
-    def __pow__(self, o: Any) -> TArray:
-        return binary(self, o, lambda a, b: a**b)
-
-    def __rpow__(self, o: Any) -> TArray:
-        return binary(o, self, lambda a, b: a**b)
+    __add__, __radd__ = _arithmetic(operator.add)
+    __sub__, __rsub__ = _arithmetic(operator.sub)
+    __mul__, __rmul__ = _arithmetic(operator.mul)
+    __truediv__, __rtruediv__ = _arithmetic(operator.truediv)
+    __pow__, __rpow__ = _arithmetic(operator.pow)
 
     def __neg__(self) -> TArray:
         return unary(self, lambda a: -a)
@@ -139,24 +139,12 @@ class TArray:
     def __rmatmul__(self, o: Any) -> TArray:
         return matmul(asarray(o), self)
 
-    def __gt__(self, o: Any) -> TArray:  # type: ignore[override]
-        return compare(self, o, "gt")
-
-    def __ge__(self, o: Any) -> TArray:  # type: ignore[override]
-        return compare(self, o, "ge")
-
-    def __lt__(self, o: Any) -> TArray:  # type: ignore[override]
-        return compare(self, o, "lt")
-
-    def __le__(self, o: Any) -> TArray:  # type: ignore[override]
-        return compare(self, o, "le")
-
-    def __eq__(self, o: Any) -> TArray:  # type: ignore[override]
-        return compare(self, o, "eq")
-
-    def __ne__(self, o: Any) -> TArray:  # type: ignore[override]
-        return compare(self, o, "ne")
-
+    __gt__ = _relation("gt")
+    __ge__ = _relation("ge")
+    __lt__ = _relation("lt")
+    __le__ = _relation("le")
+    __eq__ = _relation("eq")  # type: ignore[assignment]
+    __ne__ = _relation("ne")  # type: ignore[assignment]
     __hash__ = None  # type: ignore[assignment]
 
 
@@ -511,7 +499,7 @@ def matmul(a: Any, b: Any) -> TArray:
 # -- shape -------------------------------------------------------------------------------------
 
 
-def transpose(x: Any, axes: Sequence[int] | None) -> TArray:
+def transpose(x: Any, axes: Sequence[int] | None = None) -> TArray:
     X = asarray(x)
     perm = tuple(reversed(range(X.ndim))) if axes is None else tuple(int(a) % X.ndim for a in axes)
     shape = [X.shape[p] for p in perm]

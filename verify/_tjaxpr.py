@@ -95,11 +95,6 @@ def from_concrete(a: np.ndarray) -> TArray:
     return out
 
 
-def _literal(v: Any, aval: Any) -> TArray:
-    arr = np.asarray(v, dtype=np.dtype(aval.dtype))
-    return from_concrete(arr)
-
-
 # -- the interpreter -------------------------------------------------------------------------
 
 
@@ -116,7 +111,7 @@ class TInterpreter(JaxprInterpreter):
         return from_concrete(np.asarray(a))
 
     def literal(self, v: Any, aval: Any) -> TArray:
-        return _literal(v, aval)
+        return from_concrete(np.asarray(v, dtype=np.dtype(aval.dtype)))
 
     def shape(self, value: Any) -> tuple[Any, ...]:
         return value.shape

@@ -119,10 +119,6 @@ def leaf_values(
 # -- tables ------------------------------------------------------------------------------------
 
 
-def _key(v: Any) -> str:
-    return str(v)
-
-
 @dataclass(frozen=True, eq=False)
 class Tab:
     """Values over the index variables ``vars`` (sorted by name; one axis each, of the
@@ -148,7 +144,7 @@ def _union(tabs: Sequence[Tab]) -> tuple[Any, ...]:
     out: set = set()
     for t in tabs:
         out.update(t.vars)
-    return tuple(sorted(out, key=_key))
+    return tuple(sorted(out, key=str))
 
 
 def _guard(tabs: Sequence[Tab], vars: tuple) -> None:
@@ -911,7 +907,7 @@ def _compare_at(
 ) -> Mismatch | None:
     ev = _Eval(scope, domains, seed, scale)
     g, x = ev.ev(got), ev.ev(expected)
-    vars = tuple(sorted(free, key=_key))
+    vars = tuple(sorted(free, key=str))
     full = tuple(scope[v][1] for v in vars)
     glo, ghi = (np.broadcast_to(_aligned(a, g.vars, vars), full) for a in _interval(g))
     xlo, xhi = (np.broadcast_to(_aligned(a, x.vars, vars), full) for a in _interval(x))

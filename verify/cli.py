@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from . import _plugins
-from ._report import Report
+from ._report import EXIT_CODES, Report, worst
 
 PROG = "torchlean-verify"
 
@@ -277,12 +277,7 @@ INTERNAL_ERROR = 5
 
 
 def _exit_code(reports: Sequence[Report]) -> int:
-    verdicts = {r.verdict for r in reports}
-    if "mismatch" in verdicts:
-        return 1
-    if "undecided" in verdicts:
-        return 3
-    return 0
+    return EXIT_CODES[worst((r.verdict for r in reports), ("mismatch", "undecided", "verified"))]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

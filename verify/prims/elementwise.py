@@ -176,36 +176,31 @@ def _rounding_t(it: TInterpreter, eqn: Any, invals: list, **p: Any) -> TArray:
 # -- abs, sign, neg, not, clz ---------------------------------------------------------------------
 
 
-@element("abs")
-def _abs_e(it: Interpreter, eqn: Any, invals: list, **_: Any) -> np.ndarray:
-    (a,) = invals
-    if _concrete(a):
-        return np.abs(a)
-    return SYM.abs(_sym(a)).a
+# ``abs`` and ``sign``: NumPy on concrete values, else the backend's Piecewise form (``SYM``'s,
+# the one the reference rules build; ``TENSOR``'s).
+def _piecewise_e(name: str, np_fn: Callable[[Any], Any]) -> Callable[..., Any]:
+    def impl(it: Interpreter, eqn: Any, invals: list, **_: Any) -> np.ndarray:
+        (a,) = invals
+        if _concrete(a):
+            return np_fn(a)
+        return getattr(SYM, name)(_sym(a)).a
+
+    return impl
 
 
-@tensor("abs")
-def _abs_t(it: TInterpreter, eqn: Any, invals: list, **_: Any) -> TArray:
-    (a,) = invals
-    if out_tkind(eqn) != "f":
-        return _concrete_op(eqn, invals, np.abs)
-    return TENSOR.abs(a)
+def _piecewise_t(name: str, np_fn: Callable[[Any], Any]) -> Callable[..., Any]:
+    def impl(it: TInterpreter, eqn: Any, invals: list, **_: Any) -> TArray:
+        (a,) = invals
+        if out_tkind(eqn) != "f":
+            return _concrete_op(eqn, invals, np_fn)
+        return getattr(TENSOR, name)(a)
+
+    return impl
 
 
-@element("sign")
-def _sign_e(it: Interpreter, eqn: Any, invals: list, **_: Any) -> np.ndarray:
-    (a,) = invals
-    if _concrete(a):
-        return np.sign(a)
-    return SYM.sign(_sym(a)).a
-
-
-@tensor("sign")
-def _sign_t(it: TInterpreter, eqn: Any, invals: list, **_: Any) -> TArray:
-    (a,) = invals
-    if out_tkind(eqn) != "f":
-        return _concrete_op(eqn, invals, np.sign)
-    return TENSOR.sign(a)
+for _name, _np_fn in (("abs", np.abs), ("sign", np.sign)):
+    element(_name)(_piecewise_e(_name, _np_fn))
+    tensor(_name)(_piecewise_t(_name, _np_fn))
 
 
 @element("neg")

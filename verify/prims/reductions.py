@@ -362,13 +362,9 @@ def _cummax_t(it: TInterpreter, eqn: Any, invals: list, *, axis: int, reverse: b
         return from_concrete((np.flip(out, axis) if reverse else out).astype(out_dtype(eqn)))
     if eqn.primitive.name == "cummin":
         neg = TT.unary(a, lambda v: -v, a.kind)
-        return TT.unary(_per_position(neg, axis, reverse, "cummin", _prefix_max),
+        return TT.unary(_per_position(neg, axis, reverse, "cummin", T.smax),
                         lambda v: -v, a.kind)  # fmt: skip
-    return _per_position(a, axis, reverse, "cummax", _prefix_max)
-
-
-def _prefix_max(read: Callable[[Any], Any], lo: int, hi: int) -> Any:
-    return T.smax(read, lo, hi)
+    return _per_position(a, axis, reverse, "cummax", T.smax)
 
 
 @tensor("cumlogsumexp")
