@@ -277,6 +277,7 @@ def verify_graph(
     method: Method = "auto",
     timeout: float | None = None,
     matmul_precision: str = "float32",
+    deadline: float | None = None,
 ) -> Report:
     """Verify ``graph``: rule soundness of every op signature, the compiled tape's rule calls
     and wiring (compiled in ``dtype``: by default the graph's own dtype, what
@@ -294,6 +295,9 @@ def verify_graph(
     ``timeout`` (seconds) bounds the run: past it nothing more is checked, work in progress
     stops, and each check not decided is ``not verified``, "not reached before the timeout" or
     "stopped by the timeout" (the verdict is then ``undecided`` unless a mismatch was found).
+    ``deadline`` (a ``time.time()`` value) is the same bound shared by several calls (the
+    command line's ``--timeout`` over several graphs): the earlier of the two ends the run, and
+    the report's note names ``timeout``, the bound the caller was given.
     ``matmul_precision`` is the precision of the compiled artifact's matrix products and
     convolutions (``compiler.compile(..., matmul_precision=...)``): the report names it, and a
     reduced one (``"tf32"``, ``"bf16"``) drops the float32 statement (its note says so).
@@ -309,7 +313,10 @@ def verify_graph(
         raise ValueError(f"timeout must be a number of seconds >= 0, got {timeout!r}")
     if jobs > 1:
         _refuse_in_a_worker()
-    deadline = None if timeout is None else start + timeout
+    if deadline is not None:
+        deadline = deadline if timeout is None else min(deadline, start + timeout)
+    elif timeout is not None:
+        deadline = start + timeout
     opts = Options(_float_dtype(dtype), compiled, end_to_end, kinks, max_elements, jobs,
                    tuple(plugins), method, deadline, timeout,
                    _precision(matmul_precision))  # fmt: skip
@@ -350,7 +357,9 @@ def _verify(
         cut = sum(c.how.startswith((NOT_REACHED, STOPPED)) for c in every)
         if cut:
             rest = "; the others were decided before it" if cut < len(every) else ""
-            notes.append(f"the timeout ({opts.timeout:.3g} s) ran out: {cut} of {len(every)} "
+            bound = ("the deadline" if opts.timeout is None
+                     else f"the timeout ({opts.timeout:.3g} s)")  # fmt: skip
+            notes.append(f"{bound} ran out: {cut} of {len(every)} "
                          f"checks not reached or stopped (not verified){rest}")  # fmt: skip
     nodes = []
     first: dict[tuple, int] = {}

@@ -376,7 +376,8 @@ def _main(argv: Sequence[str] | None, stdout: Any, reports: list[Report]) -> int
                     plugins=args.plugin,
                     progress=progress,
                     name=path,
-                    timeout=None if deadline is None else max(0.0, deadline - time.time()),
+                    timeout=args.timeout,
+                    deadline=deadline,
                 )
             reports.append(report)
             _print_report(out, report, args.quiet or json_stdout)

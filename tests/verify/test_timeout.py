@@ -107,6 +107,19 @@ def test_python_rejects_a_bad_timeout() -> None:
         verify.verify_graph(_quick_graph(), timeout=-1)
 
 
+def test_a_shared_deadline_ends_the_run_and_the_note_names_the_timeout_given() -> None:
+    """The command line bounds several graphs by one deadline: ``verify_graph(timeout=4,
+    deadline=...)`` ends at the earlier of the two, and the note names the 4 s the user gave,
+    not what was left of it when this graph began (the start-up took some of it: the note once
+    said "3.4 s" under load)."""
+    report = verify.verify_graph(_quick_graph(), timeout=4, deadline=time.time() - 1)
+    assert report.verdict == "undecided"
+    assert all(c.how == _verify.NOT_REACHED for n in report.nodes for c in n.checks)
+    assert any(n.startswith("the timeout (4 s) ran out: ") for n in report.notes), report.notes
+    alone = verify.verify_graph(_quick_graph(), deadline=time.time() - 1)
+    assert any(n.startswith("the deadline ran out: ") for n in alone.notes), alone.notes
+
+
 def test_cli_timeout_exits_3_with_the_listing_in_json(tmp_path: os.PathLike) -> None:
     path = os.path.join(str(tmp_path), "slow.json")
     out = os.path.join(str(tmp_path), "report.json")
