@@ -27,8 +27,8 @@ are ``n + 1`` monomials: a product of brackets that are never all 1 is dropped):
 in blocks of 4) about 2 s, four about 4 s, five about 8 s, six (24 x 2 in blocks of 4) about
 12.5 s, eight (32 x 2 in blocks of 4) about 33 s; the issue's N = 1024, D = 64 in blocks of 128
 (eight query blocks) verifies in about 32 s and its twin is refuted in about 36 s (CPU seconds,
-2 cores). ``tests/verify/test_functions.py`` checks the shipped size and 768 x 64 in blocks of
-128 (six query blocks, about 11 s) in every run, and the issue's size within a budget of 60 s
+2 cores). ``tests/verify/test_functions.py`` checks the shipped size and 512 x 64 in blocks of
+128 (four query blocks, about 5 s) in every run, and the issue's size within a budget of 60 s
 per check under ``pytest -m heavy``.
 """
 
