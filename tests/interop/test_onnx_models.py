@@ -142,9 +142,16 @@ def _with_weights(model: Any, imp: interop.Imported, out: str) -> Any:
     return helper.make_model(graph, opset_imports=model.opset_import, ir_version=model.ir_version)
 
 
+#: VGG-19's row is heavy too (19 s in CI runs, which are near their 20 minutes): its import and
+#: forward stay in every run (``test_light_model_matches_shipped_output``), its ops in ResNet-50's
+#: and SqueezeNet's rows.
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    "name", [*ARCHITECTURES, *(pytest.param(n, marks=pytest.mark.heavy) for n in MORE)]
+    "name",
+    [
+        pytest.param(n, marks=pytest.mark.heavy) if n in ("vgg19", *MORE) else n
+        for n in (*ARCHITECTURES, *MORE)
+    ],
 )
 def test_light_model_logits_and_gradients_with_random_weights(name: str) -> None:
     """Random weights: our logits against ONNX's reference evaluator on the original file, and
