@@ -32,6 +32,7 @@ its budget.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import os
 import re
@@ -51,9 +52,9 @@ from . import prims  # noqa: F401  (registers every primitive's rules)
 from . import terms as T
 from ._attempt import TENSOR_BUDGET_S
 from ._f32 import round_f32
+from ._kinks import KinkChoice, KinkSite, conventional, kink_choices, kink_sites
 from ._primitives import Unsupported
 from ._report import Check, NodeReport, Report
-from ._rules import conventional
 from ._tchecks import (
     NotTensor,
     TOutcome,
@@ -67,6 +68,7 @@ from ._tensor import TArray, leaf
 from ._tjaxpr import TInterpreter, concrete
 
 StopGradient = Literal["prove", "constant"]
+Kinks = Literal["one-sided", "convention"]
 
 # the user's source line of an equation is the first frame outside JAX and outside verify
 source_info_util.register_exclusion(os.path.dirname(__file__))
@@ -581,6 +583,88 @@ def _plus(a: TArray | None, b: TArray) -> TArray:
     return b if a is None else TT.binary(a, b, lambda u, v: u + v)
 
 
+def _check_kinks(kinks: str) -> None:
+    if kinks not in ("one-sided", "convention"):
+        raise FunctionSpecError(f"kinks must be 'one-sided' or 'convention', got {kinks!r}")
+
+
+Conv = Callable[[Any], Any]
+
+
+def _kink_sites(F: Sequence[TArray]) -> list[KinkSite]:
+    """The kink sites of the forward's terms (at the symbolic indices the comparisons read)."""
+    found: dict[str, KinkSite] = {}
+    for A in F:
+        for site in kink_sites(A.at(T.free_vars(A.shape))):
+            found[site.key] = site
+    return list(found.values())
+
+
+#: With kink sites, the share of a check's remaining budget that the conventions get first,
+#: then each one-sided choice: the counterexample search of the conventions at a kink of a sum
+#: (``relu(w @ x)``, a tie of ``w @ x`` with 0) can stay busy to the end of it.
+KINK_CONVENTION_SHARE = 0.1
+KINK_CHOICE_SHARE = 0.25
+
+
+def _within(share: float, fn: Callable[[], TOutcome]) -> TOutcome | None:
+    """``fn()`` within ``share`` of the remaining budget; ``None`` when that runs out (the
+    budget of the whole check running out stops the check, as anywhere)."""
+    left = T.remaining()
+    if left is None:
+        return fn()
+    try:
+        with T.budget(left * share):
+            return fn()
+    except T.OutOfTime:
+        T.tick()
+        return None
+
+
+def _kinks_searched(link: str, name: str, run: Callable[[KinkChoice], TOutcome],
+                    sites_of: Callable[[], list[KinkSite]], kinks: Kinks) -> TOutcome:  # fmt: skip
+    """``run(choice)``: a check's comparisons against the derivative built with the tie
+    reading ``choice`` (:func:`verify._kinks.conventional`; ``()``: the conventions).
+
+    Without kink sites (``sites_of()``; none asked with ``kinks="convention"``): the
+    conventions. With them, the conventions within :data:`KINK_CONVENTION_SHARE` of the
+    remaining budget, then each of :func:`verify._kinks.kink_choices` within
+    :data:`KINK_CHOICE_SHARE`; the first proved is the outcome (a choice named in front of
+    its ``how``). MISMATCH (the conventions' counterexample, its ``how`` saying how many
+    choices were refuted too) only when every choice is refuted; else undecided."""
+    sites = sites_of() if kinks == "one-sided" else []
+    if not sites:
+        return run(())
+    first = _within(KINK_CONVENTION_SHARE, lambda: run(()))
+    if first is not None and (first.error or _proved(first)):
+        return first
+    choices = list(kink_choices(sites))
+    undecided = ""
+    for choice, text in choices:
+        o = _within(KINK_CHOICE_SHARE, lambda choice=choice: run(choice))
+        if o is not None and _proved(o):
+            o.hows.insert(0, f"at the kinks, {text}")
+            return o
+        if not undecided and (o is None or o.failure is None):
+            why = "its share of the budget ran out" if o is None else o.error or o.undecided
+            undecided = f"with a one-sided choice at the kinks: {why}"
+    if first is None:  # its share ran out: again, with what is left
+        first = run(())
+        if first.error or _proved(first):
+            return first
+    n = len(sites)
+    if first.failure is not None and not undecided:
+        first.note = (f"refuted with the reference's conventions at the {n} kink site(s) and "
+                      f"with each of {len(choices)} one-sided choices there")  # fmt: skip
+        return first
+    why = (f"counterexample at {first.failure.element}" if first.failure is not None
+           else first.undecided)  # fmt: skip
+    out = TOutcome(link, name)  # type: ignore[arg-type]
+    out.undecided = (f"with the conventions at the {n} kink site(s): {why}; "
+                     f"{undecided or 'each one-sided choice refuted'}")  # fmt: skip
+    return out
+
+
 # -- the checks of one function -------------------------------------------------------------------
 
 
@@ -738,9 +822,10 @@ def _reference(F: list[TArray], labels: Sequence[str], held: Held, shifts: set[s
 def check_subject(s: _Subject, *, modes: Sequence[str], stop_gradient: StopGradient,
                   budget_s: float, link: str = "function",
                   vjp_name: str = "vjp = derivative",
-                  jvp_name: str = "jvp = derivative") -> list[Check]:  # fmt: skip
+                  jvp_name: str = "jvp = derivative",
+                  kinks: Kinks = "one-sided") -> list[Check]:  # fmt: skip
     """The checks of one function: stop_gradient neutrality, JAX's VJP and JVP against the
-    reference derivative of the forward."""
+    reference derivative of the forward (at kinks: see :func:`_kinks_searched`)."""
     n = len(s.names)
     widths = {np.dtype(a.dtype).itemsize * 8 for a in s.avals}
     bits = widths.pop() if len(widths) == 1 else 0  # one float type: its constants
@@ -781,8 +866,22 @@ def check_subject(s: _Subject, *, modes: Sequence[str], stop_gradient: StopGradi
     F, post = _reference(F, [f"d{x}/d(stopped value)" for x in out_names], held, shifts, st,
                          prove=stop_gradient == "prove", link=link, budget_s=budget_s,
                          checks=checks)  # fmt: skip
-    J = [TArray(Fk.shape, lambda idx, Fk=Fk: T.jvp_term(Fk.at(idx), tangent, conventional), "f")
-         for Fk in F]  # fmt: skip
+    derivatives: dict[KinkChoice, list[TArray]] = {}
+    sites: list[list[KinkSite]] = []
+
+    def sites_of() -> list[KinkSite]:
+        if not sites:
+            sites.append(_kink_sites(F))
+        return sites[0]
+
+    def derivative(choice: KinkChoice) -> list[TArray]:
+        """The reference derivative with the tie reading ``choice`` (built once per choice)."""
+        if choice not in derivatives:
+            conv = functools.partial(conventional, choice=choice)
+            derivatives[choice] = [TArray(Fk.shape, lambda idx, Fk=Fk: T.jvp_term(
+                Fk.at(idx), tangent, conv), "f") for Fk in F]  # fmt: skip
+        return derivatives[choice]
+
     ct_names = ["ct"] if len(F) == 1 else [f"ct{k}" for k in range(len(F))]
     has_custom_vjp = _has(state["closed"].jaxpr, {"custom_vjp_call", "custom_vjp_call_jaxpr"})
 
@@ -801,17 +900,24 @@ def check_subject(s: _Subject, *, modes: Sequence[str], stop_gradient: StopGradi
             G = got_it.run(closed, *X, *Ix, *[leaf(c, a.shape) for c, a in zip(
                 ct_names, out_avals, strict=True)])  # fmt: skip
             G = _without_shifts(G[:n], got_it.held, st)
-            o = TOutcome(link, vjp_name)  # type: ignore[arg-type]
-            for p, nm in enumerate(s.names):
-                want: TArray | None = None
-                for k, Jk in enumerate(J):
-                    want = _plus(want, adjoint_expected(Jk, ct_names[k], Jk.shape, "d" + nm,
-                                                        s.avals[p].shape))  # fmt: skip
-                assert want is not None
-                _compare(o, f"grad {nm}", G[p], _substitute(want, post), st, bits)
-                if o.done:
-                    break
-            return _decided(o, _coverage(st), link, t1)
+
+            def run(choice: KinkChoice) -> TOutcome:
+                J = derivative(choice)
+                o = TOutcome(link, vjp_name)  # type: ignore[arg-type]
+                for p, nm in enumerate(s.names):
+                    want: TArray | None = None
+                    for k, Jk in enumerate(J):
+                        want = _plus(want, adjoint_expected(Jk, ct_names[k], Jk.shape, "d" + nm,
+                                                            s.avals[p].shape))  # fmt: skip
+                    assert want is not None
+                    _compare(o, f"grad {nm}", G[p], _substitute(want, post), st, bits)
+                    if o.done:
+                        break
+                return o
+
+            return _decided(
+                _kinks_searched(link, vjp_name, run, sites_of, kinks), _coverage(st), link, t1
+            )
 
         checks.append(_attempt(link, vjp_name, budget_s, vjp))
     if "jvp" in modes:
@@ -829,13 +935,19 @@ def check_subject(s: _Subject, *, modes: Sequence[str], stop_gradient: StopGradi
                 closed = _trace("jax.jvp", jvp_of, *s.avals, *iavals, *s.avals)
                 got_it = FunctionInterpreter(hold=True)
                 got = _without_shifts(got_it.run(closed, *X, *Ix, *Tn), got_it.held, st)
-                o = TOutcome(link, jvp_name)  # type: ignore[arg-type]
-                for k, Jk in enumerate(J):
-                    _compare(o, f"jvp {out_names[k]}", got[k], _substitute(Jk, post), st,
-                             bits)  # fmt: skip
-                    if o.done:
-                        break
-                return _decided(o, _coverage(st), link, t1)
+
+                def run(choice: KinkChoice) -> TOutcome:
+                    o = TOutcome(link, jvp_name)  # type: ignore[arg-type]
+                    for k, Jk in enumerate(derivative(choice)):
+                        _compare(o, f"jvp {out_names[k]}", got[k], _substitute(Jk, post), st,
+                                 bits)  # fmt: skip
+                        if o.done:
+                            break
+                    return o
+
+                return _decided(
+                    _kinks_searched(link, jvp_name, run, sites_of, kinks), _coverage(st), link, t1
+                )
 
             checks.append(_attempt(link, jvp_name, budget_s, jvp))
     return checks
@@ -970,6 +1082,7 @@ def verify_function(
     stop_gradient: StopGradient = "prove",
     index_ranges: Mapping[str, int] | None = None,
     budget_s: float = TENSOR_BUDGET_S,
+    kinks: Kinks = "one-sided",
 ) -> Report:
     """Prove that JAX's derivatives of ``f`` equal the derivative of ``f``'s forward.
 
@@ -981,6 +1094,10 @@ def verify_function(
     and/or ``"jvp"`` (``jax.jvp``). ``rules``: also check each ``custom_vjp`` /
     ``custom_jvp`` rule met in the forward on its own. ``stop_gradient``: see the module.
     ``budget_s``: CPU seconds per check at tensor level (past it: "not verified").
+    ``kinks``: at a kink of the forward (``max`` / ``min`` of two values at a tie, ``abs`` at
+    0), ``"one-sided"`` (default) accepts the derivative from either side or their mean,
+    one choice per site, the check naming it (JAX's ``relu'(0) = 0``); ``"convention"``
+    holds the derivative to ``docs/ops.md``'s conventions alone.
 
     Returns a :class:`verify.Report` whose graph-level checks are those of ``f`` (link
     ``function``) and whose "nodes" are the custom rules (link ``rule``); its verdict is
@@ -993,12 +1110,14 @@ def verify_function(
     if stop_gradient not in ("prove", "constant"):
         raise FunctionSpecError(f"stop_gradient must be 'prove' or 'constant', got "
                                 f"{stop_gradient!r}")  # fmt: skip
+    _check_kinks(kinks)
     if not callable(f):
         raise FunctionSpecError(f"{f!r} is not callable")
     label = name or getattr(f, "__qualname__", None) or getattr(f, "__name__", None) or "f"
     a = _flatten_args(f, args, argnames, index_ranges)
     subject = _Subject(label, a.call(f), a.names, a.avals, a.index)
-    checks = check_subject(subject, modes=modes, stop_gradient=stop_gradient, budget_s=budget_s)
+    checks = check_subject(subject, modes=modes, stop_gradient=stop_gradient, budget_s=budget_s,
+                           kinks=kinks)  # fmt: skip
     nodes: list[NodeReport] = []
     notes: list[str] = []
     if rules:
@@ -1030,7 +1149,7 @@ def verify_function(
             if rc is None:
                 rc = check_subject(sub, modes=rule_modes, stop_gradient=stop_gradient,
                                    budget_s=budget_s, link="rule", vjp_name=vjp_name,
-                                   jvp_name=jvp_name)  # fmt: skip
+                                   jvp_name=jvp_name, kinks=kinks)  # fmt: skip
             sig = f"{sub.label}: ({', '.join(_aval_text(x) for x in sub.avals)})"
             nodes.append(NodeReport(len(nodes), kind, sig, tuple(rc)))
     if any(F32_PROVISO in c.how for n in nodes for c in n.checks) or any(
@@ -1064,6 +1183,7 @@ def verify_gradient_outputs(
     argnames: Sequence[str] | None = None,
     index_ranges: Mapping[str, int] | None = None,
     budget_s: float = TENSOR_BUDGET_S,
+    kinks: Kinks = "one-sided",
 ) -> Report:
     """Prove that some outputs of ``f`` are the gradient of another: a joint forward/backward
     program (PyTorch's AOTAutograd joint graph, a hand-fused training step) whose output
@@ -1073,8 +1193,9 @@ def verify_gradient_outputs(
     of the input it is the gradient for (the names as in the report: an argument's name, or its
     pytree path written with underscores, see :func:`verify_function`). Each claim is checked
     for every element against the derivative of output ``loss``'s terms (ours), with
-    ``stop_gradient`` as in :func:`verify_function` ("prove")."""
+    ``stop_gradient`` as in :func:`verify_function` ("prove"), kinks as its ``kinks``."""
     t0 = time.perf_counter()
+    _check_kinks(kinks)
     if not callable(f):
         raise FunctionSpecError(f"{f!r} is not callable")
     label = name or getattr(f, "__qualname__", None) or getattr(f, "__name__", None) or "f"
@@ -1117,35 +1238,43 @@ def verify_gradient_outputs(
         (L,), post = _reference([L], ["dloss/d(stopped value)"], held, it.shifts, st,
                                 prove=True, link=link, budget_s=budget_s,
                                 checks=checks)  # fmt: skip
-        J = T.jvp_term(L.at(()), tangent, conventional)
-        rounded_jvp: dict[str, Any] = {}
         index = {nm: p for p, nm in enumerate(a.names)}
 
         def claims() -> Check:
             t1 = time.perf_counter()
-            o = TOutcome(link, check_name)  # type: ignore[arg-type]
-            for k, nm in sorted(grads.items()):
-                shape = a.avals[index[str(nm)]].shape
-                if tuple(F[k].shape) != tuple(shape):
-                    o.error = (f"output {k} has shape {list(F[k].shape)}, the gradient of "
-                               f"{nm} has shape {list(shape)}")  # fmt: skip
-                    break
-                want = TArray(tuple(shape), lambda q, nm=nm: T.normalize(
-                    T.coefficient(J, "d" + str(nm), q)), "f")  # fmt: skip
-                claimed = _without_shifts([F[k]], held, st)[0]
 
-                def rounded(nm: str = str(nm), shape: tuple[int, ...] = tuple(shape)) -> TArray:
-                    if "J" not in rounded_jvp:  # the forward's constants at the dtype's
-                        Lr = _constants_f32(L.at(()), bits, rationals=True)
-                        rounded_jvp["J"] = T.jvp_term(Lr, tangent, conventional)
-                    Jr = rounded_jvp["J"]
-                    return _substitute(TArray(shape, lambda q: T.normalize(
-                        T.coefficient(Jr, "d" + nm, q)), "f"), post)  # fmt: skip
+            def run(choice: KinkChoice) -> TOutcome:
+                conv = functools.partial(conventional, choice=choice)
+                J = T.jvp_term(L.at(()), tangent, conv)
+                rounded_jvp: dict[str, Any] = {}
+                o = TOutcome(link, check_name)  # type: ignore[arg-type]
+                for k, nm in sorted(grads.items()):
+                    shape = a.avals[index[str(nm)]].shape
+                    if tuple(F[k].shape) != tuple(shape):
+                        o.error = (f"output {k} has shape {list(F[k].shape)}, the gradient of "
+                                   f"{nm} has shape {list(shape)}")  # fmt: skip
+                        break
+                    want = TArray(tuple(shape), lambda q, nm=nm, J=J: T.normalize(
+                        T.coefficient(J, "d" + str(nm), q)), "f")  # fmt: skip
+                    claimed = _without_shifts([F[k]], held, st)[0]
 
-                _compare(o, f"output {k} = grad {nm}", claimed, _substitute(want, post), st,
-                         bits, rounded)  # fmt: skip
-                if o.done:
-                    break
+                    def rounded(nm: str = str(nm), shape: tuple[int, ...] = tuple(shape),
+                                conv: Conv = conv,
+                                rounded_jvp: dict = rounded_jvp) -> TArray:  # fmt: skip
+                        if "J" not in rounded_jvp:  # the forward's constants at the dtype's
+                            Lr = _constants_f32(L.at(()), bits, rationals=True)
+                            rounded_jvp["J"] = T.jvp_term(Lr, tangent, conv)
+                        Jr = rounded_jvp["J"]
+                        return _substitute(TArray(shape, lambda q: T.normalize(
+                            T.coefficient(Jr, "d" + nm, q)), "f"), post)  # fmt: skip
+
+                    _compare(o, f"output {k} = grad {nm}", claimed, _substitute(want, post), st,
+                             bits, rounded)  # fmt: skip
+                    if o.done:
+                        break
+                return o
+
+            o = _kinks_searched(link, check_name, run, lambda: _kink_sites([L]), kinks)
             return _decided(o, _coverage(st), link, t1)
 
         checks.append(_attempt(link, check_name, budget_s, claims))

@@ -19,10 +19,9 @@ another convention states it with ``B.where`` in a ``sym`` rule.
 
 from __future__ import annotations
 
-import functools
 import time
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -37,6 +36,7 @@ from . import _abstract
 from ._cases import flat_pieces
 from ._decide import Decision, decide_memo
 from ._jaxpr import _ew
+from ._kinks import conventional
 from ._report import Check, Counterexample, Link, Method
 from ._sig import (
     IndexPlan,
@@ -47,7 +47,6 @@ from ._sig import (
     rule_names,
     rule_params,
 )
-from .terms import fold_extrema, has_atom
 
 #: Per check, at most this many elements are compared; beyond, a deterministic sample (first,
 #: last and random elements) is, and the check is marked probabilistic with that coverage.
@@ -65,51 +64,6 @@ class RuleError(Exception):
 
 def as_sym(v: Any) -> SymArray:
     return v if isinstance(v, SymArray) else SYM.asarray(v)
-
-
-def conventional(e: Any) -> Any:
-    """``Max`` / ``Min`` atoms replaced by Piecewise with the documented tie conventions,
-    outermost first: a condition compares the arguments as written, its maxima folded away
-    where that is exact (:func:`verify.terms.fold_extrema`: ``1/2 < max(-1/2, x)`` is
-    ``1/2 < x``), only the values are the conventional Piecewise of the arguments."""
-    if not isinstance(e, se.Basic):
-        return e
-    return _conventional(e)
-
-
-@functools.lru_cache(maxsize=4096)
-def _conventional(e: Any) -> Any:
-    """:func:`conventional`, memoised: a condition and a value read the same arguments, so a
-    nested maximum is rewritten once, not once per place it is read."""
-    if not has_atom(e, (se.Max, se.Min)):  # memoised: most terms hold none
-        return e
-    while True:  # each found again in the term as rewritten so far
-        atoms = e.atoms(se.Max, se.Min)
-        if not atoms:
-            return e
-        a = max(atoms, key=lambda x: (len(str(x)), str(x)))
-        e = e.xreplace({a: _pick_convention(a.args, isinstance(a, se.Max))})
-
-
-def _pick_convention(args: Sequence[Any], greater: bool) -> Any:
-    def beats(x: Any, y: Any, strict: bool) -> Any:
-        if greater:
-            r = se.Lt(y, x) if strict else se.Le(y, x)
-        else:
-            r = se.Lt(x, y) if strict else se.Le(x, y)
-        return conventional(fold_extrema(r))
-
-    vals = [conventional(x) for x in args]
-    if len(args) == 2:
-        a, b = args
-        va, vb = vals
-        return se.Piecewise((va, beats(a, b, True)), (vb, beats(b, a, True)), ((va + vb) / 2, True))
-    pieces = []
-    for k, x in enumerate(args):
-        conds = [beats(x, y, True) for y in args[:k]] + [beats(x, y, False) for y in args[k + 1 :]]
-        pieces.append((vals[k], se.And(*conds) if len(conds) > 1 else conds[0]))
-    pieces[-1] = (pieces[-1][0], se.true)
-    return se.Piecewise(*pieces)
 
 
 def fmt_value(v: Fraction) -> str:
@@ -512,4 +466,4 @@ def _check_kinks(
     coverage["kinks"] = f"{len(points)} kink points from the op's kinks rule, all elements"
 
 
-__all__ = ["MAX_ELEMENTS", "IndexPlan", "RuleError", "check_signature", "conventional"]
+__all__ = ["MAX_ELEMENTS", "IndexPlan", "RuleError", "check_signature"]

@@ -40,9 +40,10 @@ from . import (
 )
 from . import terms as T
 from ._dims import SizeDependent
+from ._kinks import conventional
 from ._primitives import Unsupported
 from ._report import Check, Counterexample
-from ._rules import conventional, fmt_value
+from ._rules import fmt_value
 from ._sig import Signature, output_label, rule_names
 from ._tbackend import TENSOR
 from ._tdecide import decide_tensor
@@ -159,6 +160,8 @@ class TOutcome:
     failure: Counterexample | None = None
     undecided: str = ""
     error: str = ""
+    #: said after the ``how`` of a failed check (what else was tried)
+    note: str = ""
 
     def add(
         self, label: str, d: TDecision, st: TSetup, fixed: dict[str, str] | None = None
@@ -185,7 +188,8 @@ class TOutcome:
                          "tensor")  # type: ignore[arg-type]  # fmt: skip
         if self.failure is not None:
             return Check(self.link, self.name, "exact", "fail", coverage,  # type: ignore[arg-type]
-                         "tensor-level comparison; element-level counterexample", self.failure,
+                         "tensor-level comparison; element-level counterexample"
+                         + (f"; {self.note}" if self.note else ""), self.failure,
                          secs, "tensor")  # fmt: skip
         if self.undecided:
             return None

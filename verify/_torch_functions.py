@@ -27,6 +27,7 @@ from ._attempt import TENSOR_BUDGET_S
 from ._functions import (
     F32_PROVISO,
     FunctionSpecError,
+    Kinks,
     _flatten_args,
     verify_gradient_outputs,
 )
@@ -45,6 +46,7 @@ def verify_autograd(
     argnames: Sequence[str] | None = None,
     seed: int = 0,
     budget_s: float = TENSOR_BUDGET_S,
+    kinks: Kinks = "one-sided",
 ) -> Report:
     """Prove the backward PyTorch runs for ``model`` at the example ``inputs`` equal to the
     derivative of its forward.
@@ -55,7 +57,8 @@ def verify_autograd(
     otherwise its float outputs are contracted with cotangent inputs (``grad_out``), so that the
     gradients checked are its vector-Jacobian product for every cotangent. ``argnames``: names
     for the inputs in the report (default: the forward's parameter names). ``budget_s``: CPU
-    seconds for each check at tensor level (past it: "not verified").
+    seconds for each check at tensor level (past it: "not verified"). ``kinks``: as
+    :func:`verify.verify_function`'s (PyTorch's ``relu'(0) = 0`` is a one-sided choice).
 
     Returns a :class:`verify.Report` (its verdict ``verified`` only when every gradient output
     was proved exactly, element by element). Raises :class:`~torchlean_ir.interop.InteropError`
@@ -83,7 +86,8 @@ def verify_autograd(
     ours = dict(zip(leaves, flat.names, strict=True))
     grads = {pos: ours[leaf] for pos, leaf in joint.grads.items()}
     report = verify_gradient_outputs(joint_graph, *args, loss=joint.loss, grads=grads,
-                                     name=label, argnames=argn, budget_s=budget_s)  # fmt: skip
+                                     name=label, argnames=argn, budget_s=budget_s,
+                                     kinks=kinks)  # fmt: skip
     shown = {ours[leaf]: joint.source_names.get(leaf, leaf) for leaf in leaves}
     wrt = ", ".join(
         f"output {p} = grad {g}" + ("" if shown[g] == g else f" ({shown[g]})")

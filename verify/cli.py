@@ -7,7 +7,8 @@
                      [--method auto|tensor|elements] [--end-to-end auto|always|never]
                      [--max-elements N] [--no-kinks] [--timeout SECONDS] [--quiet]
     torchlean-verify --function MODULE:CALLABLE --args 'f32[1024,64] i32[8]'
-                     [--index-range NAME=HI] [--modes vjp,jvp] [--json [FILE]] [--html FILE]
+                     [--index-range NAME=HI] [--modes vjp,jvp] [--kinks one-sided|convention]
+                     [--json [FILE]] [--html FILE]
 
 Exit codes: 0 verified, 1 mismatch found, 2 bad input or usage (one line on stderr, no
 traceback; also standard output, the ``--json`` or the ``--html`` file that cannot be written),
@@ -71,6 +72,14 @@ def _parser() -> argparse.ArgumentParser:
         default="vjp,jvp",
         metavar="vjp,jvp",
         help="with --function: which of JAX's derivatives to check (default both)",
+    )
+    p.add_argument(
+        "--kinks",
+        choices=("one-sided", "convention"),
+        default="one-sided",
+        help="with --function: at a kink (max/min of two values at a tie, abs at 0) accept "
+        "either one-sided derivative or their mean, the choice named (one-sided, default), or "
+        "only docs/ops.md's conventions (convention)",
     )
     p.add_argument(
         "--json",
@@ -246,7 +255,7 @@ def _run_function(job: tuple[Any, list[Any], dict[str, int], list[str]], args: A
     fn, specs, ranges, modes = job
     try:
         report = verify_function(fn, *specs, name=args.function, modes=modes,
-                                 index_ranges=ranges)  # fmt: skip
+                                 index_ranges=ranges, kinks=args.kinks)  # fmt: skip
     except FunctionSpecError as e:
         say(PROG, f"error: {args.function}: {e}")
         return 2

@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -148,13 +149,60 @@ def test_float_literals_of_jax_rules(dtype):
     assert verify_function(bad, jax.ShapeDtypeStruct((4, 6), dtype)).verdict == "mismatch"
 
 
-def test_kink_conventions_differ_from_jax_at_the_kink():
-    """A known gap, pinned: at a kink the reference takes the IR's conventions (d|x| = 0 at
-    x = 0); JAX takes a one-sided derivative there. The mismatch names the kink point."""
+def test_kinks_take_a_one_sided_derivative_named_in_the_check():
+    """At a kink JAX takes a one-sided derivative (|x|' = +1 at 0): accepted by default, the
+    choice named in the check; with kinks="convention" the reference holds ops.md's (0 at 0)
+    and the mismatch names the kink point."""
     r = verify_function(jnp.abs, jax.ShapeDtypeStruct((3, 4), jnp.float32))
+    assert r.verdict == "verified", str(r)
+    for c in r.graph_checks:
+        assert c.method == "exact" and "abs(x(_, _)) at 0: +1 (from the right)" in c.how, c.how
+    r = verify_function(jnp.abs, jax.ShapeDtypeStruct((3, 4), jnp.float32), kinks="convention")
     assert r.verdict == "mismatch"
     ce = r.counterexamples[0]
     assert ce.inputs["x[0,0]"] == "0" and ce.expected == "0"
+
+
+def test_relu_networks_verify_with_jax_relu_and_a_wrong_kink_is_refuted():
+    """jax.nn.relu's derivative at 0 is 0, one of the one-sided derivatives of max(x, 0): a
+    layer written with it verifies; a rule that gives 5 at 0 is refuted (no one-sided choice
+    gives 5), the counterexample at the kink, and so is one wrong off the kink."""
+    f32 = jax.ShapeDtypeStruct
+    r = verify_function(jax.nn.relu, f32((8,), jnp.float32))
+    assert r.verdict == "verified", str(r)
+    assert all("max(0, x(_)) at a tie: the derivative of 0" in c.how for c in r.graph_checks)
+    r = verify_function(lambda x, w: jnp.sum(jax.nn.relu(w @ x)), f32((4,), jnp.float32),
+                        f32((3, 4), jnp.float32), rules=False, modes=("vjp",))  # fmt: skip
+    assert r.verdict == "verified", str(r)  # (its JVP too, in 6 s: docs/functions.md)
+
+    def with_jvp(at_zero: float, above: float) -> Any:
+        @jax.custom_jvp
+        def relu(x):
+            return jnp.maximum(x, 0.0)
+
+        @relu.defjvp
+        def _(p, t):
+            (x,), (dx,) = p, t
+            return relu(x), dx * jnp.where(x > above, 1.0, jnp.where(x == 0, at_zero, 0.0))
+
+        return relu
+
+    r = verify_function(with_jvp(5.0, 0.0), f32((8,), jnp.float32), rules=False)
+    assert r.verdict == "mismatch", str(r)
+    (ce,) = {c.counterexample.inputs["x[0]"] for c in r.graph_checks}
+    assert ce == "0"
+    assert all("each of 2 one-sided choices" in c.how for c in r.graph_checks)
+    r = verify_function(with_jvp(0.0, 1.0), f32((8,), jnp.float32), rules=False)
+    assert r.verdict == "mismatch", str(r)
+    assert all(c.counterexample.inputs["x[0]"] not in ("0", "1") for c in r.graph_checks)
+    # mean, then either side: 1/2 at 0 verifies under the conventions, no choice needed
+    r = verify_function(with_jvp(0.5, 0.0), f32((8,), jnp.float32), rules=False)
+    assert r.verdict == "verified" and not any("at the kinks" in c.how for c in r.graph_checks)
+
+
+def test_kinks_argument_is_checked():
+    with pytest.raises(FunctionSpecError, match="kinks must be"):
+        verify_function(jnp.abs, jnp.zeros(3), kinks="left")
 
 
 def test_plain_function_both_modes():

@@ -113,10 +113,16 @@ def test_wrong_maximum_and_clip_rules_are_refuted():
     assert r.verdict == "mismatch", str(r)
 
 
-def test_relu6_differs_from_jax_only_at_its_kinks():
-    """JAX's relu6 takes derivative 0 at x = 0 and x = 6; the reference (ops.md: a tie splits
-    half) takes 1/2: a kink convention, the counterexample at the kink."""
+def test_relu6_verifies_with_the_one_sided_derivatives_jax_takes_at_its_kinks():
+    """JAX's relu6 takes derivative 0 at x = 0 and x = 6: a one-sided derivative at each kink,
+    both named; the reference's conventions alone (ops.md: a tie splits half, 1/2) differ
+    there, the counterexample at a kink."""
     r = verify_function(jax.nn.relu6, _arg(2, 3))
+    assert r.verdict == "verified", str(r)
+    for c in r.graph_checks:
+        assert "max(0, x(_, _)) at a tie: the derivative of 0" in c.how, c.how
+        assert "min(6, max(0, x(_, _))) at a tie: the derivative of 6" in c.how, c.how
+    r = verify_function(jax.nn.relu6, _arg(2, 3), kinks="convention")
     assert r.verdict == "mismatch" and r.counterexamples
     for ce in r.counterexamples:
         (value,) = (v for k, v in ce.inputs.items() if not k.startswith(("ct", "d")))

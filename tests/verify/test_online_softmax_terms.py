@@ -155,7 +155,7 @@ def test_a_masked_sum_beside_a_moving_read_has_no_opaque_derivative() -> None:
     differentiates its Piecewise branch by branch (zeros it does not write as 0) and keeps a
     ``Subs(Derivative(_SUM ...))`` beside them; the derivative is ``dx(i)`` times the sum, with
     no opaque factor (this is what a head dimension of 2 in blockwise attention met)."""
-    from verify._rules import conventional
+    from verify._kinks import conventional
 
     k, i = se.symbols("_k0 _q0")
     body = se.exp(se.Piecewise((T.fn("yy")(k), se.Eq(T.fn("_Tab")(i, k), 1)), (-se.oo, True)))

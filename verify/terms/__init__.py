@@ -20,7 +20,7 @@ This package's namespace re-exports what the layers above it use.
 
 from __future__ import annotations
 
-from .budget import OutOfTime, budget, tick
+from .budget import OutOfTime, budget, remaining, tick
 from .concrete import _concrete_range, concretize, np_eval
 from .core import (
     _SPECIAL,
@@ -182,6 +182,7 @@ __all__ = [
     "range_brackets",
     "read",
     "rebuild",
+    "remaining",
     "rename_bound",
     "rewrite",
     "simplify_index",

@@ -87,6 +87,13 @@ def _disarm_timer() -> None:
         signal.signal(signal.SIGVTALRM, _TIMER.pop())
 
 
+def remaining() -> float | None:
+    """CPU seconds left to the innermost :class:`budget` (``None``: no budget bounds this)."""
+    if not _DEADLINE or _DEADLINE[-1] == float("inf"):
+        return None
+    return max(0.0, _DEADLINE[-1] - time.process_time())
+
+
 def tick() -> None:
     """Raise :class:`OutOfTime` when the innermost :class:`budget` has run out."""
     if _DEADLINE and time.process_time() > _DEADLINE[-1]:
