@@ -421,3 +421,11 @@ def test_cli_function(tmp_path, capsys, monkeypatch):
         assert code == 2, (args, err)
         assert msg in err and "Traceback" not in err
         assert len(err.strip().splitlines()) == 1
+    # --kinks: JAX's relu'(0) = 0 is a one-sided derivative (default), not ops.md's 1/2
+    assert cli_main(["--function", "jax.nn:relu", "--args", "f32[4]", "-q"]) == 0
+    capsys.readouterr()
+    assert cli_main(["--function", "jax.nn:relu", "--args", "f32[4]", "-q", "--kinks",
+                     "convention"]) == 1  # fmt: skip
+    capsys.readouterr()
+    assert cli_main(["--function", "jax.nn:relu", "--args", "f32[4]", "--kinks", "left"]) == 2
+    assert "--kinks" in capsys.readouterr().err
