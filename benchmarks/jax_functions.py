@@ -178,9 +178,9 @@ def main() -> None:
     PAGE.write_text(pre + section + post)
     summary = (f"{len(rows)} functions at {len(SHAPES)} shapes each: {counts['verified']} "
                f"verified, {counts['mismatch']} mismatches, {counts['undecided']} not verified. "
-               "A mismatch's counterexample says where: at a tie of a maximum of more than two "
-               "values it is a difference of conventions (kinks of max / min of two values and "
-               "of abs take one-sided choices), elsewhere a bug in JAX. Table in "
+               "A mismatch's counterexample says where: at a kink or a tie it is a derivative "
+               "that none of the choices tried there gives (docs/functions.md, Kinks), "
+               "elsewhere a bug in JAX. Table in "
                "`docs/functions.md`.\n\n" + load_note(load0))  # fmt: skip
     write_section("jax_functions", "JAX's own derivatives, proved", summary)
 

@@ -52,7 +52,14 @@ from . import prims  # noqa: F401  (registers every primitive's rules)
 from . import terms as T
 from ._attempt import TENSOR_BUDGET_S
 from ._f32 import round_f32
-from ._kinks import KinkChoice, KinkSite, conventional, kink_choices, kink_sites
+from ._kinks import (
+    KinkChoice,
+    KinkSite,
+    conventional,
+    even_ties,
+    kink_choices,
+    kink_sites,
+)
 from ._primitives import Unsupported
 from ._report import Check, NodeReport, Report
 from ._tchecks import (
@@ -878,8 +885,9 @@ def check_subject(s: _Subject, *, modes: Sequence[str], stop_gradient: StopGradi
         """The reference derivative with the tie reading ``choice`` (built once per choice)."""
         if choice not in derivatives:
             conv = functools.partial(conventional, choice=choice)
+            even = even_ties(choice)
             derivatives[choice] = [TArray(Fk.shape, lambda idx, Fk=Fk: T.jvp_term(
-                Fk.at(idx), tangent, conv), "f") for Fk in F]  # fmt: skip
+                Fk.at(idx), tangent, conv, even), "f") for Fk in F]  # fmt: skip
         return derivatives[choice]
 
     ct_names = ["ct"] if len(F) == 1 else [f"ct{k}" for k in range(len(F))]
@@ -1245,7 +1253,7 @@ def verify_gradient_outputs(
 
             def run(choice: KinkChoice) -> TOutcome:
                 conv = functools.partial(conventional, choice=choice)
-                J = T.jvp_term(L.at(()), tangent, conv)
+                J = T.jvp_term(L.at(()), tangent, conv, even_ties(choice))
                 rounded_jvp: dict[str, Any] = {}
                 o = TOutcome(link, check_name)  # type: ignore[arg-type]
                 for k, nm in sorted(grads.items()):
@@ -1263,7 +1271,8 @@ def verify_gradient_outputs(
                                 rounded_jvp: dict = rounded_jvp) -> TArray:  # fmt: skip
                         if "J" not in rounded_jvp:  # the forward's constants at the dtype's
                             Lr = _constants_f32(L.at(()), bits, rationals=True)
-                            rounded_jvp["J"] = T.jvp_term(Lr, tangent, conv)
+                            rounded_jvp["J"] = T.jvp_term(Lr, tangent, conv,
+                                                          even_ties(choice))  # fmt: skip
                         Jr = rounded_jvp["J"]
                         return _substitute(TArray(shape, lambda q: T.normalize(
                             T.coefficient(Jr, "d" + nm, q)), "f"), post)  # fmt: skip

@@ -28,7 +28,8 @@ from __future__ import annotations
 
 import functools
 import itertools
-from collections.abc import Iterator, Sequence
+import math
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -59,11 +60,16 @@ class KinkSite:
     kind: str
     args: tuple[str, ...]
     constant: int | None  # max / min: the position of an argument that is a number, if one is
+    values: int = 2  # how many values a max / min is of
 
     def options(self) -> tuple[tuple[Fraction, str], ...]:
         """The weights tried at this site, with what each means: the convention first, then
         the two one-sided derivatives (a site with a constant argument: the constant's side
-        first)."""
+        first); of more than two values, the convention (the first maximal value takes it
+        all) and an even split among the tied values."""
+        if self.values > 2:
+            return ((HALF, "the first maximal value's derivative"),
+                    (Fraction(1), "an even split among the tied values"))  # fmt: skip
         if self.kind == "abs":
             return ((HALF, "0"), (Fraction(1), "+1 (from the right)"),
                     (Fraction(0), "-1 (from the left)"))  # fmt: skip
@@ -77,7 +83,8 @@ class KinkSite:
     def describe(self, w: Fraction) -> str:
         what = dict(self.options()).get(w, f"weight {w}")
         where = "at 0" if self.kind == "abs" else "at a tie"
-        return f"{self.kind}({', '.join(self.args)}) {where}: {what}"
+        args = self.args if len(self.args) <= 4 else (*self.args[:2], "...", self.args[-1])
+        return f"{self.kind}({', '.join(args)}) {where}: {what}"
 
 
 def site_key(a: Any) -> str:
@@ -137,11 +144,16 @@ def kink_sites(e: Any) -> frozenset[KinkSite]:
     out = set()
     if has_atom(e, (se.Max, se.Min)):
         for a in atoms_of(e, (se.Max, se.Min)):
-            if len(a.args) == 2:
-                const = [k for k, x in enumerate(a.args) if isinstance(x, se.Number)]
-                out.add(KinkSite(site_key(a), "max" if isinstance(a, se.Max) else "min",
-                                 tuple(_shown(x) for x in a.args),
-                                 const[0] if len(const) == 1 else None))  # fmt: skip
+            const = [k for k, x in enumerate(a.args) if isinstance(x, se.Number)]
+            out.add(KinkSite(site_key(a), "max" if isinstance(a, se.Max) else "min",
+                             tuple(_shown(x) for x in a.args),
+                             const[0] if len(const) == 1 else None, len(a.args)))  # fmt: skip
+    for f in fn_atoms(e):
+        if name_of(f) == "_MAXR":
+            body, k, lo, hi = f.args
+            if isinstance(lo, se.Integer) and isinstance(hi, se.Integer) and int(hi) - int(lo) > 2:
+                shown = (f"{_shown(body)} over {_shown(k)} in {lo}..{int(hi) - 1}",)
+                out.add(KinkSite(site_key(f), "max", shown, None, int(hi) - int(lo)))
     if has_atom(e, se.Piecewise):
         for p in atoms_of(e, se.Piecewise):
             v = _abs_argument(p)
@@ -164,13 +176,23 @@ def kink_choices(sites: Sequence[KinkSite]) -> Iterator[tuple[KinkChoice, str]]:
 
     done = {(0,) * len(sites)}
     for k in (1, 2):
-        pick = (k,) * len(sites)
-        done.add(pick)
-        yield made(pick)
-    if 3 ** len(sites) - 1 <= KINK_CHOICES_MAX:
-        for pick in itertools.product(range(3), repeat=len(sites)):
+        pick = tuple(min(k, len(o) - 1) for o in opts)
+        if pick not in done:
+            done.add(pick)
+            yield made(pick)
+    if math.prod(len(o) for o in opts) - 1 <= KINK_CHOICES_MAX:
+        for pick in itertools.product(*(range(len(o)) for o in opts)):
             if pick not in done:
                 yield made(pick)
+
+
+def even_ties(choice: KinkChoice) -> Callable[[Any], bool] | None:
+    """For :func:`verify.terms.jvp_term`: which maxima over a range (``_MAXR``) ``choice``
+    splits evenly at a tie (``None``: none)."""
+    chosen = {k for k, w in choice if w == 1}
+    if not chosen:
+        return None
+    return lambda m: site_key(m) in chosen
 
 
 def conventional(e: Any, choice: KinkChoice = ()) -> Any:
@@ -197,8 +219,11 @@ def _conventional(e: Any, choice: KinkChoice) -> Any:
         if not atoms:
             return e
         a = max(atoms, key=lambda x: (len(str(x)), str(x)))
-        w = dict(choice).get(site_key(a)) if choice and len(a.args) == 2 else None
-        e = e.xreplace({a: _pick_convention(a.args, isinstance(a, se.Max), choice, w)})
+        w = dict(choice).get(site_key(a)) if choice else None
+        if w is not None and len(a.args) > 2 and w == 1:
+            e = e.xreplace({a: _even_split(a.args, isinstance(a, se.Max), choice)})
+        else:
+            e = e.xreplace({a: _pick_convention(a.args, isinstance(a, se.Max), choice, w)})
 
 
 def _abs_chosen(e: Any, choice: dict[str, Fraction]) -> Any:
@@ -212,6 +237,21 @@ def _abs_chosen(e: Any, choice: dict[str, Fraction]) -> Any:
             inner = se.Piecewise((-v, se.Lt(ZERO, -v)), (slope * v, True))
             found[p] = se.Piecewise((v, se.Lt(ZERO, v)), (inner, True))
     return e.xreplace(found) if found else e
+
+
+def _even_split(args: Sequence[Any], greater: bool, choice: KinkChoice) -> Any:
+    """The maximum (``greater``) or minimum of ``args`` as the mean of the extremal values,
+    ``sum_k v_k [v_k extremal] / sum_k [v_k extremal]``: its value everywhere, its
+    branch-wise derivative the even split of a tie among the tied values (JAX's and PyTorch's
+    ``amax``)."""
+    vals = [conventional(x, choice) for x in args]
+    num, den = ZERO, ZERO
+    for k, x in enumerate(args):
+        conds = [conventional(fold_extrema(se.Le(y, x) if greater else se.Le(x, y)), choice)
+                 for j, y in enumerate(args) if j != k]  # fmt: skip
+        ind = se.Piecewise((se.Integer(1), se.And(*conds)), (ZERO, True))
+        num, den = num + vals[k] * ind, den + ind
+    return num / den
 
 
 def _pick_convention(args: Sequence[Any], greater: bool, choice: KinkChoice,
@@ -241,5 +281,5 @@ def _pick_convention(args: Sequence[Any], greater: bool, choice: KinkChoice,
     return se.Piecewise(*pieces)
 
 
-__all__ = ["KINK_CHOICES_MAX", "KinkChoice", "KinkSite", "conventional", "kink_choices",
-           "kink_sites", "site_key"]  # fmt: skip
+__all__ = ["KINK_CHOICES_MAX", "KinkChoice", "KinkSite", "conventional", "even_ties",
+           "kink_choices", "kink_sites", "site_key"]  # fmt: skip

@@ -206,15 +206,32 @@ def test_signs_known_to_the_terms():
 # -- maxima over an axis: JAX splits a tie evenly, the reference gives it to one maximum ---------
 
 
-def test_max_over_an_axis_differs_from_jax_only_at_a_tie():
-    """A kink convention, decided: the counterexample is a row whose values all tie (a tie
-    point of the probe); away from ties the two agree (no random point differs)."""
+def test_max_over_an_axis_verifies_with_the_even_split_jax_takes_at_a_tie():
+    """JAX splits a tie of a maximum evenly among the tied values: one of the choices tried at
+    a maximum of more than two values, named in the check. With the conventions alone (the
+    first maximum takes it all) it is MISMATCH, the counterexample a row whose values all tie
+    (a tie point of the probe); away from ties the two agree."""
     for shape in ((8, 16), (2, 3, 4, 6)):
         r = verify_function(lambda x: jnp.max(x, -1), _arg(*shape))
+        assert r.verdict == "verified", str(r)
+        assert all("an even split among the tied values" in c.how for c in r.graph_checks)
+        r = verify_function(lambda x: jnp.max(x, -1), _arg(*shape), kinks="convention")
         assert r.verdict == "mismatch", str(r)
         ce = r.counterexamples[0]
         row = {v for k, v in ce.inputs.items() if k.startswith("x[")}
         assert len(row) == 1, ce.describe()  # every value of the row the same
+
+    def mx(x):
+        return jnp.max(x, -1)
+
+    def bwd(x, g):  # the whole cotangent to every tied maximum: no choice gives that
+        return g[..., None] * (x == x.max(-1, keepdims=True))
+
+    r = verify_function(_with_vjp(mx, bwd), _arg(2, 6), rules=False)
+    assert r.verdict == "mismatch", str(r)
+    ce = r.counterexamples[0]
+    row = [v for k, v in ce.inputs.items() if k.startswith("x[")]
+    assert max(row.count(v) for v in row) >= 2, ce.describe()  # a tie
 
 
 def test_min_over_two_values_verifies_and_a_wrong_rule_is_refuted():

@@ -18,26 +18,31 @@ from .core import (
     TermError,
     atoms_of,
     fn_atoms,
+    fresh,
     is_sum,
     name_of,
 )
 from .index import flat_index
-from .signs import _in_range, eq
+from .signs import _in_range, eq, range_brackets
 
 # -- derivative and transpose ------------------------------------------------------------------
 
 
-def jvp_term(e: Any, tangent: Mapping[str, str], conventional: Callable[[Any], Any]) -> Any:
+def jvp_term(e: Any, tangent: Mapping[str, str], conventional: Callable[[Any], Any],
+             even: Callable[[Any], bool] | None = None) -> Any:  # fmt: skip
     """The directional derivative of ``e``: every read of a leaf named in ``tangent`` moves in
     the direction of the read of its tangent leaf at the same indices; sums differentiate
     under the sum; ``Max`` / ``Min`` are read with the tie conventions (``conventional``)
-    first. Tables, index symbols and reads of other leaves are constants."""
+    first, a maximum over a range (``_MAXR``) with the first maximum's derivative, or, where
+    ``even(maximum)``, the even split among the tied values (:func:`_maxr_even_jvp`). Tables,
+    index symbols and reads of other leaves are constants."""
     e = conventional(e)
     memo: dict[Any, Any] = {}
-    return _jvp(e, tangent, conventional, memo)
+    return _jvp(e, tangent, conventional, memo, even)
 
 
-def _jvp(e: Any, tangent: Mapping[str, str], conv: Callable[[Any], Any], memo: dict) -> Any:
+def _jvp(e: Any, tangent: Mapping[str, str], conv: Callable[[Any], Any], memo: dict,
+         even: Callable[[Any], bool] | None = None) -> Any:  # fmt: skip
     if not isinstance(e, se.Basic):
         return ZERO
     hit = memo.get(e)
@@ -63,11 +68,12 @@ def _jvp(e: Any, tangent: Mapping[str, str], conv: Callable[[Any], Any], memo: d
         n = name_of(a)
         if n == "_SUM":
             body, k = a.args
-            da = SUM(_jvp(conv(body), tangent, conv, memo), k)
+            da = SUM(_jvp(conv(body), tangent, conv, memo, even), k)
         elif n == "_MAXR":
-            da = _maxr_jvp(a, lambda v: _jvp(conv(v), tangent, conv, memo))
+            rule = _maxr_even_jvp if even is not None and even(a) else _maxr_jvp
+            da = rule(a, lambda v: _jvp(conv(v), tangent, conv, memo, even))
         elif n in DERIVED:
-            da = DERIVED[n].jvp(a.args, lambda v: _jvp(conv(v), tangent, conv, memo))
+            da = DERIVED[n].jvp(a.args, lambda v: _jvp(conv(v), tangent, conv, memo, even))
         else:
             tname = tangent[n]  # type: ignore[index]
             if n in LEAF_SHAPES:
@@ -114,6 +120,23 @@ def _maxr_jvp(m: Any, d: Callable[[Any], Any]) -> Any:
         first = se.And(*conds) if conds else se.true
         out = out + d(v) * se.Piecewise((ONE, first), (ZERO, True))
     return out
+
+
+def _maxr_even_jvp(m: Any, d: Callable[[Any], Any]) -> Any:
+    """The derivative of ``_MAXR(body, k, lo, hi)`` with a tie split evenly among the tied
+    values (JAX's and PyTorch's ``amax``): ``sum_k d body(k) [body(k) == m] / sum_k
+    [body(k) == m]``, the sums over the range, written as JAX's rule computes it."""
+    body, k, lo, hi = m.args
+    if not (isinstance(lo, se.Integer) and isinstance(hi, se.Integer)):
+        raise TermError("the even split of a maximum over a symbolic axis is not written out")
+
+    def over(v: Any, prefix: str) -> Any:
+        j = fresh(prefix, int(lo), int(hi))
+        at = body.xreplace({k: j})
+        tied = se.Piecewise((ONE, se.Eq(m, at)), (ZERO, True))
+        return SUM((d(at) if v else ONE) * tied * range_brackets(j, lo, hi), j)
+
+    return over(True, "_k") / over(False, "_k")
 
 
 def _moving_atoms(e: Any, tangent: Mapping[str, str]) -> list[Any]:
