@@ -46,7 +46,7 @@ KinkChoice = tuple[tuple[str, Fraction], ...]
 HALF = Fraction(1, 2)
 #: At most this many choices are tried after the conventions (the uniform ones first, then
 #: every combination while there are at most this many).
-KINK_CHOICES_MAX = 26
+KINK_CHOICES_MAX = 8
 
 _U = se.Symbol("_")
 
