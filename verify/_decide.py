@@ -35,7 +35,7 @@ import sympy as sp
 from . import _linear as lin
 from ._cases import decide_cases, parse_name
 from ._interval import nonzero
-from .terms import rewrite, tick
+from .terms import rebuild, rewrite, tick
 
 Method = Literal["exact", "probabilistic", "not verified"]
 Domain = Literal["real", "positive", "nonzero", "unit"]
@@ -105,7 +105,7 @@ def _split_exp(e: se.Basic, args: list[Any]) -> se.Basic:
                 factors.append(se.exp(se.Add(*rest)))
             return se.Mul(*factors)
         return se.exp(args[1])
-    return e.func(*args)
+    return rebuild(e, args)
 
 
 def normalize(e: se.Basic, memo: dict[Any, Any] | None = None) -> se.Basic:
@@ -125,7 +125,7 @@ def normalize(e: se.Basic, memo: dict[Any, Any] | None = None) -> se.Basic:
     elif isinstance(e, se.Add):
         out = _factor_shifts(args)
     else:
-        out = e.func(*args)
+        out = rebuild(e, args)
     memo[e] = out
     return out
 
@@ -289,7 +289,7 @@ def exp_as_symbols(e: se.Basic) -> se.Basic:
 
     def node(x: se.Basic, args: list[Any]) -> Any:
         if not (isinstance(x, se.Pow) and args[0] == se.E):
-            return x.func(*args)
+            return rebuild(x, args)
         ex = se.expand(args[1])
         factors = []
         for t in ex.args if isinstance(ex, se.Add) else (ex,):

@@ -225,3 +225,15 @@ def test_normal_forms_take_infinities_as_leaves() -> None:
     x = se.Symbol("x")
     e = se.exp(x + 1) * (x - se.oo) + se.exp(-se.oo)
     assert normalize(e) == split_exp(e) == e
+
+
+def test_the_cheap_normal_form_rebuilds_relations_and_piecewise():
+    """``normalize`` rebuilds every node from its arguments: a relation (symengine's has no
+    ``func``: a three-layer ReLU network stopped with an AttributeError) and a Piecewise."""
+    from verify._decide import normalize
+
+    x = se.Symbol("x")
+    e = se.Piecewise((se.exp(x + 1), se.Lt(0, x)), (0, True)) + se.Max(x, 0)
+    out = normalize(e)
+    assert se.expand(out.xreplace({x: 2}) - (se.exp(3) + 2)) == 0
+    assert out.xreplace({x: -1}) == 0
