@@ -9,8 +9,9 @@ before differentiating: two arguments split a tie in half, more give the first m
 everything (``max_pool``'s); ``abs``'s Piecewise is 0 at 0, so its derivative there is 0.
 
 A *kink choice* (:data:`KinkChoice`) names, per kink site, the weight ``w`` of the first
-argument at a tie instead: the value ``w a + (1 - w) b``, which is ``a`` (= ``b``) there, so
-the forward is unchanged, but whose derivative is ``w da + (1 - w) db``: with ``w`` 1 or 0 a
+argument at a tie instead: the value ``(a + b)/2 + (w - 1/2) _KINK(a - b)``, which is ``a``
+(= ``b``) there (``_KINK`` is 0 as a value), so the forward and the form of its value are
+unchanged, but whose derivative is ``w da + (1 - w) db``: with ``w`` 1 or 0 a
 one-sided derivative, with ``1/2`` the convention (for ``abs``, ``w`` weighs ``x`` against
 ``-x``: derivative ``2w - 1``, so ``+1``, ``-1`` or ``0``). The frameworks' conventions are
 such choices (JAX's ``relu'(0) = 0``, its ``abs'(0) = 1``, PyTorch's ``clamp`` at a bound).
@@ -37,7 +38,7 @@ from typing import Any
 import symengine as se
 
 from .terms import fold_extrema, has_atom
-from .terms.core import _SPECIAL, ZERO, atoms_of, fn_atoms, name_of
+from .terms.core import _SPECIAL, KINK, ZERO, atoms_of, fn_atoms, name_of
 
 #: Per kink site, the first argument's weight at a tie; sorted by site key. ``()``: the
 #: conventions (every site at 1/2, ``abs`` at 0).
@@ -234,7 +235,7 @@ def _abs_chosen(e: Any, choice: dict[str, Fraction]) -> Any:
         w = choice.get(site_key(p)) if v is not None else None
         if w is not None and w != HALF:
             slope = se.Rational(2 * w.numerator - w.denominator, w.denominator)
-            inner = se.Piecewise((-v, se.Lt(ZERO, -v)), (slope * v, True))
+            inner = se.Piecewise((-v, se.Lt(ZERO, -v)), (slope * KINK(v), True))
             found[p] = se.Piecewise((v, se.Lt(ZERO, v)), (inner, True))
     return e.xreplace(found) if found else e
 
@@ -267,11 +268,9 @@ def _pick_convention(args: Sequence[Any], greater: bool, choice: KinkChoice,
     if len(args) == 2:
         a, b = args
         va, vb = vals
-        if w is None or w == HALF:
-            tie = (va + vb) / 2
-        else:
-            tie = se.Rational(w.numerator, w.denominator) * va + se.Rational(
-                w.denominator - w.numerator, w.denominator) * vb  # fmt: skip
+        tie = (va + vb) / 2
+        if w is not None and w != HALF:  # the same value, the derivative w da + (1 - w) db
+            tie += se.Rational(2 * w.numerator - w.denominator, 2 * w.denominator) * KINK(va - vb)
         return se.Piecewise((va, beats(a, b, True)), (vb, beats(b, a, True)), (tie, True))
     pieces = []
     for k, x in enumerate(args):

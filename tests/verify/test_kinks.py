@@ -33,7 +33,9 @@ def test_sites_of_max_min_and_abs():
     assert m.constant == 0 and m.options()[1][1] == "the derivative of 0"
     (three,) = kink_sites(se.Max(_x(0), _x(1), _x(2)))  # three values: first max or even
     assert three.values == 3 and [t for _, t in three.options()] == [
-        "the first maximal value's derivative", "an even split among the tied values"]
+        "the first maximal value's derivative",
+        "an even split among the tied values",
+    ]
 
 
 def test_choices_uniform_first_then_every_combination_within_the_cap():

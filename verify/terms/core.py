@@ -66,9 +66,13 @@ SUM = se.Function("_SUM")
 GE = se.Function("_GE")
 EQ = se.Function("_EQ")
 MAXR = se.Function("_MAXR")
+#: ``_KINK(u)``: 0 as a value, ``du`` as a derivative (:func:`verify.terms.jvp_term`), so a
+#: one-sided choice at a tie changes the derivative there and not the value's form
+#: (:mod:`verify._kinks`); none is left in a derivative.
+KINK = se.Function("_KINK")
 
 ZERO, ONE = se.Integer(0), se.Integer(1)
-_SPECIAL = ("_SUM", "_GE", "_EQ", "_MAXR", "_XS")
+_SPECIAL = ("_SUM", "_GE", "_EQ", "_MAXR", "_XS", "_KINK")
 
 #: Sums over at most this many values of their variable (a constant range, e.g. a kernel axis)
 #: are unrolled by :func:`normalize`, so that a window written as a sum and the same window

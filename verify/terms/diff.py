@@ -33,12 +33,15 @@ def jvp_term(e: Any, tangent: Mapping[str, str], conventional: Callable[[Any], A
     """The directional derivative of ``e``: every read of a leaf named in ``tangent`` moves in
     the direction of the read of its tangent leaf at the same indices; sums differentiate
     under the sum; ``Max`` / ``Min`` are read with the tie conventions (``conventional``)
-    first, a maximum over a range (``_MAXR``) with the first maximum's derivative, or, where
+    first (``_KINK(u)`` there: ``du``, and 0 where it is left as a value), a maximum over a
+    range (``_MAXR``) with the first maximum's derivative, or, where
     ``even(maximum)``, the even split among the tied values (:func:`_maxr_even_jvp`). Tables,
     index symbols and reads of other leaves are constants."""
     e = conventional(e)
     memo: dict[Any, Any] = {}
-    return _jvp(e, tangent, conventional, memo, even)
+    out = _jvp(e, tangent, conventional, memo, even)
+    kinks = {f: ZERO for f in fn_atoms(out) if name_of(f) == "_KINK"}  # values: 0
+    return out.xreplace(kinks) if kinks else out
 
 
 def _jvp(e: Any, tangent: Mapping[str, str], conv: Callable[[Any], Any], memo: dict,
@@ -69,6 +72,8 @@ def _jvp(e: Any, tangent: Mapping[str, str], conv: Callable[[Any], Any], memo: d
         if n == "_SUM":
             body, k = a.args
             da = SUM(_jvp(conv(body), tangent, conv, memo, even), k)
+        elif n == "_KINK":
+            da = _jvp(conv(a.args[0]), tangent, conv, memo, even)
         elif n == "_MAXR":
             rule = _maxr_even_jvp if even is not None and even(a) else _maxr_jvp
             da = rule(a, lambda v: _jvp(conv(v), tangent, conv, memo, even))
@@ -150,7 +155,7 @@ def _moving_atoms(e: Any, tangent: Mapping[str, str]) -> list[Any]:
             continue
         seen.add(x)
         n = name_of(x)
-        if n in ("_SUM", "_MAXR"):
+        if n in ("_SUM", "_MAXR", "_KINK"):
             if _mentions(x, tangent):
                 out.append(x)
             continue
