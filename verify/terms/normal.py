@@ -312,6 +312,8 @@ def _normalize(e: Any, unroll: int) -> Any:
     if isinstance(out, se.Add | se.Mul | se.Pow):
         out = se.expand(out)
         out = _idempotent_brackets(out)
+        if has_atom(out, se.Piecewise):
+            out = _sign_tables_merged(out)
         if has_floor(out):
             terms = out.args if isinstance(out, se.Add) else (out,)
             out = se.Add(*[_refine(t) for t in terms])
@@ -1022,12 +1024,203 @@ def _piecewise_args(args: list[Any]) -> Any:
     pairs = _drop_default_branches(pairs)
     if len(pairs) == 1 and pairs[0][1] == se.true:
         return pairs[0][0]
+    extremum = _tie_halved_extremum(pairs)
+    if extremum is not None:
+        return extremum
+    table = _sign_table(pairs)
+    if table is not None and len(set(table[1])) == 3:
+        pairs = _sign_pairs(*table)  # a three-valued step: one form for every way of writing it
     if not pairs:
         return ZERO
     factor = _common_factor([v for v, _ in pairs])
     if factor == 1:
         return se.Piecewise(*pairs)
     return factor * se.Piecewise(*[(_scaled(v, 1 / factor), c) for v, c in pairs])
+
+
+def _tie_halved_extremum(pairs: list[tuple[Any, Any]]) -> Any:
+    """``max(a, b)`` (``min(a, b)``) for the value of a maximum (minimum) of two values written
+    with the tie split in halves, ``Piecewise((a, b < a), (b, a < b), ((a + b)/2, True))`` (how
+    :func:`verify._rules.conventional` writes a ``Max`` before differentiating; swapped
+    conditions for a ``Min``), else ``None``. The same value everywhere: at the tie ``a = b``,
+    ``(a + b)/2 = a``. So a maximum read inside a sum (a ReLU layer's output summed by the next
+    layer) is one atom whether it was written as JAX's ``max`` or as the reference's
+    Piecewise. (``conventional`` writes such a Piecewise back as it was, so a term
+    differentiated after this form is differentiated as before.)"""
+    if len(pairs) != 3 or pairs[2][1] != se.true:
+        return None
+    (a, c_a), (b, c_b), (tie, _) = pairs
+    if any(isinstance(v, _BOOLEAN) or has_infinity(v) for v in (a, b)):
+        return None
+    if se.expand(2 * tie - a - b) != 0:
+        return None
+    wins_a, wins_b = _lt_difference(c_a), _lt_difference(c_b)
+    if wins_a is None or wins_b is None:
+        return None
+    d = se.expand(a - b)
+    if d == 0:
+        return None
+    if se.expand(wins_a - d) == 0 and se.expand(wins_b + d) == 0:
+        return se.Max(a, b)  # a wins where a - b > 0, b where b - a > 0
+    if se.expand(wins_a + d) == 0 and se.expand(wins_b - d) == 0:
+        return se.Min(a, b)
+    return None
+
+
+def _scaled_difference(e: Any) -> tuple[Any, Any] | None:
+    """``(d, c)`` with ``e = c d``, ``c`` a nonzero rational and ``d`` the same for every
+    rational multiple of ``e``: its non-constant monomial of least text (without coefficient)
+    has coefficient 1. ``None`` for a constant ``e`` or a coefficient that is not rational."""
+    e = se.expand(e)
+    if isinstance(e, se.Number) or not isinstance(e, se.Basic):
+        return None
+    terms = e.args if isinstance(e, se.Add) else (e,)
+    c = _coefficient(min(terms, key=lambda t: (isinstance(t, se.Number), _rest_text(t), str(t))))
+    if not isinstance(c, se.Rational) or c == 0:
+        return None
+    return (e if c == 1 else se.expand(e / c)), c
+
+
+def _condition_at(cond: Any, d: Any, sign: int) -> bool | None:
+    """The truth of ``cond`` where ``d`` has the sign ``sign`` (-1, 0 or 1): a relation whose
+    difference is a rational multiple of ``d``, or ``And`` / ``Or`` / ``Not`` of such; ``None``
+    when it compares anything else."""
+    if cond == se.true or cond == se.false:
+        return cond == se.true
+    if isinstance(cond, _SIGN_RELATIONS):
+        scaled = _scaled_difference(cond.args[1] - cond.args[0])
+        if scaled is None or scaled[0] != d:
+            return None
+        v = sign * (1 if scaled[1] > 0 else -1)  # the sign of rhs - lhs
+        if isinstance(cond, se.StrictLessThan):
+            return v > 0
+        if isinstance(cond, se.LessThan):
+            return v >= 0
+        return (v == 0) == isinstance(cond, se.Equality)
+    parts = [_condition_at(a, d, sign) for a in cond.args] if cond.args else [None]
+    if None in parts:
+        return None
+    kind = type(cond).__name__
+    if kind == "And":
+        return all(parts)
+    if kind == "Or":
+        return any(parts)
+    if kind == "Not" and len(parts) == 1:
+        return not parts[0]
+    return None
+
+
+_SIGN_RELATIONS = (se.StrictLessThan, se.LessThan, se.Equality, se.Unequality)
+
+
+def _first_relation(cond: Any) -> Any:
+    """A relation of ``cond`` (a relation, or ``And`` / ``Or`` / ``Not`` of relations), else
+    ``None``."""
+    if isinstance(cond, _SIGN_RELATIONS):
+        return cond
+    if isinstance(cond, _BOOLEAN) and cond.args:
+        for a in cond.args:
+            r = _first_relation(a)
+            if r is not None:
+                return r
+    return None
+
+
+def _sign_table(pairs: list[tuple[Any, Any]]) -> tuple[Any, tuple[Any, Any, Any]] | None:
+    """A ``Piecewise`` (as its branches) that is a step in one difference ``d``: rational values
+    whose conditions compare rational multiples of ``d`` with 0 (``0 <= x``, ``x <= 0``,
+    ``2 x < 0``), as ``(d, (value where d < 0, where d = 0, where d > 0))`` (``d`` as
+    :func:`_scaled_difference` writes it); else ``None``."""
+    if not any(c != se.true for _, c in pairs) or \
+            not all(isinstance(v, se.Rational) for v, _ in pairs):  # fmt: skip
+        return None
+    first = next((r for _, c in pairs if (r := _first_relation(c)) is not None), None)
+    scaled = None if first is None else _scaled_difference(first.args[1] - first.args[0])
+    if scaled is None:
+        return None
+    d = scaled[0]
+    values = []
+    for sign in (-1, 0, 1):
+        for v, c in pairs:
+            holds = _condition_at(c, d, sign)
+            if holds is None:
+                return None
+            if holds:
+                values.append(v)
+                break
+        else:
+            return None  # no branch there (not a Piecewise symengine builds)
+    return d, (values[0], values[1], values[2])
+
+
+def _sign_pairs(d: Any, values: tuple[Any, Any, Any]) -> list[tuple[Any, Any]]:
+    """The branches of the one form of a step in ``d`` with ``values`` (where ``d < 0``,
+    ``d = 0``, ``d > 0``): three values as the tie conventions write them (``d < 0``, then
+    ``0 < d``, then the tie), two with the condition of the value that differs (``0 <= d``
+    where the tie takes the positive side's)."""
+    neg, zero, pos = values
+    if neg == zero == pos:
+        return [(neg, se.true)]
+    if neg == zero:
+        return [(pos, se.StrictLessThan(ZERO, d)), (neg, se.true)]
+    if pos == zero:
+        return [(pos, se.LessThan(ZERO, d)), (neg, se.true)]
+    if neg == pos:
+        return [(zero, se.Eq(d, ZERO)), (neg, se.true)]
+    return [(neg, se.StrictLessThan(d, ZERO)), (pos, se.StrictLessThan(ZERO, d)), (zero, se.true)]
+
+
+def _sign_tables_merged(e: Any) -> Any:
+    """``e`` (expanded) with, in every monomial, the steps in one difference ``d``
+    (:func:`_sign_table`; their integer powers too) multiplied into one step in the form of
+    :func:`_sign_pairs`: JAX's derivative of a ``max`` at a tie, ``[0 <= d] / ([d <= 0] +
+    [0 < d]/2)``, and the reference's ``Piecewise((0, d < 0), (1, 0 < d), (1/2, True))`` are
+    then one term (a ReLU's mask inside the next layer's sum, one atom on both sides). A
+    negative power of a step that is 0 somewhere is left as it is."""
+    terms = e.args if isinstance(e, se.Add) else (e,)
+    out = [_merged_monomial(t) for t in terms]
+    return e if all(a is b for a, b in zip(out, terms, strict=True)) else se.Add(*out)
+
+
+def _merged_monomial(t: Any) -> Any:
+    """:func:`_sign_tables_merged` for one monomial."""
+    if not isinstance(t, se.Mul | se.Pow):
+        return t
+    factors = t.args if isinstance(t, se.Mul) else (t,)
+    groups: dict[Any, list[tuple[Any, int]]] = {}
+    tables: dict[Any, tuple[Any, Any, Any]] = {}
+    rest = []
+    for f in factors:
+        base, n = (f.args[0], f.args[1]) if isinstance(f, se.Pow) else (f, ONE)
+        table = None
+        if isinstance(base, se.Piecewise) and isinstance(n, se.Integer):
+            a = base.args
+            table = _sign_table([(a[k], a[k + 1]) for k in range(0, len(a), 2)])
+        if table is None or (n < 0 and any(v == 0 for v in table[1])):
+            rest.append(f)
+            continue
+        groups.setdefault(table[0], []).append((f, int(n)))
+        tables[f] = table[1]
+    changed = False
+    for d, items in groups.items():
+        if len(items) == 1 and items[0][1] > 0:
+            rest.append(items[0][0])
+            continue
+        values = [ONE, ONE, ONE]
+        for f, n in items:
+            values = [v * w**n for v, w in zip(values, tables[f], strict=True)]
+        flat = [x for pair in _sign_pairs(d, tuple(values)) for x in pair]  # type: ignore[arg-type]
+        rest.append(_piecewise_args(flat))
+        changed = True
+    return se.Mul(*rest) if changed else t
+
+
+def _lt_difference(c: Any) -> Any:
+    """``q - p`` for a strict relation ``p < q`` (it holds exactly where that is positive),
+    else ``None``."""
+    if isinstance(c, se.StrictLessThan):
+        return se.expand(c.args[1] - c.args[0])
+    return None
 
 
 def _coefficient(t: Any) -> Any:
