@@ -177,6 +177,22 @@ def test_two_layer_relu_network_verifies_exactly(shapes):
     assert all(c.method == "exact" for c in r.all_checks), str(r)
 
 
+def test_two_layer_leaky_relu_network_verifies_exactly():
+    """``max(v, v/100)`` between two layers: JAX adds the derivatives of the two arguments,
+    ``[0 < v] + [v < 0]/100`` with the tie in halves on each, the reference writes one step
+    with the values added; one term in the normal form (they were different atoms inside the
+    next layer's sum, and the JVP ran out of its budget)."""
+    f32 = [jax.ShapeDtypeStruct(s, jnp.float32) for s in ((4,), (3, 4))]
+
+    def leaky(v):
+        return jnp.maximum(v, 0.01 * v)
+
+    r = verify_function(lambda x, w: jnp.sum(leaky(w @ leaky(x))), *f32, rules=False,
+                        budget_s=30)  # fmt: skip
+    assert r.verdict == "verified", str(r)
+    assert all(c.method == "exact" for c in r.all_checks), str(r)
+
+
 def test_three_layer_relu_network_verifies_exactly_and_a_flipped_mask_is_refuted():
     """Three layers (16 -> 8 -> 4): every mask inside the next layer's sums, one term on both
     sides. A backward whose middle ReLU's mask is flipped is refuted with the element named."""

@@ -196,3 +196,28 @@ def test_steps_in_one_difference_multiply_into_one_normal_form() -> None:
         assert len(_terms.normalize(apart, unroll=unroll).atoms(se.Piecewise)) == 2
         inverse = se.Piecewise((1, se.StrictLessThan(0, x(0))), (0, True)) ** -1
         assert _terms.normalize(inverse, unroll=unroll) == inverse
+
+
+def test_steps_in_one_difference_added_have_one_normal_form() -> None:
+    """A leaky ReLU's derivative as JAX adds it, ``[0 < x] + a [x < 0]`` (the tie in halves on
+    each side), and the reference's one step with the values added are one term; so are
+    ``[0 < x] + [x <= 0]`` and 1. Monomials whose other factors differ stay apart."""
+    x, dx, w = _terms.fn("x"), _terms.fn("dx"), _terms.fn("w")
+    a, half = se.Rational(1, 100), se.Rational(1, 2)
+    lt, gt = se.StrictLessThan(x(0), 0), se.StrictLessThan(0, x(0))
+    jax_sum = dx(0) * (se.Piecewise((0, lt), (1, gt), (half, True))
+                       + a * se.Piecewise((1, lt), (0, gt), (half, True)))  # fmt: skip
+    ref = dx(0) * se.Piecewise((a, lt), (1, gt), ((1 + a) / 2, True))
+    for v in (-1, 0, 1):  # the identity the normal form relies on
+        assert jax_sum.xreplace({x(0): v}) == ref.xreplace({x(0): v})
+    for unroll in (_terms.UNROLL_NONE, _terms.UNROLL_SHORT):
+
+        def nf(e: se.Basic, unroll: int = unroll) -> se.Basic:
+            return _terms.normalize(e, unroll=unroll)
+
+        assert nf(jax_sum) == nf(ref)
+        assert len(nf(jax_sum).atoms(se.Piecewise)) == 1
+        both = se.Piecewise((1, gt), (0, True)) + se.Piecewise((1, se.LessThan(x(0), 0)), (0, True))
+        assert nf(both) == 1
+        apart = dx(0) * se.Piecewise((1, gt), (0, True)) + w(0) * se.Piecewise((1, lt), (0, True))
+        assert len(nf(apart).atoms(se.Piecewise)) == 2

@@ -313,7 +313,7 @@ def _normalize(e: Any, unroll: int) -> Any:
         out = se.expand(out)
         out = _idempotent_brackets(out)
         if has_atom(out, se.Piecewise):
-            out = _sign_tables_merged(out)
+            out = _sign_tables_added(_sign_tables_merged(out))
         if has_floor(out):
             terms = out.args if isinstance(out, se.Add) else (out,)
             out = se.Add(*[_refine(t) for t in terms])
@@ -1153,6 +1153,21 @@ def _sign_table(pairs: list[tuple[Any, Any]]) -> tuple[Any, tuple[Any, Any, Any]
     return d, (values[0], values[1], values[2])
 
 
+_STEPS: dict[Any, Any] = {}
+
+
+def _step_of(p: Any) -> tuple[Any, tuple[Any, Any, Any]] | None:
+    """:func:`_sign_table` of the ``Piecewise`` ``p``, memoised."""
+    hit = _STEPS.get(p, _STEPS)
+    if hit is _STEPS:
+        a = p.args
+        hit = _sign_table([(a[k], a[k + 1]) for k in range(0, len(a), 2)])
+        if len(_STEPS) > 100000:
+            _STEPS.clear()
+        _STEPS[p] = hit
+    return hit  # type: ignore[return-value]
+
+
 def _sign_pairs(d: Any, values: tuple[Any, Any, Any]) -> list[tuple[Any, Any]]:
     """The branches of the one form of a step in ``d`` with ``values`` (where ``d < 0``,
     ``d = 0``, ``d > 0``): three values as the tie conventions write them (``d < 0``, then
@@ -1194,8 +1209,7 @@ def _merged_monomial(t: Any) -> Any:
         base, n = (f.args[0], f.args[1]) if isinstance(f, se.Pow) else (f, ONE)
         table = None
         if isinstance(base, se.Piecewise) and isinstance(n, se.Integer):
-            a = base.args
-            table = _sign_table([(a[k], a[k + 1]) for k in range(0, len(a), 2)])
+            table = _step_of(base)
         if table is None or (n < 0 and any(v == 0 for v in table[1])):
             rest.append(f)
             continue
@@ -1213,6 +1227,66 @@ def _merged_monomial(t: Any) -> Any:
         rest.append(_piecewise_args(flat))
         changed = True
     return se.Mul(*rest) if changed else t
+
+
+#: Rounds of :func:`_sign_tables_added` (one difference each), at most.
+MAX_STEP_ROUNDS = 64
+
+
+def _sign_tables_added(e: Any) -> Any:
+    """``e`` (an expanded sum, steps in one difference multiplied, :func:`_sign_tables_merged`)
+    with the monomials ``c_i r s_i`` that differ only in a rational ``c_i`` and a step ``s_i``
+    in one difference ``d`` added into one, ``r s`` with ``s`` the step of the values
+    ``sum_i c_i s_i`` where ``d`` is negative, zero and positive (in the form of
+    :func:`_sign_pairs`): JAX's derivative of a leaky ReLU ``max(v, a v)``, ``[0 < v] + a [v <
+    0] + ...``, and the reference's one step with those values are then one term. One
+    difference per round, until no two monomials add up."""
+    for _ in range(MAX_STEP_ROUNDS):
+        terms = e.args if isinstance(e, se.Add) else (e,)
+        if len(terms) < 2:
+            return e
+        groups: dict[tuple[Any, Any], list[tuple[int, Any]]] = {}
+        for i, t in enumerate(terms):
+            for key, values in _steps_of(t):
+                groups.setdefault(key, []).append((i, values))
+        first = next((k for k, v in groups.items() if len(v) > 1), None)
+        if first is None:
+            return e
+        # every group of that difference (a monomial has one step in it: they are disjoint)
+        merged, used = [], set()
+        for (d, rest), members in groups.items():
+            if d != first[0] or len(members) < 2:
+                continue
+            total = [ZERO, ZERO, ZERO]
+            for _, values in members:
+                total = [a + b for a, b in zip(total, values, strict=True)]
+            flat = [x for pair in _sign_pairs(d, tuple(total)) for x in pair]  # type: ignore[arg-type]
+            merged.append(se.expand(rest * _piecewise_args(flat)))
+            used |= {i for i, _ in members}
+        e = se.Add(*merged, *[t for i, t in enumerate(terms) if i not in used])
+    return e
+
+
+def _steps_of(t: Any) -> list[tuple[tuple[Any, Any], tuple[Any, Any, Any]]]:
+    """For a monomial ``t``, each of its steps (a ``Piecewise`` factor, :func:`_sign_table`) as
+    ``((d, the other factors but the rational coefficient), the step's values times that
+    coefficient)``."""
+    factors = t.args if isinstance(t, se.Mul) else (t,)
+    coeff = se.Mul(*[f for f in factors if isinstance(f, se.Number)])
+    if not isinstance(coeff, se.Rational) or coeff == 0:
+        return []
+    others = [f for f in factors if not isinstance(f, se.Number)]
+    out = []
+    for n, f in enumerate(others):
+        if not isinstance(f, se.Piecewise):
+            continue
+        table = _step_of(f)
+        if table is None:
+            continue
+        d, values = table
+        rest = se.Mul(*[g for m, g in enumerate(others) if m != n])
+        out.append(((d, rest), (values[0] * coeff, values[1] * coeff, values[2] * coeff)))
+    return out
 
 
 def _lt_difference(c: Any) -> Any:
