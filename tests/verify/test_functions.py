@@ -193,6 +193,22 @@ def test_two_layer_leaky_relu_network_verifies_exactly():
     assert all(c.method == "exact" for c in r.all_checks), str(r)
 
 
+def test_two_layer_where_relu_network_verifies_exactly():
+    """``jnp.where(v > 0, v, 0)`` between two layers: JAX's VJP selects the cotangent,
+    ``where(v > 0, ct, 0)``, where the reference multiplies ``ct`` by the mask; a finite value
+    selected by a condition is the value times a step in the normal form, so both sides' sums
+    are one atom (the check ran out of its 30 s budget in both modes)."""
+    f32 = [jax.ShapeDtypeStruct(s, jnp.float32) for s in ((4,), (3, 4))]
+
+    def relu(v):
+        return jnp.where(v > 0, v, 0.0)
+
+    r = verify_function(lambda x, w: jnp.sum(relu(w @ relu(x))), *f32, rules=False,
+                        budget_s=30)  # fmt: skip
+    assert r.verdict == "verified", str(r)
+    assert all(c.method == "exact" for c in r.all_checks), str(r)
+
+
 def test_three_layer_relu_network_verifies_exactly_and_a_flipped_mask_is_refuted():
     """Three layers (16 -> 8 -> 4): every mask inside the next layer's sums, one term on both
     sides. A backward whose middle ReLU's mask is flipped is refuted with the element named."""

@@ -221,3 +221,25 @@ def test_steps_in_one_difference_added_have_one_normal_form() -> None:
         assert nf(both) == 1
         apart = dx(0) * se.Piecewise((1, gt), (0, True)) + w(0) * se.Piecewise((1, lt), (0, True))
         assert len(nf(apart).atoms(se.Piecewise)) == 2
+
+
+def test_a_finite_value_selected_by_a_condition_is_the_value_times_a_step() -> None:
+    """``Piecewise((v, c), (0, True))`` is ``v Piecewise((1, c), (0, True))`` when ``v`` is
+    finite for every value of the leaves (``jnp.where(v > 0, v, 0)``, JAX's ``where(c, ct, 0)``
+    against the reference's ``ct`` times its mask); a value that may not be (a ``log``, an
+    infinity) stays in its branch, where the condition keeps it from being computed."""
+    x, ct = _terms.fn("x"), _terms.fn("ct")
+    gt = se.StrictLessThan(0, x(0))
+    step = se.Piecewise((1, gt), (0, True))
+    for unroll in (_terms.UNROLL_NONE, _terms.UNROLL_SHORT):
+
+        def nf(e: se.Basic, unroll: int = unroll) -> se.Basic:
+            return _terms.normalize(e, unroll=unroll)
+
+        assert nf(se.Piecewise((ct(), gt), (0, True))) == nf(ct() * step)
+        assert nf(se.Piecewise((3 * ct() * x(0), gt), (-ct() * x(0), True))) == nf(
+            ct() * x(0) * se.Piecewise((3, gt), (-1, True)))  # fmt: skip
+        kept = se.Piecewise((se.log(x(0)), gt), (0, True))
+        assert nf(kept) == kept
+        masked = se.Piecewise((x(0), gt), (-se.oo, True))
+        assert nf(masked) == masked

@@ -312,7 +312,7 @@ def _normalize(e: Any, unroll: int) -> Any:
     if isinstance(out, se.Add | se.Mul | se.Pow):
         out = se.expand(out)
         out = _idempotent_brackets(out)
-        if has_atom(out, se.Piecewise):
+        if _piecewise_factors(out):
             out = _sign_tables_added(_sign_tables_merged(out))
         if has_floor(out):
             terms = out.args if isinstance(out, se.Add) else (out,)
@@ -1030,12 +1030,46 @@ def _piecewise_args(args: list[Any]) -> Any:
     table = _sign_table(pairs)
     if table is not None and len(set(table[1])) == 3:
         pairs = _sign_pairs(*table)  # a three-valued step: one form for every way of writing it
+    pulled = _finite_factor_out(pairs)
+    if pulled is not None:
+        return pulled
     if not pairs:
         return ZERO
     factor = _common_factor([v for v, _ in pairs])
     if factor == 1:
         return se.Piecewise(*pairs)
     return factor * se.Piecewise(*[(_scaled(v, 1 / factor), c) for v, c in pairs])
+
+
+def _finite_factor_out(pairs: list[tuple[Any, Any]]) -> Any:
+    """``f Piecewise((r_i, c_i), ...)`` for a ``Piecewise((r_i f, c_i), ...)`` whose values are
+    0 or rational multiples ``r_i f`` of one term ``f`` (not a number) that is finite for every
+    value of the leaves (:func:`finite`): where ``r_i = 0``, ``0 f = 0``. A value selected by a
+    condition (``jnp.where(v > 0, v, 0)``, JAX's cotangent ``where(c, ct, 0)``) is then the
+    value times a step, as the reference's derivative writes it. ``None`` when the values are
+    not of that form."""
+    values = [v for v, _ in pairs]
+    nonzero = [v for v in values if v != 0]
+    if not nonzero or any(isinstance(v, (_BOOLEAN, se.Add)) for v in nonzero):
+        return None
+    f = _monomial_rest(nonzero[0])
+    if f is None or any(_monomial_rest(v) != f for v in nonzero[1:]) or not finite(f):
+        return None
+    flat = []
+    for v, c in pairs:
+        flat += [ZERO if v == 0 else _coefficient(v), c]
+    return f * _piecewise_args(flat)
+
+
+def _monomial_rest(v: Any) -> Any:
+    """A monomial without its rational coefficient (``None`` for a number, or a coefficient
+    that is not rational)."""
+    if isinstance(v, se.Number):
+        return None
+    c = _coefficient(v)
+    if not isinstance(c, se.Rational):
+        return None
+    return v if c == 1 else se.Mul(*v.args[1:])
 
 
 def _tie_halved_extremum(pairs: list[tuple[Any, Any]]) -> Any:
@@ -1183,6 +1217,17 @@ def _sign_pairs(d: Any, values: tuple[Any, Any, Any]) -> list[tuple[Any, Any]]:
     if neg == pos:
         return [(zero, se.Eq(d, ZERO)), (neg, se.true)]
     return [(neg, se.StrictLessThan(d, ZERO)), (pos, se.StrictLessThan(ZERO, d)), (zero, se.true)]
+
+
+def _piecewise_factors(e: Any) -> bool:
+    """Whether a monomial of the expanded ``e`` has a ``Piecewise`` factor (or a power of one):
+    a look at the top of ``e`` only (where :func:`_sign_tables_merged` looks)."""
+    for t in e.args if isinstance(e, se.Add) else (e,):
+        for f in t.args if isinstance(t, se.Mul) else (t,):
+            base = f.args[0] if isinstance(f, se.Pow) else f
+            if isinstance(base, se.Piecewise):
+                return True
+    return False
 
 
 def _sign_tables_merged(e: Any) -> Any:
