@@ -205,6 +205,78 @@ def test_kinks_argument_is_checked():
         verify_function(jnp.abs, jnp.zeros(3), kinks="left")
 
 
+def _relu(v):
+    return jnp.maximum(v, 0.0)
+
+
+@pytest.mark.parametrize("shapes", [((4,), (3, 4)), ((16,), (8, 16))])
+def test_two_layer_relu_network_verifies_exactly(shapes):
+    """``sum(relu(w @ relu(x)))``: the outer maximum compares the sum ``w @ relu(x)`` with 0, a
+    sum over the inner maximum. JAX writes the inner ReLU as ``max(0, x)`` and its mask as
+    ``[0 <= x] / ([x <= 0] + [0 < x]/2)``; the reference writes both as Piecewise with the tie
+    in halves. Both are one term in the normal form (the same atom on both sides), so the
+    network verifies exactly, where the case split over the inner Piecewise inside the sum ran
+    out of the budget (30 s per check)."""
+    f32 = [jax.ShapeDtypeStruct(s, jnp.float32) for s in shapes]
+    r = verify_function(lambda x, w: jnp.sum(_relu(w @ _relu(x))), *f32, rules=False,
+                        budget_s=30)  # fmt: skip
+    assert r.verdict == "verified", str(r)
+    assert {c.name for c in r.graph_checks} == {"vjp = derivative", "jvp = derivative"}
+    assert all(c.method == "exact" for c in r.all_checks), str(r)
+
+
+def test_two_layer_leaky_relu_network_verifies_exactly():
+    """``max(v, v/100)`` between two layers: JAX adds the derivatives of the two arguments,
+    ``[0 < v] + [v < 0]/100`` with the tie in halves on each, the reference writes one step
+    with the values added; one term in the normal form (they were different atoms inside the
+    next layer's sum, and the JVP ran out of its budget)."""
+    f32 = [jax.ShapeDtypeStruct(s, jnp.float32) for s in ((4,), (3, 4))]
+
+    def leaky(v):
+        return jnp.maximum(v, 0.01 * v)
+
+    r = verify_function(lambda x, w: jnp.sum(leaky(w @ leaky(x))), *f32, rules=False,
+                        budget_s=30)  # fmt: skip
+    assert r.verdict == "verified", str(r)
+    assert all(c.method == "exact" for c in r.all_checks), str(r)
+
+
+def test_two_layer_where_relu_network_verifies_exactly():
+    """``jnp.where(v > 0, v, 0)`` between two layers: JAX's VJP selects the cotangent,
+    ``where(v > 0, ct, 0)``, where the reference multiplies ``ct`` by the mask; a finite value
+    selected by a condition is the value times a step in the normal form, so both sides' sums
+    are one atom (the check ran out of its 30 s budget in both modes)."""
+    f32 = [jax.ShapeDtypeStruct(s, jnp.float32) for s in ((4,), (3, 4))]
+
+    def relu(v):
+        return jnp.where(v > 0, v, 0.0)
+
+    r = verify_function(lambda x, w: jnp.sum(relu(w @ relu(x))), *f32, rules=False,
+                        budget_s=30)  # fmt: skip
+    assert r.verdict == "verified", str(r)
+    assert all(c.method == "exact" for c in r.all_checks), str(r)
+
+
+def test_three_layer_relu_network_verifies_exactly_and_a_flipped_mask_is_refuted():
+    """Three layers (16 -> 8 -> 4): every mask inside the next layer's sums, one term on both
+    sides. A backward whose middle ReLU's mask is flipped is refuted with the element named."""
+    f32 = [jax.ShapeDtypeStruct(s, jnp.float32) for s in ((16,), (8, 16), (4, 8))]
+    r = verify_function(lambda x, w, v: jnp.sum(_relu(v @ _relu(w @ _relu(x)))), *f32,
+                        rules=False, budget_s=30)  # fmt: skip
+    assert r.verdict == "verified", str(r)
+    assert all(c.method == "exact" for c in r.all_checks), str(r)
+
+    @jax.custom_vjp
+    def flipped(v):
+        return jnp.maximum(v, 0.0)
+
+    flipped.defvjp(lambda v: (flipped(v), v), lambda v, g: (g * (v < 0).astype(v.dtype),))
+    w = verify_function(lambda x, w, v: jnp.sum(_relu(v @ flipped(w @ _relu(x)))), *f32,
+                        rules=False, budget_s=30)  # fmt: skip
+    assert w.verdict == "mismatch", str(w)
+    assert w.counterexamples and w.counterexamples[0].inputs
+
+
 def test_plain_function_both_modes():
     r = verify_function(lambda x, w: jnp.tanh(x @ w), jnp.zeros((4, 8)), jnp.zeros((8, 3)))
     assert r.verdict == "verified"

@@ -10,6 +10,7 @@ import symengine as se
 
 from verify import _tdecide
 from verify import terms as _terms
+from verify._tcanonical import canonical
 
 
 def _row_sum(q: se.Basic, n: int) -> se.Basic:
@@ -137,3 +138,108 @@ def test_a_rational_factor_of_a_piecewise_has_one_normal_form() -> None:
         assert three.xreplace(at) == 3
         assert nf(dx(0) * se.Piecewise((-se.oo, c), (0, True))) == dx(0) * se.Piecewise(
             (-se.oo, c), (0, True))  # an infinity stays in its branch  # fmt: skip
+
+
+def _half_tie(a: se.Basic, b: se.Basic) -> se.Basic:
+    """``max(a, b)`` as the reference writes it before differentiating (the tie in halves)."""
+    return se.Piecewise((a, se.StrictLessThan(b, a)), (b, se.StrictLessThan(a, b)),
+                        ((a + b) / 2, True))  # fmt: skip
+
+
+def test_a_maximum_and_its_tie_halved_piecewise_have_one_normal_form() -> None:
+    """JAX's ``max(0, x)`` and the reference's ``Piecewise((0, x < 0), (x, 0 < x), (x/2,
+    True))`` are one value (at the tie ``x/2 = 0``), so one term: a ReLU summed by the next
+    layer is one sum on both sides. Swapped values are the minimum; a tie that takes another
+    value is no maximum and stays."""
+    x, w = _terms.fn("x"), _terms.fn("w")
+    for unroll in (_terms.UNROLL_NONE, _terms.UNROLL_SHORT):
+
+        def nf(e: se.Basic, unroll: int = unroll) -> se.Basic:
+            return _terms.normalize(e, unroll=unroll)
+
+        def layer(act: object) -> se.Basic:
+            return _terms.ssum(lambda k: w(0, k) * act(x(k)), 0, 16)  # type: ignore[operator]
+
+        relu = canonical(nf(layer(lambda v: se.Max(0, v))))
+        assert canonical(nf(layer(lambda v: _half_tie(se.Integer(0), v)))) == relu
+        assert nf(_half_tie(x(0), x(1))) == se.Max(x(0), x(1))
+        swapped = se.Piecewise((x(1), se.StrictLessThan(x(1), x(0))),
+                               (x(0), se.StrictLessThan(x(0), x(1))),
+                               ((x(0) + x(1)) / 2, True))  # fmt: skip
+        assert nf(swapped) == se.Min(x(0), x(1))
+        other = se.Piecewise((x(0), se.StrictLessThan(x(1), x(0))),
+                             (x(1), se.StrictLessThan(x(0), x(1))), (0, True))  # fmt: skip
+        assert not nf(other).atoms(se.Max, se.Min), nf(other)
+
+
+def test_steps_in_one_difference_multiply_into_one_normal_form() -> None:
+    """JAX's derivative of ``max(0, x)``, ``[0 <= x] / ([x <= 0] + [0 < x]/2)``, is twice the
+    reference's ``Piecewise((0, x < 0), (1, 0 < x), (1/2, True))`` at every ``x``: one normal
+    form, whichever way the relations are written (``0 < 2x``, ``-x < 0``). Steps in different
+    differences stay apart, and a negative power of a step that is 0 somewhere is not taken."""
+    x, y = _terms.fn("x"), _terms.fn("y")
+    half = se.Rational(1, 2)
+    jax_mask = se.Piecewise((1, se.LessThan(0, x(0))), (0, True)) / se.Piecewise(
+        (1, se.LessThan(x(0), 0)), (half, True))  # fmt: skip
+    ref = se.Piecewise((0, se.StrictLessThan(x(0), 0)), (1, se.StrictLessThan(0, x(0))),
+                       (half, True))  # fmt: skip
+    scaled = se.Piecewise((0, se.StrictLessThan(0, -2 * x(0))), (2, se.StrictLessThan(-x(0), 0)),
+                          (1, True))  # fmt: skip
+    for v in (-1, 0, 1):  # the identity the normal form relies on
+        assert jax_mask.xreplace({x(0): v}) == 2 * ref.xreplace({x(0): v})
+    for unroll in (_terms.UNROLL_NONE, _terms.UNROLL_SHORT):
+        one = _terms.normalize(2 * ref, unroll=unroll)
+        assert _terms.normalize(jax_mask, unroll=unroll) == one
+        assert _terms.normalize(scaled, unroll=unroll) == one
+        apart = se.Piecewise((1, se.LessThan(0, x(0))), (0, True)) / se.Piecewise(
+            (1, se.LessThan(y(0), 0)), (half, True))  # fmt: skip
+        assert len(_terms.normalize(apart, unroll=unroll).atoms(se.Piecewise)) == 2
+        inverse = se.Piecewise((1, se.StrictLessThan(0, x(0))), (0, True)) ** -1
+        assert _terms.normalize(inverse, unroll=unroll) == inverse
+
+
+def test_steps_in_one_difference_added_have_one_normal_form() -> None:
+    """A leaky ReLU's derivative as JAX adds it, ``[0 < x] + a [x < 0]`` (the tie in halves on
+    each side), and the reference's one step with the values added are one term; so are
+    ``[0 < x] + [x <= 0]`` and 1. Monomials whose other factors differ stay apart."""
+    x, dx, w = _terms.fn("x"), _terms.fn("dx"), _terms.fn("w")
+    a, half = se.Rational(1, 100), se.Rational(1, 2)
+    lt, gt = se.StrictLessThan(x(0), 0), se.StrictLessThan(0, x(0))
+    jax_sum = dx(0) * (se.Piecewise((0, lt), (1, gt), (half, True))
+                       + a * se.Piecewise((1, lt), (0, gt), (half, True)))  # fmt: skip
+    ref = dx(0) * se.Piecewise((a, lt), (1, gt), ((1 + a) / 2, True))
+    for v in (-1, 0, 1):  # the identity the normal form relies on
+        assert jax_sum.xreplace({x(0): v}) == ref.xreplace({x(0): v})
+    for unroll in (_terms.UNROLL_NONE, _terms.UNROLL_SHORT):
+
+        def nf(e: se.Basic, unroll: int = unroll) -> se.Basic:
+            return _terms.normalize(e, unroll=unroll)
+
+        assert nf(jax_sum) == nf(ref)
+        assert len(nf(jax_sum).atoms(se.Piecewise)) == 1
+        both = se.Piecewise((1, gt), (0, True)) + se.Piecewise((1, se.LessThan(x(0), 0)), (0, True))
+        assert nf(both) == 1
+        apart = dx(0) * se.Piecewise((1, gt), (0, True)) + w(0) * se.Piecewise((1, lt), (0, True))
+        assert len(nf(apart).atoms(se.Piecewise)) == 2
+
+
+def test_a_finite_value_selected_by_a_condition_is_the_value_times_a_step() -> None:
+    """``Piecewise((v, c), (0, True))`` is ``v Piecewise((1, c), (0, True))`` when ``v`` is
+    finite for every value of the leaves (``jnp.where(v > 0, v, 0)``, JAX's ``where(c, ct, 0)``
+    against the reference's ``ct`` times its mask); a value that may not be (a ``log``, an
+    infinity) stays in its branch, where the condition keeps it from being computed."""
+    x, ct = _terms.fn("x"), _terms.fn("ct")
+    gt = se.StrictLessThan(0, x(0))
+    step = se.Piecewise((1, gt), (0, True))
+    for unroll in (_terms.UNROLL_NONE, _terms.UNROLL_SHORT):
+
+        def nf(e: se.Basic, unroll: int = unroll) -> se.Basic:
+            return _terms.normalize(e, unroll=unroll)
+
+        assert nf(se.Piecewise((ct(), gt), (0, True))) == nf(ct() * step)
+        assert nf(se.Piecewise((3 * ct() * x(0), gt), (-ct() * x(0), True))) == nf(
+            ct() * x(0) * se.Piecewise((3, gt), (-1, True)))  # fmt: skip
+        kept = se.Piecewise((se.log(x(0)), gt), (0, True))
+        assert nf(kept) == kept
+        masked = se.Piecewise((x(0), gt), (-se.oo, True))
+        assert nf(masked) == masked

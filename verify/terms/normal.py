@@ -312,6 +312,8 @@ def _normalize(e: Any, unroll: int) -> Any:
     if isinstance(out, se.Add | se.Mul | se.Pow):
         out = se.expand(out)
         out = _idempotent_brackets(out)
+        if _piecewise_factors(out):
+            out = _sign_tables_added(_sign_tables_merged(out))
         if has_floor(out):
             terms = out.args if isinstance(out, se.Add) else (out,)
             out = se.Add(*[_refine(t) for t in terms])
@@ -1022,12 +1024,322 @@ def _piecewise_args(args: list[Any]) -> Any:
     pairs = _drop_default_branches(pairs)
     if len(pairs) == 1 and pairs[0][1] == se.true:
         return pairs[0][0]
+    extremum = _tie_halved_extremum(pairs)
+    if extremum is not None:
+        return extremum
+    table = _sign_table(pairs)
+    if table is not None and len(set(table[1])) == 3:
+        pairs = _sign_pairs(*table)  # a three-valued step: one form for every way of writing it
+    pulled = _finite_factor_out(pairs)
+    if pulled is not None:
+        return pulled
     if not pairs:
         return ZERO
     factor = _common_factor([v for v, _ in pairs])
     if factor == 1:
         return se.Piecewise(*pairs)
     return factor * se.Piecewise(*[(_scaled(v, 1 / factor), c) for v, c in pairs])
+
+
+def _finite_factor_out(pairs: list[tuple[Any, Any]]) -> Any:
+    """``f Piecewise((r_i, c_i), ...)`` for a ``Piecewise((r_i f, c_i), ...)`` whose values are
+    0 or rational multiples ``r_i f`` of one term ``f`` (not a number) that is finite for every
+    value of the leaves (:func:`finite`): where ``r_i = 0``, ``0 f = 0``. A value selected by a
+    condition (``jnp.where(v > 0, v, 0)``, JAX's cotangent ``where(c, ct, 0)``) is then the
+    value times a step, as the reference's derivative writes it. ``None`` when the values are
+    not of that form."""
+    values = [v for v, _ in pairs]
+    nonzero = [v for v in values if v != 0]
+    if not nonzero or any(isinstance(v, (_BOOLEAN, se.Add)) for v in nonzero):
+        return None
+    f = _monomial_rest(nonzero[0])
+    if f is None or any(_monomial_rest(v) != f for v in nonzero[1:]) or not finite(f):
+        return None
+    flat = []
+    for v, c in pairs:
+        flat += [ZERO if v == 0 else _coefficient(v), c]
+    return f * _piecewise_args(flat)
+
+
+def _monomial_rest(v: Any) -> Any:
+    """A monomial without its rational coefficient (``None`` for a number, or a coefficient
+    that is not rational)."""
+    if isinstance(v, se.Number):
+        return None
+    c = _coefficient(v)
+    if not isinstance(c, se.Rational):
+        return None
+    return v if c == 1 else se.Mul(*v.args[1:])
+
+
+def _tie_halved_extremum(pairs: list[tuple[Any, Any]]) -> Any:
+    """``max(a, b)`` (``min(a, b)``) for the value of a maximum (minimum) of two values written
+    with the tie split in halves, ``Piecewise((a, b < a), (b, a < b), ((a + b)/2, True))`` (how
+    :func:`verify._rules.conventional` writes a ``Max`` before differentiating; swapped
+    conditions for a ``Min``), else ``None``. The same value everywhere: at the tie ``a = b``,
+    ``(a + b)/2 = a``. So a maximum read inside a sum (a ReLU layer's output summed by the next
+    layer) is one atom whether it was written as JAX's ``max`` or as the reference's
+    Piecewise. (``conventional`` writes such a Piecewise back as it was, so a term
+    differentiated after this form is differentiated as before.)"""
+    if len(pairs) != 3 or pairs[2][1] != se.true:
+        return None
+    (a, c_a), (b, c_b), (tie, _) = pairs
+    if any(isinstance(v, _BOOLEAN) or has_infinity(v) for v in (a, b)):
+        return None
+    if se.expand(2 * tie - a - b) != 0:
+        return None
+    wins_a, wins_b = _lt_difference(c_a), _lt_difference(c_b)
+    if wins_a is None or wins_b is None:
+        return None
+    d = se.expand(a - b)
+    if d == 0:
+        return None
+    if se.expand(wins_a - d) == 0 and se.expand(wins_b + d) == 0:
+        return se.Max(a, b)  # a wins where a - b > 0, b where b - a > 0
+    if se.expand(wins_a + d) == 0 and se.expand(wins_b - d) == 0:
+        return se.Min(a, b)
+    return None
+
+
+def _scaled_difference(e: Any) -> tuple[Any, Any] | None:
+    """``(d, c)`` with ``e = c d``, ``c`` a nonzero rational and ``d`` the same for every
+    rational multiple of ``e``: its non-constant monomial of least text (without coefficient)
+    has coefficient 1. ``None`` for a constant ``e`` or a coefficient that is not rational."""
+    e = se.expand(e)
+    if isinstance(e, se.Number) or not isinstance(e, se.Basic):
+        return None
+    terms = e.args if isinstance(e, se.Add) else (e,)
+    c = _coefficient(min(terms, key=lambda t: (isinstance(t, se.Number), _rest_text(t), str(t))))
+    if not isinstance(c, se.Rational) or c == 0:
+        return None
+    return (e if c == 1 else se.expand(e / c)), c
+
+
+def _condition_at(cond: Any, d: Any, sign: int) -> bool | None:
+    """The truth of ``cond`` where ``d`` has the sign ``sign`` (-1, 0 or 1): a relation whose
+    difference is a rational multiple of ``d``, or ``And`` / ``Or`` / ``Not`` of such; ``None``
+    when it compares anything else."""
+    if cond == se.true or cond == se.false:
+        return cond == se.true
+    if isinstance(cond, _SIGN_RELATIONS):
+        scaled = _scaled_difference(cond.args[1] - cond.args[0])
+        if scaled is None or scaled[0] != d:
+            return None
+        v = sign * (1 if scaled[1] > 0 else -1)  # the sign of rhs - lhs
+        if isinstance(cond, se.StrictLessThan):
+            return v > 0
+        if isinstance(cond, se.LessThan):
+            return v >= 0
+        return (v == 0) == isinstance(cond, se.Equality)
+    parts = [_condition_at(a, d, sign) for a in cond.args] if cond.args else [None]
+    if None in parts:
+        return None
+    kind = type(cond).__name__
+    if kind == "And":
+        return all(parts)
+    if kind == "Or":
+        return any(parts)
+    if kind == "Not" and len(parts) == 1:
+        return not parts[0]
+    return None
+
+
+_SIGN_RELATIONS = (se.StrictLessThan, se.LessThan, se.Equality, se.Unequality)
+
+
+def _first_relation(cond: Any) -> Any:
+    """A relation of ``cond`` (a relation, or ``And`` / ``Or`` / ``Not`` of relations), else
+    ``None``."""
+    if isinstance(cond, _SIGN_RELATIONS):
+        return cond
+    if isinstance(cond, _BOOLEAN) and cond.args:
+        for a in cond.args:
+            r = _first_relation(a)
+            if r is not None:
+                return r
+    return None
+
+
+def _sign_table(pairs: list[tuple[Any, Any]]) -> tuple[Any, tuple[Any, Any, Any]] | None:
+    """A ``Piecewise`` (as its branches) that is a step in one difference ``d``: rational values
+    whose conditions compare rational multiples of ``d`` with 0 (``0 <= x``, ``x <= 0``,
+    ``2 x < 0``), as ``(d, (value where d < 0, where d = 0, where d > 0))`` (``d`` as
+    :func:`_scaled_difference` writes it); else ``None``."""
+    if not any(c != se.true for _, c in pairs) or \
+            not all(isinstance(v, se.Rational) for v, _ in pairs):  # fmt: skip
+        return None
+    first = next((r for _, c in pairs if (r := _first_relation(c)) is not None), None)
+    scaled = None if first is None else _scaled_difference(first.args[1] - first.args[0])
+    if scaled is None:
+        return None
+    d = scaled[0]
+    values = []
+    for sign in (-1, 0, 1):
+        for v, c in pairs:
+            holds = _condition_at(c, d, sign)
+            if holds is None:
+                return None
+            if holds:
+                values.append(v)
+                break
+        else:
+            return None  # no branch there (not a Piecewise symengine builds)
+    return d, (values[0], values[1], values[2])
+
+
+_STEPS: dict[Any, Any] = {}
+
+
+def _step_of(p: Any) -> tuple[Any, tuple[Any, Any, Any]] | None:
+    """:func:`_sign_table` of the ``Piecewise`` ``p``, memoised."""
+    hit = _STEPS.get(p, _STEPS)
+    if hit is _STEPS:
+        a = p.args
+        hit = _sign_table([(a[k], a[k + 1]) for k in range(0, len(a), 2)])
+        if len(_STEPS) > 100000:
+            _STEPS.clear()
+        _STEPS[p] = hit
+    return hit  # type: ignore[return-value]
+
+
+def _sign_pairs(d: Any, values: tuple[Any, Any, Any]) -> list[tuple[Any, Any]]:
+    """The branches of the one form of a step in ``d`` with ``values`` (where ``d < 0``,
+    ``d = 0``, ``d > 0``): three values as the tie conventions write them (``d < 0``, then
+    ``0 < d``, then the tie), two with the condition of the value that differs (``0 <= d``
+    where the tie takes the positive side's)."""
+    neg, zero, pos = values
+    if neg == zero == pos:
+        return [(neg, se.true)]
+    if neg == zero:
+        return [(pos, se.StrictLessThan(ZERO, d)), (neg, se.true)]
+    if pos == zero:
+        return [(pos, se.LessThan(ZERO, d)), (neg, se.true)]
+    if neg == pos:
+        return [(zero, se.Eq(d, ZERO)), (neg, se.true)]
+    return [(neg, se.StrictLessThan(d, ZERO)), (pos, se.StrictLessThan(ZERO, d)), (zero, se.true)]
+
+
+def _piecewise_factors(e: Any) -> bool:
+    """Whether a monomial of the expanded ``e`` has a ``Piecewise`` factor (or a power of one):
+    a look at the top of ``e`` only (where :func:`_sign_tables_merged` looks)."""
+    for t in e.args if isinstance(e, se.Add) else (e,):
+        for f in t.args if isinstance(t, se.Mul) else (t,):
+            base = f.args[0] if isinstance(f, se.Pow) else f
+            if isinstance(base, se.Piecewise):
+                return True
+    return False
+
+
+def _sign_tables_merged(e: Any) -> Any:
+    """``e`` (expanded) with, in every monomial, the steps in one difference ``d``
+    (:func:`_sign_table`; their integer powers too) multiplied into one step in the form of
+    :func:`_sign_pairs`: JAX's derivative of a ``max`` at a tie, ``[0 <= d] / ([d <= 0] +
+    [0 < d]/2)``, and the reference's ``Piecewise((0, d < 0), (1, 0 < d), (1/2, True))`` are
+    then one term (a ReLU's mask inside the next layer's sum, one atom on both sides). A
+    negative power of a step that is 0 somewhere is left as it is."""
+    terms = e.args if isinstance(e, se.Add) else (e,)
+    out = [_merged_monomial(t) for t in terms]
+    return e if all(a is b for a, b in zip(out, terms, strict=True)) else se.Add(*out)
+
+
+def _merged_monomial(t: Any) -> Any:
+    """:func:`_sign_tables_merged` for one monomial."""
+    if not isinstance(t, se.Mul | se.Pow):
+        return t
+    factors = t.args if isinstance(t, se.Mul) else (t,)
+    groups: dict[Any, list[tuple[Any, int]]] = {}
+    tables: dict[Any, tuple[Any, Any, Any]] = {}
+    rest = []
+    for f in factors:
+        base, n = (f.args[0], f.args[1]) if isinstance(f, se.Pow) else (f, ONE)
+        table = None
+        if isinstance(base, se.Piecewise) and isinstance(n, se.Integer):
+            table = _step_of(base)
+        if table is None or (n < 0 and any(v == 0 for v in table[1])):
+            rest.append(f)
+            continue
+        groups.setdefault(table[0], []).append((f, int(n)))
+        tables[f] = table[1]
+    changed = False
+    for d, items in groups.items():
+        if len(items) == 1 and items[0][1] > 0:
+            rest.append(items[0][0])
+            continue
+        values = [ONE, ONE, ONE]
+        for f, n in items:
+            values = [v * w**n for v, w in zip(values, tables[f], strict=True)]
+        flat = [x for pair in _sign_pairs(d, tuple(values)) for x in pair]  # type: ignore[arg-type]
+        rest.append(_piecewise_args(flat))
+        changed = True
+    return se.Mul(*rest) if changed else t
+
+
+#: Rounds of :func:`_sign_tables_added` (one difference each), at most.
+MAX_STEP_ROUNDS = 64
+
+
+def _sign_tables_added(e: Any) -> Any:
+    """``e`` (an expanded sum, steps in one difference multiplied, :func:`_sign_tables_merged`)
+    with the monomials ``c_i r s_i`` that differ only in a rational ``c_i`` and a step ``s_i``
+    in one difference ``d`` added into one, ``r s`` with ``s`` the step of the values
+    ``sum_i c_i s_i`` where ``d`` is negative, zero and positive (in the form of
+    :func:`_sign_pairs`): JAX's derivative of a leaky ReLU ``max(v, a v)``, ``[0 < v] + a [v <
+    0] + ...``, and the reference's one step with those values are then one term. One
+    difference per round, until no two monomials add up."""
+    for _ in range(MAX_STEP_ROUNDS):
+        terms = e.args if isinstance(e, se.Add) else (e,)
+        if len(terms) < 2:
+            return e
+        groups: dict[tuple[Any, Any], list[tuple[int, Any]]] = {}
+        for i, t in enumerate(terms):
+            for key, values in _steps_of(t):
+                groups.setdefault(key, []).append((i, values))
+        first = next((k for k, v in groups.items() if len(v) > 1), None)
+        if first is None:
+            return e
+        # every group of that difference (a monomial has one step in it: they are disjoint)
+        merged, used = [], set()
+        for (d, rest), members in groups.items():
+            if d != first[0] or len(members) < 2:
+                continue
+            total = [ZERO, ZERO, ZERO]
+            for _, values in members:
+                total = [a + b for a, b in zip(total, values, strict=True)]
+            flat = [x for pair in _sign_pairs(d, tuple(total)) for x in pair]  # type: ignore[arg-type]
+            merged.append(se.expand(rest * _piecewise_args(flat)))
+            used |= {i for i, _ in members}
+        e = se.Add(*merged, *[t for i, t in enumerate(terms) if i not in used])
+    return e
+
+
+def _steps_of(t: Any) -> list[tuple[tuple[Any, Any], tuple[Any, Any, Any]]]:
+    """For a monomial ``t``, each of its steps (a ``Piecewise`` factor, :func:`_sign_table`) as
+    ``((d, the other factors but the rational coefficient), the step's values times that
+    coefficient)``."""
+    factors = t.args if isinstance(t, se.Mul) else (t,)
+    coeff = se.Mul(*[f for f in factors if isinstance(f, se.Number)])
+    if not isinstance(coeff, se.Rational) or coeff == 0:
+        return []
+    others = [f for f in factors if not isinstance(f, se.Number)]
+    out = []
+    for n, f in enumerate(others):
+        if not isinstance(f, se.Piecewise):
+            continue
+        table = _step_of(f)
+        if table is None:
+            continue
+        d, values = table
+        rest = se.Mul(*[g for m, g in enumerate(others) if m != n])
+        out.append(((d, rest), (values[0] * coeff, values[1] * coeff, values[2] * coeff)))
+    return out
+
+
+def _lt_difference(c: Any) -> Any:
+    """``q - p`` for a strict relation ``p < q`` (it holds exactly where that is positive),
+    else ``None``."""
+    if isinstance(c, se.StrictLessThan):
+        return se.expand(c.args[1] - c.args[0])
+    return None
 
 
 def _coefficient(t: Any) -> Any:
