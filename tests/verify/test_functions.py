@@ -174,6 +174,14 @@ def test_relu_networks_verify_with_jax_relu_and_a_wrong_kink_is_refuted():
     r = verify_function(lambda x, w: jnp.sum(jax.nn.relu(w @ x)), f32((4,), jnp.float32),
                         f32((3, 4), jnp.float32), rules=False, modes=("vjp",))  # fmt: skip
     assert r.verdict == "verified", str(r)  # (its JVP too, in 6 s: docs/functions.md)
+    # three layers of jax.nn.relu: each layer's kink the derivative of 0, both modes
+    relu = jax.nn.relu
+    r = verify_function(lambda x, w1, w2: jnp.sum(relu(w2 @ relu(w1 @ relu(x)))),
+                        f32((8,), jnp.float32), f32((8, 8), jnp.float32), f32((4, 8), jnp.float32),
+                        rules=False, budget_s=10)  # fmt: skip
+    assert r.verdict == "verified", str(r)
+    for c in r.graph_checks:
+        assert c.method == "exact" and c.how.count("at a tie: the derivative of 0") == 3, c.how
 
     def with_jvp(at_zero: float, above: float) -> Any:
         @jax.custom_jvp

@@ -1046,11 +1046,20 @@ def _finite_factor_out(pairs: list[tuple[Any, Any]]) -> Any:
     0 or rational multiples ``r_i f`` of one term ``f`` (not a number) that is finite for every
     value of the leaves (:func:`finite`): where ``r_i = 0``, ``0 f = 0``. A value selected by a
     condition (``jnp.where(v > 0, v, 0)``, JAX's cotangent ``where(c, ct, 0)``) is then the
-    value times a step, as the reference's derivative writes it. ``None`` when the values are
-    not of that form."""
+    value times a step, as the reference's derivative writes it; so is a finite sum ``f``
+    selected whole (``Piecewise((f, c), (0, True))``, a ReLU's JVP of a layer's sum). ``None``
+    when the values are not of that form."""
     values = [v for v, _ in pairs]
     nonzero = [v for v in values if v != 0]
-    if not nonzero or any(isinstance(v, (_BOOLEAN, se.Add)) for v in nonzero):
+    if not nonzero or any(isinstance(v, _BOOLEAN) for v in nonzero):
+        return None
+    if isinstance(nonzero[0], se.Add):  # a sum selected whole (a JVP's where(c, t, 0))
+        f = nonzero[0]
+        if any(v != f for v in nonzero[1:]) or not finite(f):
+            return None
+        step = _piecewise_args([x for v, c in pairs for x in (ZERO if v == 0 else ONE, c)])
+        return se.expand(f * step)
+    if any(isinstance(v, se.Add) for v in nonzero):
         return None
     f = _monomial_rest(nonzero[0])
     if f is None or any(_monomial_rest(v) != f for v in nonzero[1:]) or not finite(f):
