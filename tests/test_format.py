@@ -415,6 +415,12 @@ def test_limits_are_enforced_and_overridable(tmp_path: Path) -> None:
         "$.leaves[1].shape: 12 elements exceed the limit 10"
     )
     assert refused(text, tl.Limits(max_depth=4)).startswith("$: JSON nested deeper than 4 levels")
+    # an axis over the limit beside an empty one (0 elements in all): refused, not a NumPy error
+    huge = json.loads(text)
+    huge["leaves"][1]["shape"] = [2**70, 0]
+    assert refused(json.dumps(huge)) == (
+        f"$.leaves[1].shape[0]: an axis of {2**70} exceeds the limit {1 << 28} elements"
+    )
     assert tl.loads(text, limits=tl.DEFAULT_LIMITS.replace(max_nodes=13)) == g
     path = tmp_path / "g.json"
     tl.save(g, path)

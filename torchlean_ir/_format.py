@@ -430,6 +430,9 @@ def _shape(v: Any, p: _Path, lim: Limits) -> tuple[int, ...]:
     msg = _over(math.prod(shape), lim.max_elements, "elements")
     if msg:
         raise p.fail(msg)
+    for i, d in enumerate(shape):  # beside a 0: the product passes, the axis is still too long
+        if d > lim.max_elements:
+            raise p.item(i).fail(f"an axis of {d} exceeds the limit {lim.max_elements} elements")
     return shape
 
 
