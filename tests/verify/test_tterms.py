@@ -247,4 +247,5 @@ def test_a_finite_value_selected_by_a_condition_is_the_value_times_a_step() -> N
         whole = se.Piecewise((ct() * x(1) + x(2), gt), (0, True))
         assert nf(whole) == nf(ct() * x(1) * step + x(2) * step)
         assert nf(se.Piecewise((se.log(x(1)) + x(2), gt), (0, True))) != nf(
-            se.log(x(1)) * step + x(2) * step)  # a log may be -oo where c fails: kept whole
+            se.log(x(1)) * step + x(2) * step
+        )  # a log may be -oo where c fails: kept whole
