@@ -670,7 +670,9 @@ def _tie_points(point: dict[str, Fraction]) -> list[dict[str, Fraction]]:
     ``x[0,2]``) at one value, its first's, the others as they are: one point per such tensor
     (at most :data:`TIE_POINTS`). Every maximum over its elements is then a tie, where the
     conventions of a reduction's derivative differ (JAX splits a tie evenly; the reference
-    gives it to one maximum), and random points never meet a tie."""
+    gives it to one maximum), and random points never meet a tie. Then ``point`` with every
+    element of one tensor at 0 (at most :data:`TIE_POINTS` of them): every sum of products over
+    it is then 0, a layer's pre-activation at its kink ``relu(w @ x)`` at ``x = 0``."""
     by_base: dict[str, list[str]] = {}
     for n in sorted(point):
         by_base.setdefault(parse_name(n)[0], []).append(n)
@@ -684,6 +686,11 @@ def _tie_points(point: dict[str, Fraction]) -> list[dict[str, Fraction]]:
         out.append(tied)
         if len(out) == TIE_POINTS:
             break
+    for names in list(by_base.values())[:TIE_POINTS]:
+        zero = dict(point)
+        for n in names:
+            zero[n] = Fraction(0)
+        out.append(zero)
     return out
 
 

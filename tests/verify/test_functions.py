@@ -208,6 +208,29 @@ def test_relu_networks_verify_with_jax_relu_and_a_wrong_kink_is_refuted():
     assert r.verdict == "verified" and not any("at the kinks" in c.how for c in r.graph_checks)
 
 
+def test_a_wrong_kink_between_layers_is_refuted_at_a_zero_input():
+    """relu'(0) = 5 inside a layer: no one-sided choice gives 5. The tie is of the layer's sum
+    ``w @ x`` with 0, which random points never meet; the probe's zero point (every element of
+    one input at 0) does, and the counterexample names it."""
+
+    @jax.custom_jvp
+    def relu(x):
+        return jnp.maximum(x, 0.0)
+
+    @relu.defjvp
+    def _(p, t):
+        (x,), (dx,) = p, t
+        return relu(x), dx * jnp.where(x > 0, 1.0, jnp.where(x == 0, 5.0, 0.0))
+
+    f32 = jax.ShapeDtypeStruct
+    r = verify_function(lambda x, w: jnp.sum(relu(w @ relu(x))), f32((4,), jnp.float32),
+                        f32((3, 4), jnp.float32), rules=False, budget_s=10)  # fmt: skip
+    assert r.verdict == "mismatch", str(r)
+    for c in r.graph_checks:
+        xs = {k: v for k, v in c.counterexample.inputs.items() if k.startswith("x[")}
+        assert xs and set(xs.values()) == {"0"}, c.counterexample.describe()
+
+
 def test_kinks_argument_is_checked():
     with pytest.raises(FunctionSpecError, match="kinks must be"):
         verify_function(jnp.abs, jnp.zeros(3), kinks="left")
