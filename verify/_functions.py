@@ -637,8 +637,9 @@ def _kinks_searched(link: str, name: str, run: Callable[[KinkChoice], TOutcome],
     conventions. With them, the conventions within :data:`KINK_CONVENTION_SHARE` of the
     remaining budget, then each of :func:`verify._kinks.kink_choices` within
     :data:`KINK_CHOICE_SHARE`; the first proved is the outcome (a choice named in front of
-    its ``how``). MISMATCH (the conventions' counterexample, its ``how`` saying how many
-    choices were refuted too) only when every choice is refuted; else undecided."""
+    its ``how``). MISMATCH (the first refuted choice's counterexample, its ``how`` saying how
+    many choices were refuted and which one the counterexample is under) only when the
+    conventions and every choice are refuted; else undecided."""
     sites = sites_of() if kinks == "one-sided" else []
     if not sites:
         return run(())
@@ -647,11 +648,14 @@ def _kinks_searched(link: str, name: str, run: Callable[[KinkChoice], TOutcome],
         return first
     choices = list(kink_choices(sites))
     undecided = ""
+    refuted: tuple[TOutcome, str] | None = None  # the first choice refuted, and what it is
     for choice, text in choices:
         o = _within(KINK_CHOICE_SHARE, lambda choice=choice: run(choice))
         if o is not None and _proved(o):
             o.hows.insert(0, f"at the kinks, {text}")
             return o
+        if refuted is None and o is not None and o.failure is not None:
+            refuted = (o, text)
         if not undecided and (o is None or o.failure is None):
             why = "its share of the budget ran out" if o is None else o.error or o.undecided
             undecided = f"with a one-sided choice at the kinks: {why}"
@@ -661,9 +665,13 @@ def _kinks_searched(link: str, name: str, run: Callable[[KinkChoice], TOutcome],
             return first
     n = len(sites)
     if first.failure is not None and not undecided:
-        first.note = (f"refuted with the reference's conventions at the {n} kink site(s) and "
-                      f"with each of {len(choices)} one-sided choices there")  # fmt: skip
-        return first
+        # the counterexample of a one-sided choice: one at a kink only when no choice fits
+        # there (the conventions' may sit at a kink where JAX took another one-sided value)
+        out, text = refuted if refuted is not None else (first, "")
+        out.note = (f"refuted with the reference's conventions at the {n} kink site(s) and "
+                    f"with each of {len(choices)} one-sided choices there"
+                    + (f"; the counterexample with {text}" if text else ""))  # fmt: skip
+        return out
     why = (f"counterexample at {first.failure.element}" if first.failure is not None
            else first.undecided)  # fmt: skip
     out = TOutcome(link, name)  # type: ignore[arg-type]
