@@ -163,6 +163,21 @@ def test_kinks_take_a_one_sided_derivative_named_in_the_check():
     assert ce.inputs["x[0,0]"] == "0" and ce.expected == "0"
 
 
+def _relu_with_jvp(at_zero: float, above: float) -> Any:
+    """``max(x, 0)`` with a custom JVP: derivative 1 where ``x > above``, ``at_zero`` at 0."""
+
+    @jax.custom_jvp
+    def relu(x):
+        return jnp.maximum(x, 0.0)
+
+    @relu.defjvp
+    def _(p, t):
+        (x,), (dx,) = p, t
+        return relu(x), dx * jnp.where(x > above, 1.0, jnp.where(x == 0, at_zero, 0.0))
+
+    return relu
+
+
 def test_relu_networks_verify_with_jax_relu_and_a_wrong_kink_is_refuted():
     """jax.nn.relu's derivative at 0 is 0, one of the one-sided derivatives of max(x, 0): a
     layer written with it verifies; a rule that gives 5 at 0 is refuted (no one-sided choice
@@ -183,18 +198,7 @@ def test_relu_networks_verify_with_jax_relu_and_a_wrong_kink_is_refuted():
     for c in r.graph_checks:
         assert c.method == "exact" and c.how.count("at a tie: the derivative of 0") == 3, c.how
 
-    def with_jvp(at_zero: float, above: float) -> Any:
-        @jax.custom_jvp
-        def relu(x):
-            return jnp.maximum(x, 0.0)
-
-        @relu.defjvp
-        def _(p, t):
-            (x,), (dx,) = p, t
-            return relu(x), dx * jnp.where(x > above, 1.0, jnp.where(x == 0, at_zero, 0.0))
-
-        return relu
-
+    with_jvp = _relu_with_jvp
     r = verify_function(with_jvp(5.0, 0.0), f32((8,), jnp.float32), rules=False)
     assert r.verdict == "mismatch", str(r)
     (ce,) = {c.counterexample.inputs["x[0]"] for c in r.graph_checks}
@@ -214,16 +218,7 @@ def test_a_wrong_kink_between_layers_is_refuted_at_a_zero_input():
     """relu'(0) = 5 inside a layer: no one-sided choice gives 5. The tie is of the layer's sum
     ``w @ x`` with 0, which random points never meet; the probe's zero point (every element of
     one input at 0) does, and the counterexample names it."""
-
-    @jax.custom_jvp
-    def relu(x):
-        return jnp.maximum(x, 0.0)
-
-    @relu.defjvp
-    def _(p, t):
-        (x,), (dx,) = p, t
-        return relu(x), dx * jnp.where(x > 0, 1.0, jnp.where(x == 0, 5.0, 0.0))
-
+    relu = _relu_with_jvp(5.0, 0.0)
     f32 = jax.ShapeDtypeStruct
     r = verify_function(lambda x, w: jnp.sum(relu(w @ relu(x))), f32((4,), jnp.float32),
                         f32((3, 4), jnp.float32), rules=False, budget_s=10)  # fmt: skip
