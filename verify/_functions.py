@@ -595,7 +595,11 @@ def _check_kinks(kinks: str) -> None:
         raise FunctionSpecError(f"kinks must be 'one-sided' or 'convention', got {kinks!r}")
 
 
-Conv = Callable[[Any], Any]
+def _jvp_with(e: Any, tangent: Mapping[str, str], choice: KinkChoice) -> Any:
+    """The derivative of the term ``e`` with the tie reading ``choice`` (``()``: the
+    conventions; :mod:`verify._kinks`)."""
+    return T.jvp_term(e, tangent, functools.partial(conventional, choice=choice),
+                      even_ties(choice))  # fmt: skip
 
 
 def _kink_sites(F: Sequence[TArray]) -> list[KinkSite]:
@@ -882,20 +886,13 @@ def check_subject(s: _Subject, *, modes: Sequence[str], stop_gradient: StopGradi
                          prove=stop_gradient == "prove", link=link, budget_s=budget_s,
                          checks=checks)  # fmt: skip
     derivatives: dict[KinkChoice, list[TArray]] = {}
-    sites: list[list[KinkSite]] = []
-
-    def sites_of() -> list[KinkSite]:
-        if not sites:
-            sites.append(_kink_sites(F))
-        return sites[0]
+    sites_of = functools.cache(lambda: _kink_sites(F))
 
     def derivative(choice: KinkChoice) -> list[TArray]:
         """The reference derivative with the tie reading ``choice`` (built once per choice)."""
         if choice not in derivatives:
-            conv = functools.partial(conventional, choice=choice)
-            even = even_ties(choice)
-            derivatives[choice] = [TArray(Fk.shape, lambda idx, Fk=Fk: T.jvp_term(
-                Fk.at(idx), tangent, conv, even), "f") for Fk in F]  # fmt: skip
+            derivatives[choice] = [TArray(Fk.shape, lambda idx, Fk=Fk: _jvp_with(
+                Fk.at(idx), tangent, choice), "f") for Fk in F]  # fmt: skip
         return derivatives[choice]
 
     ct_names = ["ct"] if len(F) == 1 else [f"ct{k}" for k in range(len(F))]
@@ -1260,8 +1257,7 @@ def verify_gradient_outputs(
             t1 = time.perf_counter()
 
             def run(choice: KinkChoice) -> TOutcome:
-                conv = functools.partial(conventional, choice=choice)
-                J = T.jvp_term(L.at(()), tangent, conv, even_ties(choice))
+                J = _jvp_with(L.at(()), tangent, choice)
                 rounded_jvp: dict[str, Any] = {}
                 o = TOutcome(link, check_name)  # type: ignore[arg-type]
                 for k, nm in sorted(grads.items()):
@@ -1275,12 +1271,10 @@ def verify_gradient_outputs(
                     claimed = _without_shifts([F[k]], held, st)[0]
 
                     def rounded(nm: str = str(nm), shape: tuple[int, ...] = tuple(shape),
-                                conv: Conv = conv,
                                 rounded_jvp: dict = rounded_jvp) -> TArray:  # fmt: skip
                         if "J" not in rounded_jvp:  # the forward's constants at the dtype's
                             Lr = _constants_f32(L.at(()), bits, rationals=True)
-                            rounded_jvp["J"] = T.jvp_term(Lr, tangent, conv,
-                                                          even_ties(choice))  # fmt: skip
+                            rounded_jvp["J"] = _jvp_with(Lr, tangent, choice)
                         Jr = rounded_jvp["J"]
                         return _substitute(TArray(shape, lambda q: T.normalize(
                             T.coefficient(Jr, "d" + nm, q)), "f"), post)  # fmt: skip
