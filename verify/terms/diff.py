@@ -135,13 +135,13 @@ def _maxr_even_jvp(m: Any, d: Callable[[Any], Any]) -> Any:
     if not (isinstance(lo, se.Integer) and isinstance(hi, se.Integer)):
         raise TermError("the even split of a maximum over a symbolic axis is not written out")
 
-    def over(v: Any, prefix: str) -> Any:
-        j = fresh(prefix, int(lo), int(hi))
+    def tied_sum(derivative: bool) -> Any:
+        j = fresh("_k", int(lo), int(hi))
         at = body.xreplace({k: j})
         tied = se.Piecewise((ONE, se.Eq(m, at)), (ZERO, True))
-        return SUM((d(at) if v else ONE) * tied * range_brackets(j, lo, hi), j)
+        return SUM((d(at) if derivative else ONE) * tied * range_brackets(j, lo, hi), j)
 
-    return over(True, "_k") / over(False, "_k")
+    return tied_sum(True) / tied_sum(False)
 
 
 def _moving_atoms(e: Any, tangent: Mapping[str, str]) -> list[Any]:
